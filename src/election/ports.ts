@@ -1,0 +1,47 @@
+// The two things the elector talks to, as small interfaces: the lease store (PostgreSQL
+// in production, src/lease) and the release feed (LISTEN/NOTIFY). The elector itself
+// never imports a database or Kubernetes client; src/controller wires the real ones in.
+
+/** A claim either wins the lease or tells who holds it, in the same round trip. */
+export type ClaimAnswer =
+  | {
+      won: true;
+      fence: number;
+      acquiredAt: Date;
+      expiresAt: Date;
+      /** expires_at minus the server's clock_timestamp() of that statement, in ms. */
+      ttlMs: number;
+    }
+  | {
+      won: false;
+      /** null only in the rare race where the row appeared after the statement's snapshot. */
+      holder: string | null;
+      fence: number | null;
+      expiresAt: Date | null;
+      ttlMs: number | null;
+    };
+
+export type RenewAnswer = { renewed: true; expiresAt: Date; ttlMs: number } | { renewed: false };
+
+export interface LeaseView {
+  key: string;
+  holder: string;
+  fence: number;
+  acquiredAt: Date;
+  expiresAt: Date;
+  /** Time left by the server's clock when it was read; zero or less means expired. */
+  ttlMs: number;
+}
+
+export interface LeaseStore {
+  claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer>;
+  renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer>;
+  /** True when this holder's term (key, holder, fence) was live and is now ended. */
+  release(key: string, holder: string, fence: number): Promise<boolean>;
+  read(key: string): Promise<LeaseView | null>;
+}
+
+/** Announcements of released leases, so followers claim at once instead of at their next poll. */
+export interface ReleaseFeed {
+  subscribe(listener: (key: string) => void): () => void;
+}
