@@ -1,0 +1,366 @@
+// One named lease, campaigned for by one process. The loop is a single chain of ticks; each
+// tick runs one store call, turns the answer into a Decision (decide.ts) and applies it.
+// A separate deadline timer ends leadership locally even while a call hangs.
+import { EventEmitter } from "node:events";
+import { type Clock, monotonicClock, type Timer } from "./clock.ts";
+import {
+  type Action,
+  afterClaim,
+  afterError,
+  afterRead,
+  afterRenew,
+  type Context,
+  type Decision,
+  type ElectionState,
+  initialState,
+  nextAction,
+  type Outcome,
+  released,
+  stepDown,
+} from "./decide.ts";
+import type { LeaseStore, ReleaseFeed } from "./ports.ts";
+import { type Timing, type TimingInput, timingOrThrow } from "./timing.ts";
+
+export interface LeaderTerm {
+  key: string;
+  holder: string;
+  fence: number;
+  acquiredAt: Date;
+  /** Aborted at the local deadline, on a lost renew and on stop: before anyone else can hold the lease. */
+  signal: AbortSignal;
+}
+
+export interface ElectorOptions extends TimingInput {
+  key: string;
+  /** Unique per process: see holderIdentity(). */
+  holder: string;
+  store: LeaseStore;
+  releases?: ReleaseFeed;
+  clock?: Clock;
+  /** Leader-only work, started on each acquisition with the fence and a signal. */
+  lead?: (term: LeaderTerm) => unknown;
+  /** Awaited (bounded) before a graceful release: demote the pod first, so there is a gap, never an overlap. */
+  beforeRelease?: (term: { key: string; fence: number }) => Promise<unknown>;
+  /** Bound on waiting for leader work, and for beforeRelease, when stopping. */
+  stopTimeoutMs?: number;
+}
+
+export interface TickReport extends Decision {
+  key: string;
+  action: Action | "deadline" | "release";
+  /** How long the store call took, in ms (0 for the deadline timer). */
+  durationMs: number;
+}
+
+export interface LeaderSeen {
+  key: string;
+  holder: string | null;
+  fence: number | null;
+}
+
+export interface ElectorStatus {
+  key: string;
+  holder: string;
+  role: "leader" | "follower";
+  fence: number | null;
+  leader: string | null;
+  expiresAt: Date | null;
+  lastOutcome: Outcome | null;
+  since: Date;
+  /** Local time left before this leader steps down on its own, ms; null for a follower. */
+  deadlineInMs: number | null;
+}
+
+type ElectorEvents = {
+  tick: [TickReport];
+  transition: [TickReport];
+  "leader-changed": [LeaderSeen];
+  "work-error": [unknown];
+};
+
+export class Elector extends EventEmitter<ElectorEvents> {
+  readonly key: string;
+  readonly holder: string;
+  readonly timing: Timing;
+  readonly #ctx: Context;
+  readonly #opts: ElectorOptions;
+  readonly #clock: Clock;
+  #state: ElectionState = initialState;
+  #lastOutcome: Outcome | null = null;
+  #since = new Date();
+  #leaderSeen: LeaderSeen;
+  #wake: Timer | null = null;
+  #deadline: Timer | null = null;
+  #inflight: Promise<void> | null = null;
+  #tickRequested = false;
+  #releaseAnnounced = false;
+  #generation = 0;
+  #started = false;
+  #stopping = false;
+  #stopped: Promise<void> | null = null;
+  #unsubscribe: (() => void) | null = null;
+  #work: { controller: AbortController; done: Promise<void> } | null = null;
+
+  constructor(options: ElectorOptions) {
+    super();
+    if (!options.key) throw new TypeError("key must be a non-empty lease name");
+    if (!options.holder) throw new TypeError("holder must be a non-empty identity, unique per process");
+    this.key = options.key;
+    this.holder = options.holder;
+    this.timing = timingOrThrow(options);
+    this.#opts = options;
+    this.#clock = options.clock ?? monotonicClock;
+    this.#ctx = { key: this.key, holder: this.holder, timing: this.timing };
+    this.#leaderSeen = { key: this.key, holder: null, fence: null };
+  }
+
+  /** Starts campaigning. Returns at once; watch the events or status(). */
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    this.#unsubscribe =
+      this.#opts.releases?.subscribe((key) => {
+        if (key !== this.key || this.#state.role === "leader" || this.#stopping) return;
+        this.#releaseAnnounced = true;
+        this.#schedule(this.#clock.now());
+      }) ?? null;
+    this.#schedule(this.#clock.now());
+  }
+
+  isLeader(): boolean {
+    return this.#state.role === "leader";
+  }
+
+  status(): ElectorStatus {
+    const { role, term, observed } = this.#state;
+    return {
+      key: this.key,
+      holder: this.holder,
+      role,
+      fence: term?.fence ?? observed?.fence ?? null,
+      leader: role === "leader" ? this.holder : (observed?.holder ?? null),
+      expiresAt: term?.expiresAt ?? observed?.expiresAt ?? null,
+      lastOutcome: this.#lastOutcome,
+      since: this.#since,
+      deadlineInMs: term ? Math.max(0, term.deadline - this.#clock.now()) : null,
+    };
+  }
+
+  #schedule(at: number): void {
+    this.#wake?.cancel();
+    this.#wake = this.#clock.setTimer(at - this.#clock.now(), () => {
+      this.#wake = null;
+      this.#tick();
+    });
+  }
+
+  #tick(): void {
+    if (this.#stopping) return;
+    if (this.#inflight) {
+      this.#tickRequested = true;
+      return;
+    }
+    this.#inflight = this.#runTick().finally(() => {
+      this.#inflight = null;
+      if (this.#tickRequested && !this.#stopping) {
+        this.#tickRequested = false;
+        this.#tick();
+      }
+    });
+  }
+
+  async #runTick(): Promise<void> {
+    const generation = this.#generation;
+    const sentAt = this.#clock.now();
+    const action = nextAction(this.#state, sentAt, this.#releaseAnnounced);
+    this.#releaseAnnounced = false;
+    let decision: Decision;
+    try {
+      decision = await this.#perform(action, sentAt);
+    } catch (error) {
+      decision = afterError(this.#ctx, this.#state, action, error, this.#clock.now());
+    }
+    const durationMs = this.#clock.now() - sentAt;
+    if (this.#stopping) {
+      // stop() releases whatever this last call won; nothing else may start now.
+      if (generation === this.#generation && decision.state.role === "leader") this.#state = decision.state;
+      return;
+    }
+    // The deadline timer already ended this term while the call was in flight.
+    if (generation !== this.#generation) return;
+    this.#apply(decision, action, durationMs);
+  }
+
+  async #perform(action: Action, sentAt: number): Promise<Decision> {
+    const { store } = this.#opts;
+    const { leaseDurationMs } = this.timing;
+    if (action === "renew") {
+      const term = this.#state.term;
+      if (!term) throw new Error("renew without a term");
+      const answer = await this.#call(store.renew(this.key, this.holder, term.fence, leaseDurationMs));
+      return afterRenew(this.#ctx, this.#state, answer, sentAt, this.#clock.now());
+    }
+    if (action === "read") {
+      const view = await this.#call(store.read(this.key));
+      const decision = afterRead(this.#ctx, view, this.#clock.now());
+      // Free, expired or ours: claim in the same tick.
+      if (decision) return decision;
+      sentAt = this.#clock.now();
+    }
+    const answer = await this.#call(store.claim(this.key, this.holder, leaseDurationMs));
+    return afterClaim(this.#ctx, this.#state, answer, sentAt, this.#clock.now());
+  }
+
+  /** A store call bounded on the elector's own clock, so a hung pool or socket costs one tick. */
+  #call<T>(operation: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = this.#clock.setTimer(this.timing.callTimeoutMs, () =>
+        reject(new Error(`no answer within ${this.timing.callTimeoutMs} ms`)),
+      );
+      operation.then(
+        (value) => {
+          timer.cancel();
+          resolve(value);
+        },
+        (error: unknown) => {
+          timer.cancel();
+          reject(error);
+        },
+      );
+    });
+  }
+
+  #apply(decision: Decision, action: TickReport["action"], durationMs: number, schedule = true): void {
+    const before = this.#state;
+    this.#state = decision.state;
+    const report: TickReport = { ...decision, key: this.key, action, durationMs };
+    const changed = decision.outcome !== this.#lastOutcome || before.role !== decision.state.role;
+    if (before.role !== decision.state.role) this.#since = new Date();
+    this.#lastOutcome = decision.outcome;
+
+    if (before.role === "leader" && decision.state.role !== "leader") this.#endTerm(decision.sentence);
+    if (decision.state.role === "leader") this.#armDeadline();
+    this.emit("tick", report);
+    if (changed) this.emit("transition", report);
+    if (decision.outcome === "acquired") this.#startWork();
+    this.#noteLeader();
+    if (schedule) this.#schedule(decision.wakeAt);
+  }
+
+  #armDeadline(): void {
+    const term = this.#state.term;
+    if (!term) return;
+    this.#deadline?.cancel();
+    this.#deadline = this.#clock.setTimer(term.deadline - this.#clock.now(), () => {
+      this.#deadline = null;
+      if (this.#stopping || this.#state.role !== "leader") return;
+      this.#generation++;
+      this.#apply(stepDown(this.#ctx, this.#state, this.#clock.now()), "deadline", 0);
+    });
+  }
+
+  #endTerm(reason: string): void {
+    this.#generation++;
+    this.#deadline?.cancel();
+    this.#deadline = null;
+    this.#work?.controller.abort(new Error(reason));
+  }
+
+  #startWork(): void {
+    const lead = this.#opts.lead;
+    const term = this.#state.term;
+    if (!lead || !term) return;
+    const controller = new AbortController();
+    const done = Promise.resolve()
+      .then(() =>
+        lead({
+          key: this.key,
+          holder: this.holder,
+          fence: term.fence,
+          acquiredAt: term.acquiredAt,
+          signal: controller.signal,
+        }),
+      )
+      .then(
+        () => {},
+        (error: unknown) => {
+          if (!controller.signal.aborted) this.emit("work-error", error);
+        },
+      );
+    this.#work = { controller, done };
+  }
+
+  #noteLeader(): void {
+    const status = this.status();
+    const seen = { key: this.key, holder: status.leader, fence: status.fence };
+    if (seen.holder === this.#leaderSeen.holder && seen.fence === this.#leaderSeen.fence) return;
+    this.#leaderSeen = seen;
+    this.emit("leader-changed", seen);
+  }
+
+  /**
+   * Stops campaigning: aborts leader work and waits for it (bounded), runs beforeRelease
+   * (bounded), then releases the lease, which announces it to followers. Idempotent.
+   */
+  stop(): Promise<void> {
+    this.#stopped ??= this.#shutdown();
+    return this.#stopped;
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#stopping = true;
+    this.#wake?.cancel();
+    this.#unsubscribe?.();
+    await this.#inflight;
+    this.#deadline?.cancel();
+    const term = this.#state.role === "leader" ? this.#state.term : null;
+    const bound = this.#opts.stopTimeoutMs ?? 5_000;
+    if (this.#work) {
+      this.#work.controller.abort(new Error(`stopping: releasing lease ${this.key}`));
+      await this.#bounded(this.#work.done, bound);
+    }
+    if (!term) return;
+    const demote = this.#opts.beforeRelease;
+    if (demote)
+      await this.#bounded(
+        demote({ key: this.key, fence: term.fence }).catch(() => {}),
+        bound,
+      );
+    const sentAt = this.#clock.now();
+    let ended = false;
+    try {
+      ended = await this.#call(this.#opts.store.release(this.key, this.holder, term.fence));
+    } catch (error) {
+      // The lease runs out on the server by itself; the pod was already demoted.
+      this.#apply(
+        afterError(this.#ctx, this.#state, "release", error, this.#clock.now()),
+        "release",
+        0,
+        false,
+      );
+      return;
+    }
+    this.#apply(
+      released(this.#ctx, term.fence, ended, this.#clock.now()),
+      "release",
+      this.#clock.now() - sentAt,
+      false,
+    );
+  }
+
+  #bounded(promise: Promise<unknown>, ms: number): Promise<unknown> {
+    return new Promise((resolve) => {
+      const timer = this.#clock.setTimer(ms, () => resolve(undefined));
+      promise.then(
+        () => {
+          timer.cancel();
+          resolve(undefined);
+        },
+        () => {
+          timer.cancel();
+          resolve(undefined);
+        },
+      );
+    });
+  }
+}

@@ -1,0 +1,81 @@
+// Election timing. Rejected when inconsistent, never adjusted: a silently "fixed" setting
+// is a leadership guarantee nobody asked for.
+
+export interface Timing {
+  /** How long a claim or renew keeps the lease on the server. */
+  leaseDurationMs: number;
+  /** How often the leader renews. */
+  renewIntervalMs: number;
+  /** How often a follower looks at the lease. */
+  retryIntervalMs: number;
+  /** How long before the earliest server-side expiry the leader gives up locally. */
+  safetyMarginMs: number;
+  /** Pause between attempts after a transient failure (network, timeout). */
+  transientRetryMs: number;
+  /** Longest a single store call may take before it counts as a transient failure. */
+  callTimeoutMs: number;
+}
+
+export const DEFAULT_LEASE_DURATION_MS = 15_000;
+export const DEFAULT_RETRY_INTERVAL_MS = 2_000;
+
+export type TimingInput = Partial<Timing>;
+
+/** Fills defaults derived from the lease duration, then lists every inconsistency at once. */
+export function resolveTiming(input: TimingInput = {}): { timing: Timing; problems: string[] } {
+  const leaseDurationMs = input.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS;
+  const renewIntervalMs = input.renewIntervalMs ?? Math.floor(leaseDurationMs / 3);
+  const timing: Timing = {
+    leaseDurationMs,
+    renewIntervalMs,
+    retryIntervalMs: input.retryIntervalMs ?? DEFAULT_RETRY_INTERVAL_MS,
+    safetyMarginMs: input.safetyMarginMs ?? renewIntervalMs,
+    transientRetryMs:
+      input.transientRetryMs ?? Math.min(1_000, Math.max(10, Math.floor(renewIntervalMs / 5))),
+    callTimeoutMs: input.callTimeoutMs ?? Math.floor(renewIntervalMs / 2),
+  };
+  const problems: string[] = [];
+  for (const [name, value] of Object.entries(timing)) {
+    if (!Number.isSafeInteger(value) || value <= 0) {
+      problems.push(`${name} must be a positive whole number of milliseconds, got ${value}`);
+    }
+  }
+  if (problems.length > 0) return { timing, problems };
+  if (timing.renewIntervalMs >= timing.leaseDurationMs) {
+    problems.push(
+      `renewIntervalMs (${timing.renewIntervalMs}) must be shorter than leaseDurationMs (${timing.leaseDurationMs}); a third of it is usual`,
+    );
+  }
+  if (timing.renewIntervalMs + timing.safetyMarginMs >= timing.leaseDurationMs) {
+    problems.push(
+      `renewIntervalMs + safetyMarginMs (${timing.renewIntervalMs} + ${timing.safetyMarginMs}) must be shorter than leaseDurationMs ` +
+        `(${timing.leaseDurationMs}), or the leader would step down before its next renew`,
+    );
+  }
+  if (timing.callTimeoutMs * 2 > timing.renewIntervalMs) {
+    problems.push(
+      `callTimeoutMs (${timing.callTimeoutMs}) must be at most half of renewIntervalMs (${timing.renewIntervalMs}), so a hung call costs one tick`,
+    );
+  }
+  if (timing.transientRetryMs >= timing.leaseDurationMs) {
+    problems.push(
+      `transientRetryMs (${timing.transientRetryMs}) must be shorter than leaseDurationMs (${timing.leaseDurationMs})`,
+    );
+  }
+  return { timing, problems };
+}
+
+export class TimingError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`invalid election timing:\n  - ${problems.join("\n  - ")}`);
+    this.name = "TimingError";
+    this.problems = problems;
+  }
+}
+
+export function timingOrThrow(input: TimingInput = {}): Timing {
+  const { timing, problems } = resolveTiming(input);
+  if (problems.length > 0) throw new TimingError(problems);
+  return timing;
+}

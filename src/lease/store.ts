@@ -1,0 +1,224 @@
+// The lease store on PostgreSQL: each operation is one statement on a pooled connection that
+// goes straight back to the pool, and every time that matters is the server's clock_timestamp().
+import type pg from "pg";
+import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
+import { type LeaseTable, leaseTable } from "./table.ts";
+
+export interface PgLeaseStoreOptions {
+  pool: pg.Pool;
+  schema?: string;
+  table?: string;
+  /** Client-side deadline per statement; keep it at most half the renew interval. */
+  statementTimeoutMs: number;
+  /** Named prepared statements are faster; PgBouncer < 1.21 in transaction mode needs them off. */
+  preparedStatements?: boolean;
+}
+
+// One instant per statement, so the expiry, the decision and the reported ttl agree.
+const NOW = "now AS (SELECT clock_timestamp() AS t)";
+const TTL_MS = (col: string) => `(extract(epoch FROM ${col} - now.t) * 1000)::float8`;
+
+const claimSql = (t: LeaseTable) => `
+  WITH ${NOW},
+  claimed AS (
+    INSERT INTO ${t.qualified} AS lease (key, holder, fence, acquired_at, expires_at)
+    SELECT $1, $2, 1, now.t, now.t + $3 * interval '1 millisecond' FROM now
+    ON CONFLICT (key) DO UPDATE SET
+      holder = EXCLUDED.holder,
+      -- Only the same holder on a live lease keeps its term; every other change of hands bumps the fence.
+      fence = CASE WHEN lease.holder = EXCLUDED.holder AND lease.expires_at > EXCLUDED.acquired_at
+                   THEN lease.fence ELSE lease.fence + 1 END,
+      acquired_at = CASE WHEN lease.holder = EXCLUDED.holder AND lease.expires_at > EXCLUDED.acquired_at
+                         THEN lease.acquired_at ELSE EXCLUDED.acquired_at END,
+      expires_at = EXCLUDED.expires_at
+    -- A live lease of another holder is never taken over.
+    WHERE lease.holder = EXCLUDED.holder OR lease.expires_at <= EXCLUDED.acquired_at
+    RETURNING holder, fence, acquired_at, expires_at
+  ),
+  current AS (
+    -- FOR SHARE follows a concurrent winner's update to the newest row version.
+    SELECT holder, fence, acquired_at, expires_at FROM ${t.qualified}
+    WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claimed) FOR SHARE
+  )
+  SELECT true AS won, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")} AS ttl_ms
+    FROM claimed c, now
+  UNION ALL
+  SELECT false, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")}
+    FROM current c, now`;
+
+const renewSql = (t: LeaseTable) => `
+  WITH ${NOW}
+  UPDATE ${t.qualified} AS lease SET expires_at = now.t + $4 * interval '1 millisecond'
+  FROM now
+  -- Holder and fence pin the term; an expired lease is never resurrected, even by its last holder.
+  WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND lease.expires_at > now.t
+  RETURNING lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
+
+const releaseSql = (t: LeaseTable) => `
+  WITH ${NOW},
+  released AS (
+    -- Expired in place, never deleted: the fence must survive to keep increasing.
+    UPDATE ${t.qualified} AS lease
+       SET expires_at = greatest(now.t, lease.acquired_at + interval '1 microsecond')
+      FROM now
+     WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND lease.expires_at > now.t
+    RETURNING lease.key
+  )
+  SELECT key, pg_notify('${t.channel}', key) FROM released`;
+
+const readSql = (t: LeaseTable) => `
+  WITH ${NOW}
+  SELECT key, holder, fence::text, acquired_at, expires_at, ${TTL_MS("expires_at")} AS ttl_ms
+    FROM ${t.qualified}, now WHERE key = $1`;
+
+const listSql = (t: LeaseTable) => `
+  WITH ${NOW}
+  SELECT key, holder, fence::text, acquired_at, expires_at, ${TTL_MS("expires_at")} AS ttl_ms
+    FROM ${t.qualified}, now ORDER BY key`;
+
+const renewManySql = (t: LeaseTable) => `
+  WITH ${NOW}
+  UPDATE ${t.qualified} AS lease SET expires_at = now.t + $2 * interval '1 millisecond'
+  FROM now, unnest($3::text[], $4::bigint[]) AS term(key, fence)
+  -- The same guard as a single renew, per row: holder, fence and still live.
+  WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND lease.expires_at > now.t
+  RETURNING lease.key, lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
+
+// Administrative release (pglease release): ends whoever holds it now, keeping the fence.
+const forceReleaseSql = (t: LeaseTable) => `
+  WITH ${NOW},
+  released AS (
+    UPDATE ${t.qualified} AS lease
+       SET expires_at = greatest(now.t, lease.acquired_at + interval '1 microsecond')
+      FROM now
+     WHERE lease.key = $1 AND lease.expires_at > now.t
+    RETURNING lease.key, lease.holder, lease.fence::text
+  )
+  SELECT key, holder, fence, pg_notify('${t.channel}', key) FROM released`;
+
+type StatementName = "claim" | "renew" | "release" | "read" | "list" | "renewMany" | "forceRelease";
+
+interface Row {
+  key?: string;
+  won?: boolean;
+  holder: string;
+  fence: string;
+  acquired_at: Date;
+  expires_at: Date;
+  ttl_ms: number;
+}
+
+export function parseFence(text: string): number {
+  const fence = Number(text);
+  if (!Number.isSafeInteger(fence))
+    throw new RangeError(`fence ${text} is beyond 2^53 and cannot be represented`);
+  return fence;
+}
+
+function view(row: Row & { key: string }): LeaseView {
+  return {
+    key: row.key,
+    holder: row.holder,
+    fence: parseFence(row.fence),
+    acquiredAt: row.acquired_at,
+    expiresAt: row.expires_at,
+    ttlMs: row.ttl_ms,
+  };
+}
+
+export function assertDuration(durationMs: number): void {
+  if (!Number.isSafeInteger(durationMs) || durationMs <= 0) {
+    throw new RangeError(`lease duration must be a positive whole number of milliseconds, got ${durationMs}`);
+  }
+}
+
+export class PgLeaseStore implements LeaseStore {
+  readonly table: LeaseTable;
+  readonly #pool: pg.Pool;
+  readonly #timeoutMs: number;
+  readonly #prepared: boolean;
+  readonly #sql: Record<StatementName, string>;
+
+  constructor(options: PgLeaseStoreOptions) {
+    this.table = leaseTable(options.schema, options.table);
+    this.#pool = options.pool;
+    this.#timeoutMs = options.statementTimeoutMs;
+    this.#prepared = options.preparedStatements ?? true;
+    const t = this.table;
+    this.#sql = {
+      claim: claimSql(t),
+      renew: renewSql(t),
+      release: releaseSql(t),
+      read: readSql(t),
+      list: listSql(t),
+      renewMany: renewManySql(t),
+      forceRelease: forceReleaseSql(t),
+    };
+  }
+
+  async #run<R extends pg.QueryResultRow>(name: StatementName, values: unknown[]): Promise<R[]> {
+    const text = this.#sql[name];
+    const config: pg.QueryConfig & { query_timeout: number } = {
+      text,
+      values,
+      query_timeout: this.#timeoutMs,
+      ...(this.#prepared ? { name: `pglease_${name}_${this.table.tag}` } : {}),
+    };
+    const result = await this.#pool.query<R>(config);
+    return result.rows;
+  }
+
+  async claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
+    assertDuration(durationMs);
+    const [row] = await this.#run<Row>("claim", [key, holder, durationMs]);
+    if (!row) return { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null };
+    const fence = parseFence(row.fence);
+    if (row.won) {
+      return { won: true, fence, acquiredAt: row.acquired_at, expiresAt: row.expires_at, ttlMs: row.ttl_ms };
+    }
+    return { won: false, holder: row.holder, fence, expiresAt: row.expires_at, ttlMs: row.ttl_ms };
+  }
+
+  async renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {
+    assertDuration(durationMs);
+    const [row] = await this.#run<Row>("renew", [key, holder, fence, durationMs]);
+    return row ? { renewed: true, expiresAt: row.expires_at, ttlMs: row.ttl_ms } : { renewed: false };
+  }
+
+  /** Renews many terms of one holder in one statement; answers the keys that were renewed. */
+  async renewMany(
+    holder: string,
+    terms: ReadonlyArray<{ key: string; fence: number }>,
+    durationMs: number,
+  ): Promise<Map<string, { expiresAt: Date; ttlMs: number }>> {
+    assertDuration(durationMs);
+    const rows = await this.#run<Row & { key: string }>("renewMany", [
+      holder,
+      durationMs,
+      terms.map((term) => term.key),
+      terms.map((term) => String(term.fence)),
+    ]);
+    return new Map(rows.map((row) => [row.key, { expiresAt: row.expires_at, ttlMs: row.ttl_ms }]));
+  }
+
+  async release(key: string, holder: string, fence: number): Promise<boolean> {
+    const rows = await this.#run<{ key: string }>("release", [key, holder, fence]);
+    return rows.length > 0;
+  }
+
+  /** An operator's release of whoever holds the key now; the next claim still bumps the fence. */
+  async forceRelease(key: string): Promise<{ holder: string; fence: number } | null> {
+    const [row] = await this.#run<{ holder: string; fence: string }>("forceRelease", [key]);
+    return row ? { holder: row.holder, fence: parseFence(row.fence) } : null;
+  }
+
+  async read(key: string): Promise<LeaseView | null> {
+    const [row] = await this.#run<Row & { key: string }>("read", [key]);
+    return row ? view(row) : null;
+  }
+
+  async list(): Promise<LeaseView[]> {
+    const rows = await this.#run<Row & { key: string }>("list", []);
+    return rows.map(view);
+  }
+}

@@ -1,0 +1,38 @@
+// Where the lease rows live. Schema and table names come from configuration, so they are
+// validated against a conservative identifier syntax and always quoted when spliced into SQL;
+// keys and holders never are: they travel as parameters.
+import { createHash } from "node:crypto";
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+export interface LeaseTable {
+  schema: string;
+  table: string;
+  /** `"schema"."table"`, safe to splice into SQL text. */
+  qualified: string;
+  /** Short stable tag for prepared-statement names, distinct per table. */
+  tag: string;
+  /** The LISTEN/NOTIFY channel announcing releases on this table. */
+  channel: string;
+}
+
+export function identifierProblem(field: string, value: string): string | null {
+  return IDENTIFIER.test(value)
+    ? null
+    : `${field} must be a plain PostgreSQL identifier (letters, digits, underscore; not starting with a digit; at most 63 characters), got ${JSON.stringify(value)}`;
+}
+
+export function leaseTable(schema = "public", table = "pglease_leases"): LeaseTable {
+  const problems = [identifierProblem("schema", schema), identifierProblem("table", table)].filter(
+    (p): p is string => p !== null,
+  );
+  if (problems.length > 0) throw new TypeError(problems.join("; "));
+  const tag = createHash("sha256").update(`${schema}.${table}`).digest("hex").slice(0, 10);
+  return {
+    schema,
+    table,
+    qualified: `"${schema}"."${table}"`,
+    tag,
+    channel: `pglease_release_${tag}`,
+  };
+}
