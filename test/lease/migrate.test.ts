@@ -1,0 +1,48 @@
+import pg from "pg";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { assertTablePresent, LeaseTableMissingError, migrate } from "../../src/lease/migrate.ts";
+import { leaseTable } from "../../src/lease/table.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+it("ten replicas migrating at once all succeed and the table is created once", async () => {
+  const table = leaseTable("leases_ten", "leases");
+  const pools = Array.from({ length: 10 }, () => new pg.Pool({ connectionString: db.url, max: 1 }));
+  try {
+    await Promise.all(pools.map((p) => migrate(p, table)));
+    const { rows } = await pools[0]!.query(
+      "SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'leases_ten' AND c.relname = 'leases'",
+    );
+    expect(rows[0].n).toBe(1);
+    const columns = await pools[0]!.query(
+      "SELECT column_name FROM information_schema.columns WHERE table_schema = 'leases_ten' AND table_name = 'leases' ORDER BY ordinal_position",
+    );
+    expect(columns.rows.map((r) => r.column_name)).toEqual(["key", "holder", "fence", "acquired_at", "expires_at"]);
+    await migrate(pools[0]!, table);
+  } finally {
+    await Promise.all(pools.map((p) => p.end()));
+  }
+});
+
+it("a missing table without migrations is a clear error", async () => {
+  const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+  try {
+    const error = await assertTablePresent(pool, leaseTable("public", "absent")).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseTableMissingError);
+    expect(String(error)).toMatch(/public\.absent does not exist.*pglease migrate/);
+  } finally {
+    await pool.end();
+  }
+});
+
+it("rejects identifiers that are not plain names, naming the field", () => {
+  expect(() => leaseTable('x"; DROP', "ok")).toThrow(/schema must be a plain PostgreSQL identifier/);
+  expect(() => leaseTable("ok", "1table")).toThrow(/table must be a plain PostgreSQL identifier/);
+});

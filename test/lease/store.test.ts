@@ -1,0 +1,255 @@
+import pg from "pg";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { migrate } from "../../src/lease/migrate.ts";
+import { createLeasePool } from "../../src/lease/pool.ts";
+import { PgLeaseStore } from "../../src/lease/store.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+let db: TestDatabase;
+let pool: pg.Pool;
+let store: PgLeaseStore;
+const idleErrors: Error[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  pool = createLeasePool({ connectionString: db.url, max: 4, onIdleError: (e) => idleErrors.push(e) });
+  store = new PgLeaseStore({ pool, statementTimeoutMs: 2_000 });
+  await migrate(pool, store.table);
+});
+
+afterEach(() => {
+  // Every statement hands its connection back: nothing stays checked out between tests.
+  expect(pool.totalCount - pool.idleCount).toBe(0);
+});
+
+afterAll(async () => {
+  await pool.end();
+  await db.drop();
+});
+
+/** Moves a lease's expiry into the past on the server, instead of sleeping past it. */
+async function expire(key: string): Promise<void> {
+  await pool.query(
+    `UPDATE pglease_leases SET acquired_at = clock_timestamp() - interval '2 seconds',
+                               expires_at = clock_timestamp() - interval '1 second' WHERE key = $1`,
+    [key],
+  );
+}
+
+describe("claim", () => {
+  it("wins a new key with fence 1 and reports the server's ttl", async () => {
+    const answer = await store.claim("new-key", "a", 10_000);
+    expect(answer.won).toBe(true);
+    if (!answer.won) return;
+    expect(answer.fence).toBe(1);
+    expect(answer.ttlMs).toBeGreaterThan(9_000);
+    expect(answer.ttlMs).toBeLessThanOrEqual(10_000);
+    expect(answer.expiresAt.getTime() - answer.acquiredAt.getTime()).toBe(10_000);
+  });
+
+  it("is reentrant: the same holder on a live lease keeps fence and acquired_at", async () => {
+    const first = await store.claim("reentrant", "a", 10_000);
+    const second = await store.claim("reentrant", "a", 10_000);
+    expect(first.won && second.won).toBe(true);
+    if (!first.won || !second.won) return;
+    expect(second.fence).toBe(first.fence);
+    expect(second.acquiredAt).toEqual(first.acquiredAt);
+    expect(second.expiresAt.getTime()).toBeGreaterThan(first.expiresAt.getTime());
+  });
+
+  it("answers a lost claim with the current holder, fence and expiry", async () => {
+    await store.claim("held", "a", 10_000);
+    const answer = await store.claim("held", "b", 10_000);
+    expect(answer).toMatchObject({ won: false, holder: "a", fence: 1 });
+    expect(answer.ttlMs).toBeGreaterThan(9_000);
+  });
+
+  it("takes over an expired lease and bumps the fence", async () => {
+    await store.claim("takeover", "a", 10_000);
+    await expire("takeover");
+    const answer = await store.claim("takeover", "b", 10_000);
+    expect(answer).toMatchObject({ won: true, fence: 2 });
+  });
+
+  it("bumps the fence when the same holder reclaims after expiry", async () => {
+    await store.claim("self-expired", "a", 10_000);
+    await expire("self-expired");
+    expect(await store.claim("self-expired", "a", 10_000)).toMatchObject({ won: true, fence: 2 });
+  });
+
+  it("refuses a non-positive or fractional duration, and so does the table", async () => {
+    await expect(store.claim("bad", "a", 0)).rejects.toThrow(/positive whole number/);
+    await expect(store.claim("bad", "a", -5)).rejects.toThrow(/positive whole number/);
+    await expect(store.claim("bad", "a", 1.5)).rejects.toThrow(/positive whole number/);
+    await expect(
+      pool.query(
+        "INSERT INTO pglease_leases VALUES ('bad', 'a', 1, clock_timestamp(), clock_timestamp() - interval '1 second')",
+      ),
+    ).rejects.toThrow(/expires_after_acquired/);
+  });
+
+  it("treats hostile keys and holders as data", async () => {
+    const hostile = ["'; DROP TABLE pglease_leases; --", 'quote"s', "émoji 🚀 ünïcode", "x".repeat(10_240), "$1"];
+    for (const key of hostile) {
+      const answer = await store.claim(key, key, 10_000);
+      expect(answer.won).toBe(true);
+      expect((await store.read(key))?.holder).toBe(key);
+    }
+    expect((await store.list()).map((l) => l.key)).toEqual(expect.arrayContaining(hostile));
+  });
+});
+
+describe("renew", () => {
+  it("extends a live term", async () => {
+    const claim = await store.claim("renew-live", "a", 1_000);
+    if (!claim.won) throw new Error("claim failed");
+    const renew = await store.renew("renew-live", "a", claim.fence, 10_000);
+    expect(renew.renewed).toBe(true);
+    if (renew.renewed) expect(renew.ttlMs).toBeGreaterThan(9_000);
+  });
+
+  it("cannot resurrect an expired lease, even for its last holder", async () => {
+    const claim = await store.claim("renew-expired", "a", 10_000);
+    if (!claim.won) throw new Error("claim failed");
+    await expire("renew-expired");
+    expect(await store.renew("renew-expired", "a", claim.fence, 10_000)).toEqual({ renewed: false });
+  });
+
+  it("matches no row for another holder or another fence", async () => {
+    const claim = await store.claim("renew-other", "a", 10_000);
+    if (!claim.won) throw new Error("claim failed");
+    expect(await store.renew("renew-other", "b", claim.fence, 10_000)).toEqual({ renewed: false });
+    expect(await store.renew("renew-other", "a", claim.fence + 1, 10_000)).toEqual({ renewed: false });
+  });
+
+  it("renews many terms of one holder in one statement, skipping ended ones", async () => {
+    const terms = [];
+    for (let i = 0; i < 50; i++) {
+      const claim = await store.claim(`many-${i}`, "m", 10_000);
+      if (!claim.won) throw new Error("claim failed");
+      terms.push({ key: `many-${i}`, fence: claim.fence });
+    }
+    await expire("many-3");
+    const renewed = await store.renewMany("m", [...terms, { key: "many-4", fence: 999 }], 20_000);
+    expect(renewed.size).toBe(49);
+    expect(renewed.has("many-3")).toBe(false);
+    expect(renewed.get("many-0")?.ttlMs).toBeGreaterThan(19_000);
+  });
+});
+
+describe("release", () => {
+  it("ends the term but keeps the fence, so the next claim bumps it", async () => {
+    const claim = await store.claim("release", "a", 10_000);
+    if (!claim.won) throw new Error("claim failed");
+    expect(await store.release("release", "a", claim.fence)).toBe(true);
+    const view = await store.read("release");
+    expect(view?.ttlMs).toBeLessThanOrEqual(0);
+    expect(view?.fence).toBe(claim.fence);
+    expect(await store.claim("release", "b", 10_000)).toMatchObject({ won: true, fence: claim.fence + 1 });
+  });
+
+  it("from an earlier term (same holder, older fence) leaves the current lease alone", async () => {
+    const first = await store.claim("late-release", "a", 10_000);
+    if (!first.won) throw new Error("claim failed");
+    await expire("late-release");
+    const second = await store.claim("late-release", "a", 10_000);
+    if (!second.won) throw new Error("claim failed");
+    expect(second.fence).toBe(first.fence + 1);
+    expect(await store.release("late-release", "a", first.fence)).toBe(false);
+    expect((await store.read("late-release"))?.ttlMs).toBeGreaterThan(9_000);
+  });
+
+  it("by an operator ends whoever holds it; the next claim still bumps the fence", async () => {
+    await store.claim("forced", "a", 10_000);
+    expect(await store.forceRelease("forced")).toEqual({ holder: "a", fence: 1 });
+    expect(await store.forceRelease("forced")).toBeNull();
+    expect(await store.claim("forced", "a", 10_000)).toMatchObject({ won: true, fence: 2 });
+  });
+});
+
+describe("fences", () => {
+  it("strictly increase across release, expiry and a restarted holder", async () => {
+    const fences: number[] = [];
+    const take = async (holder: string) => {
+      const answer = await store.claim("monotonic", holder, 10_000);
+      if (!answer.won) throw new Error(`${holder} did not win`);
+      fences.push(answer.fence);
+      return answer.fence;
+    };
+    const f1 = await take("pod-a-1");
+    await store.release("monotonic", "pod-a-1", f1);
+    await take("pod-b-1");
+    await expire("monotonic");
+    await take("pod-b-1");
+    await expire("monotonic");
+    await take("pod-b-2"); // the same pod, restarted: a new holder identity
+    expect(fences).toEqual([1, 2, 3, 4]);
+  });
+
+  it("20 concurrent claimers: exactly one winner per fence value, round after round", async () => {
+    const claimers = createLeasePool({ connectionString: db.url, max: 20 });
+    const racing = new PgLeaseStore({ pool: claimers, statementTimeoutMs: 5_000 });
+    try {
+      let previous = 0;
+      for (let round = 0; round < 15; round++) {
+        const answers = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => racing.claim("race", `claimer-${round}-${i}`, 10_000)),
+        );
+        const winners = answers.filter((a) => a.won);
+        expect(winners).toHaveLength(1);
+        const winner = winners[0];
+        if (!winner?.won) throw new Error("no winner");
+        expect(winner.fence).toBe(previous + 1);
+        for (const loser of answers.filter((a) => !a.won)) {
+          // Losers learn the winner in the same round trip (or, in the first-insert race, nothing).
+          if (!loser.won && loser.holder !== null) expect(loser.fence).toBe(winner.fence);
+        }
+        previous = winner.fence;
+        if (round % 2 === 0) await expire("race");
+        else {
+          const view = await racing.read("race");
+          if (!view) throw new Error("no row");
+          await racing.release("race", view.holder, view.fence);
+        }
+      }
+    } finally {
+      await claimers.end();
+    }
+  });
+});
+
+describe("pool use", () => {
+  it("a pool of one connection serves many leases at once", async () => {
+    const one = createLeasePool({ connectionString: db.url, max: 1 });
+    const narrow = new PgLeaseStore({ pool: one, statementTimeoutMs: 5_000 });
+    try {
+      const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => narrow.claim(`narrow-${i}`, "n", 10_000)));
+      expect(answers.every((a) => a.won)).toBe(true);
+      expect(one.totalCount).toBe(1);
+    } finally {
+      await one.end();
+    }
+  });
+
+  it("works with unnamed statements (PgBouncer before 1.21)", async () => {
+    const unnamed = new PgLeaseStore({ pool, statementTimeoutMs: 2_000, preparedStatements: false });
+    expect(await unnamed.claim("unnamed", "u", 10_000)).toMatchObject({ won: true, fence: 1 });
+  });
+
+  it("an idle connection killed by the server is reported, not fatal", async () => {
+    await pool.query("SELECT 1");
+    expect(pool.idleCount).toBeGreaterThan(0);
+    const killer = new pg.Client({ connectionString: db.url });
+    await killer.connect();
+    try {
+      const { rowCount } = await killer.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pglease' AND datname = current_database()",
+      );
+      expect(rowCount).toBeGreaterThan(0);
+    } finally {
+      await killer.end();
+    }
+    await expect.poll(() => idleErrors.length, { timeout: 5_000 }).toBeGreaterThan(0);
+    expect(await store.claim("after-kill", "a", 10_000)).toMatchObject({ won: true });
+  });
+});
