@@ -1,0 +1,207 @@
+// The fence guard: a leader's writes to PostgreSQL go through one transaction that FIRST
+// advances a guard row to the writer's fence and refuses if the row already holds a higher one.
+// A lease only bounds the window in which two processes believe they lead; this is what closes
+// it, because the rejection happens where the write lands, not where the belief lives.
+import type { Pool, PoolClient } from "pg";
+import { type FenceTable, fenceTable, migrateFenceTable, missingTableError } from "./guard-table.ts";
+import { StaleFenceError } from "./stale-fence-error.ts";
+
+export interface FenceGuardOptions {
+  pool: Pool;
+  /** Default "public". Must already exist. */
+  schema?: string;
+  /** Default "pglease_fences". */
+  table?: string;
+  /**
+   * Longest wait for the guard row lock, in ms (PostgreSQL `lock_timeout`, transaction-local).
+   * Unset waits as long as the writer ahead holds its transaction open.
+   */
+  lockTimeoutMs?: number;
+}
+
+export interface FencedWrite {
+  /** Names what the fence protects: one guard row per resource, writers on it are serialized. */
+  resource: string;
+  /** The lease's fencing token for this term: a positive safe integer. */
+  fence: number;
+}
+
+/** Runs inside the guard's transaction. Write only through `client`; do not COMMIT, ROLLBACK or release it. */
+export type FencedCallback<T> = (client: PoolClient) => Promise<T>;
+
+export interface FenceGuard {
+  /** The guard table, `"schema"."table"`. */
+  readonly table: string;
+  /** Creates the guard table if missing; safe to call from every replica at once. */
+  migrate(): Promise<void>;
+  /** One transaction: advance the guard row to `fence` (or throw StaleFenceError), run `fn`, commit. */
+  run<T>(resource: string, fence: number, fn: FencedCallback<T>): Promise<T>;
+  /** The highest fence the resource has accepted, or null if nobody has written through the guard yet. */
+  current(resource: string): Promise<number | null>;
+}
+
+const advanceGuardRow = (t: FenceTable) => `
+  INSERT INTO ${t.qualified} AS guard (resource, fence) VALUES ($1::text, $2::bigint)
+  ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = clock_timestamp()
+  -- Equal passes (the same leader writes many times), lower returns no row; either way the row stays
+  -- locked until this transaction ends, which serializes writers and freezes the fence we compared with.
+  WHERE guard.fence <= EXCLUDED.fence
+  RETURNING fence`;
+
+// Runs only after a refused advance, while this transaction still holds the row lock: the value
+// read is exactly the fence that refused us.
+const readGuardRow = (t: FenceTable) => `SELECT fence FROM ${t.qualified} WHERE resource = $1::text`;
+
+// Explicit READ COMMITTED: the advance then waits for a concurrent writer and compares with its
+// committed fence, instead of failing with a serialization error under a stricter session default.
+const beginTransaction = (lockTimeoutMs: number | undefined) =>
+  lockTimeoutMs === undefined
+    ? "BEGIN ISOLATION LEVEL READ COMMITTED"
+    : `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${lockTimeoutMs}`;
+
+const UNDEFINED_TABLE = "42P01";
+
+export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
+  const { pool, lockTimeoutMs } = options;
+  if (!pool || typeof pool.connect !== "function") {
+    throw new TypeError("fence guard: options.pool must be a pg.Pool (new pg.Pool({ connectionString }))");
+  }
+  if (lockTimeoutMs !== undefined && !(Number.isSafeInteger(lockTimeoutMs) && lockTimeoutMs > 0)) {
+    throw new TypeError(
+      `fence guard: lockTimeoutMs must be a positive whole number of milliseconds, got ${describe(lockTimeoutMs)}`,
+    );
+  }
+  const t = fenceTable(options.schema, options.table);
+  const sql = {
+    begin: beginTransaction(lockTimeoutMs),
+    advance: advanceGuardRow(t),
+    read: readGuardRow(t),
+  };
+
+  async function run<T>(resource: string, fence: number, fn: FencedCallback<T>): Promise<T> {
+    assertResource(resource);
+    assertFence(fence);
+    if (typeof fn !== "function")
+      throw new TypeError("fence guard: the third argument must be an async function");
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    // While checked out, a dying connection's 'error' event is ours to handle (the pool only
+    // listens to idle clients); unheard, it would crash the process.
+    const onConnectionError = (error: Error) => {
+      broken ??= error;
+    };
+    client.on("error", onConnectionError);
+    try {
+      await client.query(sql.begin);
+      await advanceOrThrow(client, resource, fence);
+      const result = await fn(client);
+      assertTransactionIntact(client.getTransactionStatus());
+      const commit = await client.query("COMMIT");
+      // PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK rather than an error.
+      if (commit.command !== "COMMIT") throw abortedTransactionError();
+      return result;
+    } catch (error) {
+      if (client.getTransactionStatus() !== "I") {
+        await client.query("ROLLBACK").catch((rollbackError: Error) => {
+          broken = rollbackError;
+        });
+      }
+      throw error;
+    } finally {
+      // A client whose connection failed or whose ROLLBACK failed is in an unknown state: destroy it.
+      client.off("error", onConnectionError);
+      client.release(broken);
+    }
+  }
+
+  async function advanceOrThrow(client: PoolClient, resource: string, fence: number): Promise<void> {
+    try {
+      const advanced = await client.query(sql.advance, [resource, fence]);
+      if (advanced.rowCount === 1) return;
+      const { rows } = await client.query<{ fence: string }>(sql.read, [resource]);
+      await client.query("ROLLBACK");
+      throw new StaleFenceError(resource, fence, toFence(rows[0]?.fence));
+    } catch (error) {
+      throw isUndefinedTable(error) ? missingTableError(t, error) : error;
+    }
+  }
+
+  return {
+    table: t.qualified,
+    migrate: () => migrateFenceTable(pool, t),
+    run,
+    async current(resource) {
+      assertResource(resource);
+      try {
+        const { rows } = await pool.query<{ fence: string }>(sql.read, [resource]);
+        return rows[0] ? toFence(rows[0].fence) : null;
+      } catch (error) {
+        throw isUndefinedTable(error) ? missingTableError(t, error) : error;
+      }
+    },
+  };
+}
+
+/** One fenced transaction on the default guard table (`public.pglease_fences`, or the schema/table given). */
+export function withFence<T>(
+  pool: Pool,
+  write: FencedWrite & { schema?: string; table?: string },
+  fn: FencedCallback<T>,
+): Promise<T> {
+  const guard = createFenceGuard({ pool, schema: write.schema, table: write.table });
+  return guard.run(write.resource, write.fence, fn);
+}
+
+function assertTransactionIntact(status: string | null): void {
+  if (status === "E") throw abortedTransactionError();
+  if (status !== "T") {
+    throw new Error(
+      "fence guard: the callback ended the guard's transaction itself (COMMIT or ROLLBACK); anything written " +
+        "after that was not fenced. Leave COMMIT and ROLLBACK to the guard: return to commit, throw to roll back.",
+    );
+  }
+}
+
+function abortedTransactionError(): Error {
+  return new Error(
+    "fence guard: a statement inside the callback failed and its error was caught, so PostgreSQL aborted the " +
+      "transaction and nothing was written. Let the error propagate (or use a SAVEPOINT) instead of swallowing it.",
+  );
+}
+
+function assertResource(resource: unknown): asserts resource is string {
+  if (typeof resource !== "string" || resource.length === 0) {
+    throw new TypeError(
+      `fence guard: resource must be a non-empty string naming what the fence protects, got ${describe(resource)}`,
+    );
+  }
+}
+
+function assertFence(fence: unknown): asserts fence is number {
+  if (typeof fence !== "number" || !Number.isSafeInteger(fence) || fence <= 0) {
+    throw new TypeError(
+      `fence guard: fence must be a positive safe integer (the lease's fencing token), got ${describe(fence)}; ` +
+        "a missing fence means this process is not the leader, so it must not write",
+    );
+  }
+}
+
+function toFence(value: string | undefined): number {
+  const fence = Number(value);
+  if (!Number.isSafeInteger(fence)) {
+    throw new Error(`fence guard: the guard row holds ${String(value)}, which is not a safe integer fence`);
+  }
+  return fence;
+}
+
+function isUndefinedTable(error: unknown): boolean {
+  return (
+    typeof error === "object" && error !== null && (error as { code?: unknown }).code === UNDEFINED_TABLE
+  );
+}
+
+function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "bigint") return `${value}n (a bigint; pass a number)`;
+  return String(value);
+}

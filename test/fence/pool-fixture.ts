@@ -1,0 +1,42 @@
+// One database and pool per test file, and the leak check every fence test ends with: no client
+// checked out, nobody waiting for one.
+import pg from "pg";
+import { afterAll, afterEach, beforeAll, expect } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+export interface PoolFixture {
+  db: TestDatabase;
+  pool: pg.Pool;
+}
+
+export function usePoolFixture(max = 10): PoolFixture {
+  const fixture = {} as PoolFixture;
+  beforeAll(async () => {
+    fixture.db = await createTestDatabase();
+    fixture.pool = new pg.Pool({ connectionString: fixture.db.url, max });
+  });
+  afterEach(() => {
+    expectNoClientCheckedOut(fixture.pool);
+  });
+  afterAll(async () => {
+    await fixture.pool?.end();
+    await fixture.db?.drop();
+  });
+  return fixture;
+}
+
+export function expectNoClientCheckedOut(pool: pg.Pool): void {
+  expect({ checkedOut: pool.totalCount - pool.idleCount, waiting: pool.waitingCount }).toEqual({
+    checkedOut: 0,
+    waiting: 0,
+  });
+}
+
+/** A promise with its resolve handle, to hold a transaction open until the test says so. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
