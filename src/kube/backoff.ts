@@ -1,0 +1,26 @@
+// Exponential backoff with jitter, so replicas that failed together do not retry together.
+
+export interface BackoffTiming {
+  initialMs: number;
+  maxMs: number;
+}
+
+/** Delay before retry number `attempt` (0-based): half fixed, half random, capped at maxMs. */
+export function backoffDelay(attempt: number, timing: BackoffTiming, random: () => number): number {
+  const base = Math.min(timing.maxMs, timing.initialMs * 2 ** Math.min(attempt, 30));
+  return base / 2 + random() * (base / 2);
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts; never rejects. */
+export function pause(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

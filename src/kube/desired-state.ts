@@ -1,0 +1,113 @@
+// What the pod should show, as a pure function of the elector's state, and the smallest
+// patches that take a pod as last seen to it. No I/O here: the publisher decides when to send.
+import type { V1Pod, V1PodCondition } from "@kubernetes/client-node";
+import type { PublishConfig } from "./publish-config.ts";
+
+export interface LeadershipState {
+  lease: string;
+  role: "leader" | "follower";
+  /** The fencing token of this pod's term; null when it holds none. */
+  fence: number | null;
+  /** Who holds the lease as far as this pod knows; "" when unknown. */
+  holder: string;
+}
+
+export interface DesiredCondition {
+  type: string;
+  status: "True" | "False";
+  reason: "LeaseHeld" | "LeaseNotHeld";
+  message: string;
+}
+
+export interface DesiredPod {
+  labels: Record<string, string>;
+  /** null: the annotation must be absent (a JSON merge patch deletes a key set to null). */
+  annotations: Record<string, string | null>;
+  condition: DesiredCondition;
+}
+
+export function desiredPod(state: LeadershipState, config: PublishConfig): DesiredPod {
+  const leader = state.role === "leader";
+  return {
+    labels: { [config.roleLabel]: leader ? config.leaderValue : config.followerValue },
+    annotations: {
+      [config.fenceAnnotation]: state.fence === null ? null : String(state.fence),
+      [config.holderAnnotation]: state.holder === "" ? null : state.holder,
+      [config.leaseAnnotation]: state.lease,
+    },
+    condition: {
+      type: config.conditionType,
+      status: leader ? "True" : "False",
+      reason: leader ? "LeaseHeld" : "LeaseNotHeld",
+      message: leader
+        ? `holds lease ${state.lease}${state.fence === null ? "" : ` with fence ${state.fence}`}`
+        : `does not hold lease ${state.lease}`,
+    },
+  };
+}
+
+export interface MetadataPatch {
+  metadata: { labels?: Record<string, string>; annotations?: Record<string, string | null> };
+}
+
+/** The JSON merge patch of labels and annotations still missing from the pod, or null. */
+export function metadataPatch(desired: DesiredPod, pod: V1Pod | undefined): MetadataPatch | null {
+  const labels = differences(desired.labels, pod?.metadata?.labels);
+  const annotations = differences(desired.annotations, pod?.metadata?.annotations);
+  if (labels === null && annotations === null) return null;
+  return {
+    metadata: { ...(labels === null ? {} : { labels }), ...(annotations === null ? {} : { annotations }) },
+  } as MetadataPatch;
+}
+
+function differences<V extends string | null>(
+  wanted: Record<string, V>,
+  actual: Record<string, string> | undefined,
+): Record<string, V> | null {
+  const out: Record<string, V> = {};
+  for (const [key, value] of Object.entries(wanted)) {
+    if ((actual?.[key] ?? null) !== value) out[key] = value;
+  }
+  return Object.keys(out).length > 0 ? out : null;
+}
+
+export interface ConditionPatch {
+  status: { conditions: Array<DesiredCondition & { lastTransitionTime?: string }> };
+}
+
+/**
+ * The strategic merge patch for pods/status (conditions merge by `type`, so the kubelet's
+ * own conditions are untouched), or null when the pod already shows the condition.
+ * lastTransitionTime is sent only when the status changes: fields a strategic merge patch
+ * leaves out keep their value.
+ */
+export function conditionPatch(
+  desired: DesiredPod,
+  pod: V1Pod | undefined,
+  now: Date,
+): ConditionPatch | null {
+  const want = desired.condition;
+  const have = findCondition(pod, want.type);
+  if (have && have.status === want.status && have.reason === want.reason && have.message === want.message) {
+    return null;
+  }
+  const transition = !have || have.status !== want.status || !have.lastTransitionTime;
+  return {
+    status: {
+      conditions: [transition ? { ...want, lastTransitionTime: kubernetesTime(now) } : { ...want }],
+    },
+  };
+}
+
+export function podShows(desired: DesiredPod, pod: V1Pod | undefined): boolean {
+  return metadataPatch(desired, pod) === null && conditionPatch(desired, pod, new Date(0)) === null;
+}
+
+export function findCondition(pod: V1Pod | undefined, type: string): V1PodCondition | undefined {
+  return pod?.status?.conditions?.find((c) => c.type === type);
+}
+
+/** RFC 3339 at second precision, the form the API server stores. */
+export function kubernetesTime(date: Date): string {
+  return `${date.toISOString().slice(0, 19)}Z`;
+}

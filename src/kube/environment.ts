@@ -1,0 +1,43 @@
+// Whether this process can publish to its pod at all. Outside a cluster (a laptop, CI, the
+// demo) there is no pod to patch: publishing is off and the controller says why, once.
+import { existsSync } from "node:fs";
+import { KubeConfig } from "@kubernetes/client-node";
+
+export const SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+export type PublishingDecision =
+  | { enabled: true; namespace: string; podName: string; source: "in-cluster" | "kubeconfig" }
+  | { enabled: false; reason: string };
+
+export function decidePublishing(
+  env: NodeJS.ProcessEnv = process.env,
+  fileExists: (path: string) => boolean = existsSync,
+): PublishingDecision {
+  const podName = env.POD_NAME?.trim() ?? "";
+  const namespace = env.POD_NAMESPACE?.trim() ?? "";
+  const missing = [podName === "" ? "POD_NAME" : null, namespace === "" ? "POD_NAMESPACE" : null].filter(
+    (name): name is string => name !== null,
+  );
+  if (missing.length > 0) {
+    return {
+      enabled: false,
+      reason: `pod publishing is off: ${missing.join(" and ")} not set (set them from the downward API: fieldRef metadata.name / metadata.namespace)`,
+    };
+  }
+  // loadFromCluster() needs both the mounted token and the service address the kubelet injects.
+  if (env.KUBERNETES_SERVICE_HOST && fileExists(SERVICE_ACCOUNT_TOKEN)) {
+    return { enabled: true, namespace, podName, source: "in-cluster" };
+  }
+  if (env.KUBECONFIG?.trim()) return { enabled: true, namespace, podName, source: "kubeconfig" };
+  return {
+    enabled: false,
+    reason: `pod publishing is off: no in-cluster service account (${SERVICE_ACCOUNT_TOKEN} with KUBERNETES_SERVICE_HOST) and no KUBECONFIG`,
+  };
+}
+
+export function loadKubeConfig(source: "in-cluster" | "kubeconfig"): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  if (source === "in-cluster") kubeConfig.loadFromCluster();
+  else kubeConfig.loadFromDefault();
+  return kubeConfig;
+}

@@ -1,0 +1,115 @@
+// Kubernetes Events on the pod for each gain and loss of leadership, best effort: a few
+// attempts each, then logged and dropped. They are for humans (`kubectl describe pod`);
+// nothing depends on them, so they never hold up publishing or shutdown for long.
+import type { CoreV1Event, V1Pod } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
+import { KubeRequestError, type PodApi } from "./pod-api.ts";
+
+export type LeadershipEventReason = "LeaderElected" | "LeadershipLost";
+
+export interface EventRecorderOptions {
+  api: PodApi;
+  namespace: string;
+  podName: string;
+  logger: Logger;
+  /** The pod as last seen, for its uid; read from the API when not seen yet. */
+  lastSeenPod: () => V1Pod | undefined;
+  attempts: number;
+  backoff: BackoffTiming;
+  random: () => number;
+  wallClock: () => Date;
+  /** Aborts retries' pauses when the publisher stops. */
+  stopSignal: AbortSignal;
+}
+
+// Beyond this many unsent events the oldest are dropped: a flapping elector must not grow memory.
+const MAX_PENDING = 20;
+
+export function createEventRecorder(opts: EventRecorderOptions) {
+  type Pending = { reason: LeadershipEventReason; message: string; at: Date; sequence: number };
+  const pending: Pending[] = [];
+  let sequence = 0;
+  let sending: Promise<void> | null = null;
+
+  async function send({ reason, message, at, sequence }: Pending): Promise<void> {
+    for (let attempt = 0; attempt < opts.attempts; attempt++) {
+      try {
+        const pod = opts.lastSeenPod() ?? (await opts.api.readPod());
+        await opts.api.createEvent(eventFor(pod, reason, message, at, sequence));
+        return;
+      } catch (error) {
+        const last = attempt === opts.attempts - 1 || opts.stopSignal.aborted;
+        const forbidden = error instanceof KubeRequestError && error.kind === "forbidden";
+        if (last || forbidden) {
+          opts.logger[forbidden ? "error" : "warn"](
+            { reason, err: error instanceof Error ? error.message : String(error) },
+            forbidden
+              ? `event not recorded: missing permission ${error.permission.verb} ${error.permission.resource} in namespace ${opts.namespace}`
+              : "event not recorded after retries; dropping it",
+          );
+          return;
+        }
+        await pause(backoffDelay(attempt, opts.backoff, opts.random), opts.stopSignal);
+      }
+    }
+  }
+
+  function eventFor(
+    pod: V1Pod,
+    reason: LeadershipEventReason,
+    message: string,
+    at: Date,
+    sequence: number,
+  ): CoreV1Event {
+    return {
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: {
+        // client-go's scheme (pod name, hex nanoseconds); the sequence keeps same-millisecond events apart.
+        name: `${opts.podName}.${(BigInt(at.getTime()) * 1_000_000n + BigInt(sequence % 1_000_000)).toString(16)}`,
+        namespace: opts.namespace,
+      },
+      involvedObject: {
+        apiVersion: "v1",
+        kind: "Pod",
+        name: opts.podName,
+        namespace: opts.namespace,
+        uid: pod.metadata?.uid,
+      },
+      reason,
+      message,
+      type: "Normal",
+      source: { component: "pglease" },
+      reportingComponent: "pglease",
+      reportingInstance: opts.podName,
+      firstTimestamp: at,
+      lastTimestamp: at,
+      count: 1,
+    };
+  }
+
+  async function drain(): Promise<void> {
+    for (let next = pending.shift(); next; next = pending.shift()) {
+      await send(next);
+    }
+    sending = null;
+  }
+
+  return {
+    record(reason: LeadershipEventReason, message: string): void {
+      if (pending.length >= MAX_PENDING) {
+        const dropped = pending.shift();
+        opts.logger.warn({ reason: dropped?.reason }, "too many unsent events; dropping the oldest");
+      }
+      pending.push({ reason, message, at: opts.wallClock(), sequence: sequence++ });
+      sending ??= drain();
+    },
+    /** Resolves once every recorded event was sent or given up on. */
+    flushed(): Promise<void> {
+      return sending ?? Promise.resolve();
+    },
+  };
+}
+
+export type EventRecorder = ReturnType<typeof createEventRecorder>;

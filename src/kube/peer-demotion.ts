@@ -1,0 +1,49 @@
+// Gap, never overlap: a new leader first takes the leader label off any other pod of the
+// same lease that still carries it (an old leader that froze or lost the API server cannot
+// do it itself), and only then labels itself. Any failure here stops the self-label.
+import type { V1Pod } from "@kubernetes/client-node";
+import { conditionPatch, desiredPod } from "./desired-state.ts";
+import { KubeRequestError, type PodApi } from "./pod-api.ts";
+import type { PublishConfig } from "./publish-config.ts";
+
+export interface PeerDemotionOptions {
+  api: PodApi;
+  config: PublishConfig;
+  peerSelector: string;
+  lease: string;
+  wallClock: () => Date;
+  /** Wraps each patch so the caller can time it and count it. */
+  observe: <T>(run: () => Promise<T>) => Promise<T>;
+}
+
+/** Demotes every other pod still labelled leader for this lease; returns the names it demoted. */
+export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<string[]> {
+  const { config } = opts;
+  const selector = `${opts.peerSelector},${config.roleLabel}=${config.leaderValue}`;
+  const peers = (await opts.api.listPods(selector)).filter((pod) => isStaleLeader(pod, opts));
+  // What the peer's own publisher would write as a follower, so a live peer has nothing to fix.
+  const follower = desiredPod({ lease: opts.lease, role: "follower", fence: null, holder: "" }, config);
+  const demoted: string[] = [];
+  for (const peer of peers) {
+    const name = peer.metadata?.name as string;
+    try {
+      await opts.observe(() =>
+        opts.api.patchMetadata(name, { metadata: { labels: { [config.roleLabel]: config.followerValue } } }),
+      );
+      const status = conditionPatch(follower, peer, opts.wallClock());
+      if (status) await opts.observe(() => opts.api.patchStatus(name, status));
+      demoted.push(name);
+    } catch (error) {
+      // A peer deleted meanwhile no longer carries any label: nothing left to do for it.
+      if (!(error instanceof KubeRequestError && error.kind === "not-found")) throw error;
+    }
+  }
+  return demoted;
+}
+
+function isStaleLeader(pod: V1Pod, opts: PeerDemotionOptions): boolean {
+  if (pod.metadata?.name === opts.config.podName) return false;
+  if (pod.metadata?.labels?.[opts.config.roleLabel] !== opts.config.leaderValue) return false;
+  const lease = pod.metadata?.annotations?.[opts.config.leaseAnnotation];
+  return lease === undefined || lease === opts.lease;
+}

@@ -1,0 +1,48 @@
+// Who is waiting for the pod to show something (start, demote), and how long a role change
+// took to reach the pod. Waits are bounded: a hung API server turns into `false`, never a hang.
+
+type Verdict = boolean | null;
+
+export function createPublishTracker(now: () => number) {
+  let roleChange: { role: string; at: number; reported: boolean } | null = null;
+  const waiters = new Set<() => void>();
+
+  return {
+    roleChanged(role: string): void {
+      roleChange = { role, at: now(), reported: false };
+    },
+
+    /** The first time the pod shows the newest role: how long it took since the change. */
+    shown(role: string): { sinceChangeMs: number } | null {
+      if (!roleChange || roleChange.reported || roleChange.role !== role) return null;
+      roleChange.reported = true;
+      return { sinceChangeMs: now() - roleChange.at };
+    },
+
+    /** Re-evaluates every pending wait; call after anything a predicate reads has changed. */
+    notify(): void {
+      for (const check of [...waiters]) check();
+    },
+
+    /** Resolves with the predicate's first non-null answer, or false on timeout or abort. */
+    waitFor(predicate: () => Verdict, timeoutMs: number, signal: AbortSignal): Promise<boolean> {
+      return new Promise((resolve) => {
+        const finish = (result: boolean) => {
+          clearTimeout(timer);
+          waiters.delete(check);
+          signal.removeEventListener("abort", onAbort);
+          resolve(result);
+        };
+        const check = () => {
+          const verdict = signal.aborted ? false : predicate();
+          if (verdict !== null) finish(verdict);
+        };
+        const onAbort = () => finish(false);
+        const timer = setTimeout(() => finish(false), timeoutMs);
+        signal.addEventListener("abort", onAbort, { once: true });
+        waiters.add(check);
+        check();
+      });
+    },
+  };
+}

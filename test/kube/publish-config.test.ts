@@ -1,0 +1,169 @@
+import { describe, expect, it } from "vitest";
+import {
+  labelValueProblem,
+  parseLabelSelector,
+  qualifiedNameProblem,
+} from "../../src/kube/kubernetes-syntax.ts";
+import {
+  defaultPeerSelector,
+  PUBLISH_DEFAULTS,
+  validatePublishConfig,
+} from "../../src/kube/publish-config.ts";
+
+describe("publish config", () => {
+  it("fills the documented defaults", () => {
+    expect(validatePublishConfig({ namespace: "shop", podName: "orders-0" })).toEqual({
+      config: { ...PUBLISH_DEFAULTS, namespace: "shop", podName: "orders-0" },
+    });
+    expect(PUBLISH_DEFAULTS).toMatchObject({
+      roleLabel: "pglease.io/role",
+      leaderValue: "leader",
+      followerValue: "follower",
+      fenceAnnotation: "pglease.io/fence",
+      holderAnnotation: "pglease.io/holder",
+      leaseAnnotation: "pglease.io/lease",
+      conditionType: "pglease.io/leader",
+      resyncIntervalMs: 30_000,
+    });
+  });
+
+  it("reports every problem at once, each naming its field", () => {
+    const result = validatePublishConfig({
+      namespace: "Shop_1",
+      roleLabel: "a/b/c",
+      leaderValue: "-leader",
+      followerValue: "",
+      fenceAnnotation: "pglease.io/",
+      holderAnnotation: "x".repeat(64),
+      leaseAnnotation: "UPPER.case/lease",
+      conditionType: "bad type",
+      peerSelector: "app in (a,b",
+      resyncIntervalMs: 0,
+    });
+    expect("problems" in result).toBe(true);
+    const problems = "problems" in result ? result.problems : [];
+    for (const field of [
+      "namespace",
+      "podName",
+      "roleLabel",
+      "leaderValue",
+      "followerValue",
+      "fenceAnnotation",
+      "holderAnnotation",
+      "leaseAnnotation",
+      "conditionType",
+      "peerSelector",
+      "resyncIntervalMs",
+    ]) {
+      expect(
+        problems.some((p) => p.startsWith(`${field} `)),
+        `${field} in ${problems.join("\n")}`,
+      ).toBe(true);
+    }
+  });
+
+  it("names fields the way the caller asks", () => {
+    const result = validatePublishConfig({ podName: "p" }, (field) => `--${field}`);
+    expect(result).toEqual({ problems: [expect.stringMatching(/^--namespace is required/)] });
+  });
+
+  it("rejects a leader value equal to the follower value and shared annotation keys", () => {
+    const result = validatePublishConfig({
+      namespace: "shop",
+      podName: "p",
+      leaderValue: "same",
+      followerValue: "same",
+      holderAnnotation: "pglease.io/fence",
+    });
+    expect("problems" in result && result.problems).toEqual([
+      expect.stringContaining("leaderValue and followerValue"),
+      expect.stringContaining("fenceAnnotation and holderAnnotation"),
+    ]);
+  });
+
+  it("rejects a peer selector on the role label", () => {
+    const result = validatePublishConfig({
+      namespace: "shop",
+      podName: "p",
+      peerSelector: "app=orders,pglease.io/role=leader",
+    });
+    expect("problems" in result && result.problems[0]).toMatch(/^peerSelector .*role label/);
+  });
+
+  it("accepts a valid peer selector", () => {
+    const result = validatePublishConfig({
+      namespace: "shop",
+      podName: "p",
+      peerSelector: "app=orders,tier!=db",
+    });
+    expect("config" in result && result.config.peerSelector).toBe("app=orders,tier!=db");
+  });
+});
+
+describe("peer selector default", () => {
+  it("uses the pod's name and instance labels, whichever exist", () => {
+    expect(
+      defaultPeerSelector({
+        "app.kubernetes.io/name": "orders",
+        "app.kubernetes.io/instance": "prod",
+        x: "y",
+      }),
+    ).toBe("app.kubernetes.io/name=orders,app.kubernetes.io/instance=prod");
+    expect(defaultPeerSelector({ "app.kubernetes.io/instance": "prod" })).toBe(
+      "app.kubernetes.io/instance=prod",
+    );
+    expect(defaultPeerSelector({ app: "orders" })).toBeNull();
+    expect(defaultPeerSelector(undefined)).toBeNull();
+  });
+});
+
+describe("Kubernetes syntax", () => {
+  it.each([
+    ["pglease.io/role", true],
+    ["role", true],
+    ["a.b-c_d", true],
+    ["example.com/Role.Name_1", true],
+    ["Example.com/role", false],
+    ["/role", false],
+    ["a/b/c", false],
+    ["-role", false],
+    ["role-", false],
+    [`x/${"a".repeat(63)}`, true],
+    [`x/${"a".repeat(64)}`, false],
+    [`${"a".repeat(254)}/x`, false],
+    ["", false],
+  ])("qualified name %s valid: %s", (value, valid) => {
+    expect(qualifiedNameProblem(value) === null).toBe(valid);
+  });
+
+  it.each([
+    ["", true],
+    ["leader", true],
+    ["Leader_1.x-y", true],
+    ["-x", false],
+    ["x y", false],
+    ["a".repeat(63), true],
+    ["a".repeat(64), false],
+  ])("label value %s valid: %s", (value, valid) => {
+    expect(labelValueProblem(value) === null).toBe(valid);
+  });
+
+  it("parses the selector forms the API accepts", () => {
+    expect(parseLabelSelector("a=b, c==d,e!=f,g,!h,i in (x, y),j notin (z),k>3")).toEqual({
+      requirements: [
+        { key: "a", operator: "=", values: ["b"] },
+        { key: "c", operator: "=", values: ["d"] },
+        { key: "e", operator: "!=", values: ["f"] },
+        { key: "g", operator: "exists", values: [] },
+        { key: "h", operator: "not-exists", values: [] },
+        { key: "i", operator: "in", values: ["x", "y"] },
+        { key: "j", operator: "notin", values: ["z"] },
+        { key: "k", operator: ">", values: ["3"] },
+      ],
+    });
+  });
+
+  it.each(["a=b,", "a=b c", "a in (x", "k>x", "a/b/c=d", "=x"])("rejects the selector %s", (selector) => {
+    expect(parseLabelSelector(selector)).toHaveProperty("problem");
+  });
+});
