@@ -19,10 +19,26 @@ export function usePoolFixture(max = 10): PoolFixture {
     expectNoClientCheckedOut(fixture.pool);
   });
   afterAll(async () => {
-    await fixture.pool?.end();
+    if (fixture.pool) await endPool(fixture.pool);
     await fixture.db?.drop();
   });
   return fixture;
+}
+
+/**
+ * pool.end() resolves before its clients' sockets close; dropping the database then would kill
+ * those backends and surface as uncaught errors on clients nobody listens to any more.
+ */
+export async function endPool(pool: pg.Pool): Promise<void> {
+  let open = pool.totalCount;
+  const allClosed = new Promise<void>((resolve) => {
+    if (open === 0) resolve();
+    pool.on("remove", () => {
+      if (--open === 0) resolve();
+    });
+  });
+  await pool.end();
+  await allClosed;
 }
 
 export function expectNoClientCheckedOut(pool: pg.Pool): void {
