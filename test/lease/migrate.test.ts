@@ -24,7 +24,13 @@ it("ten replicas migrating at once all succeed and the table is created once", a
     const columns = await pools[0]!.query(
       "SELECT column_name FROM information_schema.columns WHERE table_schema = 'leases_ten' AND table_name = 'leases' ORDER BY ordinal_position",
     );
-    expect(columns.rows.map((r) => r.column_name)).toEqual(["key", "holder", "fence", "acquired_at", "expires_at"]);
+    expect(columns.rows.map((r) => r.column_name)).toEqual([
+      "key",
+      "holder",
+      "fence",
+      "acquired_at",
+      "expires_at",
+    ]);
     await migrate(pools[0]!, table);
   } finally {
     await Promise.all(pools.map((p) => p.end()));

@@ -89,7 +89,13 @@ describe("claim", () => {
   });
 
   it("treats hostile keys and holders as data", async () => {
-    const hostile = ["'; DROP TABLE pglease_leases; --", 'quote"s', "émoji 🚀 ünïcode", "x".repeat(10_240), "$1"];
+    const hostile = [
+      "'; DROP TABLE pglease_leases; --",
+      'quote"s',
+      "émoji 🚀 ünïcode",
+      "x".repeat(10_240),
+      "$1",
+    ];
     for (const key of hostile) {
       const answer = await store.claim(key, key, 10_000);
       expect(answer.won).toBe(true);
@@ -223,7 +229,9 @@ describe("pool use", () => {
     const one = createLeasePool({ connectionString: db.url, max: 1 });
     const narrow = new PgLeaseStore({ pool: one, statementTimeoutMs: 5_000 });
     try {
-      const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => narrow.claim(`narrow-${i}`, "n", 10_000)));
+      const answers = await Promise.all(
+        Array.from({ length: 100 }, (_, i) => narrow.claim(`narrow-${i}`, "n", 10_000)),
+      );
       expect(answers.every((a) => a.won)).toBe(true);
       expect(one.totalCount).toBe(1);
     } finally {

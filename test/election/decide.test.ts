@@ -1,0 +1,162 @@
+// The decision functions alone: an injected clock (plain numbers), no database, no sleeping.
+import { describe, expect, it } from "vitest";
+import {
+  afterClaim,
+  afterError,
+  afterRead,
+  afterRenew,
+  type Context,
+  type Decision,
+  type ElectionState,
+  initialState,
+  nextAction,
+  stepDown,
+} from "../../src/election/decide.ts";
+import { resolveTiming, timingOrThrow } from "../../src/election/timing.ts";
+
+const timing = timingOrThrow({ leaseDurationMs: 15_000 });
+const ctx: Context = { key: "orders-sync", holder: "me", timing };
+const at = (ms: number) => new Date(1_800_000_000_000 + ms);
+const won = (fence: number, ttlMs = 15_000) =>
+  ({ won: true, fence, acquiredAt: at(0), expiresAt: at(ttlMs), ttlMs }) as const;
+const lostTo = (holder: string, fence: number, ttlMs: number) =>
+  ({ won: false, holder, fence, expiresAt: at(ttlMs), ttlMs }) as const;
+
+describe("timing", () => {
+  it("defaults to 15 s lease, renew every 5 s, retry 2 s, margin one renew interval", () => {
+    expect(timing).toMatchObject({
+      leaseDurationMs: 15_000,
+      renewIntervalMs: 5_000,
+      retryIntervalMs: 2_000,
+      safetyMarginMs: 5_000,
+    });
+    expect(timing.callTimeoutMs).toBeLessThanOrEqual(timing.renewIntervalMs / 2);
+  });
+
+  it("rejects inconsistent settings, every problem at once, never adjusting", () => {
+    const { problems } = resolveTiming({
+      leaseDurationMs: 10_000,
+      renewIntervalMs: 10_000,
+      retryIntervalMs: 0,
+    });
+    expect(problems).toEqual([expect.stringMatching(/retryIntervalMs must be a positive/)]);
+    const second = resolveTiming({ leaseDurationMs: 10_000, renewIntervalMs: 12_000, callTimeoutMs: 9_000 });
+    expect(second.problems).toEqual([
+      expect.stringMatching(/renewIntervalMs \(12000\) must be shorter than leaseDurationMs/),
+      expect.stringMatching(/renewIntervalMs \+ safetyMarginMs/),
+      expect.stringMatching(/callTimeoutMs \(9000\) must be at most half/),
+    ]);
+    expect(() => timingOrThrow({ renewIntervalMs: 0 })).toThrow(/renewIntervalMs must be a positive/);
+  });
+});
+
+describe("a follower", () => {
+  it("claims when it knows nothing, reads while a live lease is observed, claims at its expiry", () => {
+    expect(nextAction(initialState, 0, false)).toBe("claim");
+    const held = afterClaim(ctx, initialState, lostTo("other", 7, 9_000), 100, 110);
+    expect(held.outcome).toBe("held-by-other");
+    expect(held.sentence).toBe("lease orders-sync is held by other with fence 7, for another 9.0s");
+    expect(held.wakeAt).toBe(110 + timing.retryIntervalMs);
+    expect(nextAction(held.state, 2_110, false)).toBe("read");
+    // Exactly at the observed expiry (measured from when the answer arrived), it claims.
+    expect(nextAction(held.state, 9_109, false)).toBe("read");
+    expect(nextAction(held.state, 9_110, false)).toBe("claim");
+  });
+
+  it("wakes exactly at the observed expiry when that comes before the next poll", () => {
+    const held = afterClaim(ctx, initialState, lostTo("other", 7, 500), 0, 20);
+    expect(held.wakeAt).toBe(520);
+  });
+
+  it("claims at once when a release is announced", () => {
+    const held = afterClaim(ctx, initialState, lostTo("other", 7, 9_000), 0, 0);
+    expect(nextAction(held.state, 1, true)).toBe("claim");
+  });
+
+  it("claims in the same tick when a read finds the lease free, expired or its own", () => {
+    const view = {
+      key: "orders-sync",
+      holder: "other",
+      fence: 3,
+      acquiredAt: at(0),
+      expiresAt: at(1),
+      ttlMs: 1,
+    };
+    expect(afterRead(ctx, null, 0)).toBeNull();
+    expect(afterRead(ctx, { ...view, ttlMs: 0 }, 0)).toBeNull();
+    expect(afterRead(ctx, { ...view, holder: "me" }, 0)).toBeNull();
+    expect(afterRead(ctx, view, 0)?.outcome).toBe("held-by-other");
+  });
+
+  it("retries at the retry interval after a transient error", () => {
+    const d = afterError(ctx, initialState, "read", new Error("connection refused"), 1_000);
+    expect(d).toMatchObject({ outcome: "transient-error", wakeAt: 3_000 });
+    expect(d.sentence).toBe("could not read lease orders-sync (connection refused); retrying in 2.0s");
+  });
+});
+
+describe("a leader", () => {
+  const lead = (sentAt: number): Decision => afterClaim(ctx, initialState, won(42), sentAt, sentAt + 5);
+
+  it("sets its local deadline from the send time, the server's ttl and the margin", () => {
+    const d = lead(1_000);
+    expect(d.outcome).toBe("acquired");
+    expect(d.sentence).toBe("acquired lease orders-sync with fence 42");
+    expect(d.state.term?.deadline).toBe(1_000 + 15_000 - 5_000);
+    expect(d.wakeAt).toBe(6_000);
+    expect(nextAction(d.state, 6_000, false)).toBe("renew");
+  });
+
+  it("moves the deadline on each renew and treats zero rows as a definitive loss", () => {
+    const leading = lead(0).state;
+    const renewed = afterRenew(
+      ctx,
+      leading,
+      { renewed: true, expiresAt: at(20_000), ttlMs: 14_990 },
+      5_000,
+      5_004,
+    );
+    expect(renewed.outcome).toBe("renewed");
+    expect(renewed.state.term?.deadline).toBe(5_000 + 14_990 - 5_000);
+    const lost = afterRenew(ctx, renewed.state, { renewed: false }, 10_000, 10_003);
+    expect(lost).toMatchObject({ outcome: "lost", state: initialState, wakeAt: 10_003 });
+    expect(lost.sentence).toBe(
+      "lost lease orders-sync: the renew of fence 42 matched no row (expired or taken over)",
+    );
+  });
+
+  it("retries transient failures quickly, but never past its deadline", () => {
+    const leading = lead(0).state;
+    const first = afterError(ctx, leading, "renew", new Error("timeout"), 5_000);
+    expect(first).toMatchObject({ outcome: "transient-error", wakeAt: 5_000 + timing.transientRetryMs });
+    expect(first.state.role).toBe("leader");
+    const late = afterError(ctx, leading, "renew", new Error("timeout"), 9_900);
+    expect(late.wakeAt).toBe(10_000);
+    expect(afterError(ctx, leading, "renew", new Error("timeout"), 10_000).outcome).toBe("stepped-down");
+  });
+
+  it("walks through a whole outage as a sequence of outcomes", () => {
+    const outcomes: string[] = [];
+    let state: ElectionState = initialState;
+    const step = (d: Decision) => {
+      outcomes.push(d.outcome);
+      state = d.state;
+    };
+    step(afterClaim(ctx, state, won(1), 0, 2));
+    step(afterRenew(ctx, state, { renewed: true, expiresAt: at(20_000), ttlMs: 15_000 }, 5_000, 5_002));
+    step(afterError(ctx, state, "renew", new Error("down"), 10_000));
+    step(afterError(ctx, state, "renew", new Error("down"), 11_000));
+    step(stepDown(ctx, state, 15_000));
+    step(afterClaim(ctx, state, lostTo("other", 2, 14_000), 17_000, 17_001));
+    step(afterClaim(ctx, state, won(3), 31_001, 31_003));
+    expect(outcomes).toEqual([
+      "acquired",
+      "renewed",
+      "transient-error",
+      "transient-error",
+      "stepped-down",
+      "held-by-other",
+      "acquired",
+    ]);
+  });
+});

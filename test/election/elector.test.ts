@@ -1,0 +1,246 @@
+// The elector loop on a real PostgreSQL. Local time is a ManualClock moved by the test;
+// only database round trips take real time, and the test waits for those, never for leases.
+import { setTimeout as delay } from "node:timers/promises";
+import type pg from "pg";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/election/clock.ts";
+import {
+  Elector,
+  type ElectorOptions,
+  type LeaderTerm,
+  type TickReport,
+} from "../../src/election/elector.ts";
+import { migrate } from "../../src/lease/migrate.ts";
+import { createLeasePool } from "../../src/lease/pool.ts";
+import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
+import { PgLeaseStore } from "../../src/lease/store.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+
+let db: TestDatabase;
+let pool: pg.Pool;
+let store: PgLeaseStore;
+const cleanup: Array<() => Promise<unknown> | unknown> = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  pool = createLeasePool({ connectionString: db.url, max: 4 });
+  store = new PgLeaseStore({ pool, statementTimeoutMs: 30_000 });
+  await migrate(pool, store.table);
+});
+
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+  expect(pool.totalCount - pool.idleCount).toBe(0);
+});
+
+afterAll(async () => {
+  await pool.end();
+  await db.drop();
+});
+
+const timing = { leaseDurationMs: 15_000, renewIntervalMs: 5_000, retryIntervalMs: 2_000 };
+
+function elector(clock: ManualClock, options: Partial<ElectorOptions> & { key: string; holder: string }) {
+  const e = new Elector({ store, clock, ...timing, ...options });
+  const ticks: TickReport[] = [];
+  e.on("tick", (t) => ticks.push(t));
+  cleanup.push(() => e.stop());
+  return { e, ticks, outcomes: () => ticks.map((t) => t.outcome) };
+}
+
+/** Lets real I/O finish while firing the manual clock's due timers; fails if it never settles. */
+async function until(clock: ManualClock, done: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 1_000; i++) {
+    if (done()) return;
+    clock.advance(0);
+    await delay(2);
+  }
+  throw new Error(`never happened: ${what}`);
+}
+
+describe("with an injected clock", () => {
+  it("acquires, renews on schedule, and releases on stop", async () => {
+    const clock = new ManualClock();
+    const a = elector(clock, { key: "solo", holder: "a" });
+    a.e.start();
+    await until(clock, () => a.ticks.length === 1, "first claim");
+    expect(a.outcomes()).toEqual(["acquired"]);
+    expect(a.e.status()).toMatchObject({ role: "leader", fence: 1, leader: "a", deadlineInMs: 10_000 });
+
+    clock.advance(4_999);
+    expect(a.ticks).toHaveLength(1);
+    clock.advance(1);
+    await until(clock, () => a.ticks.length === 2, "renew");
+    clock.advance(5_000);
+    await until(clock, () => a.ticks.length === 3, "second renew");
+    expect(a.outcomes()).toEqual(["acquired", "renewed", "renewed"]);
+    expect(a.ticks[1]?.sentence).toMatch(/^renewed lease solo with fence 1, valid for 1[45]\.\ds$/);
+
+    await a.e.stop();
+    expect(a.outcomes().at(-1)).toBe("released");
+    expect((await store.read("solo"))?.ttlMs).toBeLessThanOrEqual(0);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it("a follower reads rather than claims, and takes over on the release notice with the next fence", async () => {
+    const clock = new ManualClock();
+    const feed = new PgReleaseFeed({ connectionString: db.url, table: store.table });
+    await feed.start();
+    cleanup.push(() => feed.close());
+    const a = elector(clock, { key: "handover", holder: "a", releases: feed });
+    const b = elector(clock, { key: "handover", holder: "b", releases: feed });
+    a.e.start();
+    await until(clock, () => a.ticks.length === 1, "a claims");
+    b.e.start();
+    await until(clock, () => b.ticks.length === 1, "b claims");
+    expect(b.outcomes()).toEqual(["held-by-other"]);
+    expect(b.ticks[0]?.action).toBe("claim");
+    clock.advance(2_000);
+    await until(clock, () => b.ticks.length === 2, "b polls");
+    expect(b.ticks[1]).toMatchObject({ action: "read", outcome: "held-by-other" });
+
+    await a.e.stop();
+    await until(clock, () => b.ticks.length === 3, "b hears the release");
+    expect(b.ticks[2]).toMatchObject({ action: "claim", outcome: "acquired" });
+    expect(b.e.status().fence).toBe(2);
+  });
+
+  it("hands leader work the fence and a signal that aborts on a lost renew, then campaigns again", async () => {
+    const clock = new ManualClock();
+    const terms: LeaderTerm[] = [];
+    const a = elector(clock, { key: "lost", holder: "a", lead: (t) => terms.push(t) });
+    a.e.start();
+    await until(clock, () => terms.length === 1, "work starts");
+    expect(terms[0]).toMatchObject({ key: "lost", holder: "a", fence: 1 });
+    expect(terms[0]?.signal.aborted).toBe(false);
+
+    await store.forceRelease("lost");
+    expect(await store.claim("lost", "intruder", 15_000)).toMatchObject({ won: true, fence: 2 });
+    clock.advance(5_000);
+    await until(clock, () => a.ticks.length >= 3, "renew fails, then a look");
+    expect(a.outcomes().slice(0, 3)).toEqual(["acquired", "lost", "held-by-other"]);
+    expect(terms[0]?.signal.aborted).toBe(true);
+    expect(a.e.status()).toMatchObject({ role: "follower", leader: "intruder", fence: 2 });
+  });
+
+  describe("cut off from PostgreSQL", () => {
+    let proxy: FaultProxy;
+    beforeAll(async () => {
+      const url = new URL(db.url);
+      proxy = await startFaultProxy({ host: url.hostname, port: Number(url.port) });
+    });
+    afterAll(async () => {
+      await proxy.close();
+    });
+
+    it("steps down at its local deadline while calls hang, and the signal is aborted by then", async () => {
+      const clock = new ManualClock();
+      const cutPool = createLeasePool({ connectionString: proxy.url(db.url), max: 2 });
+      const cutStore = new PgLeaseStore({ pool: cutPool, statementTimeoutMs: 60_000 });
+      cleanup.push(() => cutPool.end());
+      const terms: LeaderTerm[] = [];
+      const a = elector(clock, { key: "cut", holder: "a", store: cutStore, lead: (t) => terms.push(t) });
+      // Healing resets the blackholed sockets, so the calls still hanging fail and stop() can finish.
+      cleanup.push(() => proxy.heal());
+      a.e.start();
+      await until(clock, () => a.ticks.length === 1, "acquire");
+      const deadline = a.e.status().deadlineInMs ?? 0;
+      expect(deadline).toBe(10_000);
+
+      proxy.blackhole();
+      clock.advance(5_000); // the renew goes out and hangs
+      clock.advance(a.e.timing.callTimeoutMs);
+      await until(clock, () => a.ticks.length === 2, "renew times out on the elector's clock");
+      expect(a.ticks[1]?.outcome).toBe("transient-error");
+      expect(terms[0]?.signal.aborted).toBe(false);
+
+      clock.advance(deadline - 5_000 - a.e.timing.callTimeoutMs - 1);
+      expect(a.e.isLeader()).toBe(true);
+      clock.advance(1);
+      expect(a.e.isLeader()).toBe(false);
+      expect(terms[0]?.signal.aborted).toBe(true);
+      const down = a.ticks.find((t) => t.outcome === "stepped-down");
+      expect(down?.sentence).toBe(
+        "stepped down from lease cut (fence 1): no successful renew before the local deadline",
+      );
+    });
+  });
+});
+
+describe("in real time", () => {
+  it("a leader cut off from PostgreSQL stops leading before the server-side expiry; another takes over after it", async () => {
+    const url = new URL(db.url);
+    const proxy = await startFaultProxy({ host: url.hostname, port: Number(url.port) });
+    const cutPool = createLeasePool({ connectionString: proxy.url(db.url), max: 2 });
+    cleanup.push(() => cutPool.end());
+    cleanup.push(() => proxy.close());
+    const fast = {
+      leaseDurationMs: 1_500,
+      renewIntervalMs: 400,
+      retryIntervalMs: 100,
+      safetyMarginMs: 400,
+      callTimeoutMs: 150,
+    };
+    const events: Array<{
+      who: string;
+      outcome: string;
+      at: number;
+      fence: number | null;
+      expiresAt?: number;
+    }> = [];
+    const make = (holder: string, s: PgLeaseStore) => {
+      const e = new Elector({ key: "real-cut", holder, store: s, ...fast });
+      e.on("tick", (t) =>
+        events.push({
+          who: holder,
+          outcome: t.outcome,
+          at: Date.now(),
+          fence: e.status().fence,
+          ...(t.state.term ? { expiresAt: t.state.term.expiresAt.getTime() } : {}),
+        }),
+      );
+      cleanup.push(() => e.stop());
+      return e;
+    };
+    const a = make("a", new PgLeaseStore({ pool: cutPool, statementTimeoutMs: 150 }));
+    a.start();
+    await expect.poll(() => a.isLeader(), { timeout: 5_000 }).toBe(true);
+    const b = make("b", store);
+    b.start();
+    await expect.poll(() => events.some((e) => e.who === "b"), { timeout: 5_000 }).toBe(true);
+
+    proxy.blackhole();
+    await expect.poll(() => b.isLeader(), { timeout: 10_000 }).toBe(true);
+    // The server's expiry of a's last successful claim or renew: the end of a's term.
+    const lastExpiry = Math.max(
+      ...events.filter((e) => e.who === "a" && e.expiresAt).map((e) => e.expiresAt ?? 0),
+    );
+
+    const aDown = events.find((e) => e.who === "a" && e.outcome === "stepped-down");
+    const bUp = events.find((e) => e.who === "b" && e.outcome === "acquired");
+    expect(aDown).toBeDefined();
+    expect(bUp).toBeDefined();
+    if (!aDown || !bUp) return;
+    // Server and test share one machine clock, so wall times compare with the server's expiry:
+    // a gave up before its term ended on the server, and b took over only after that.
+    expect(aDown.at).toBeLessThan(lastExpiry);
+    expect(bUp.at).toBeGreaterThanOrEqual(lastExpiry);
+    expect(bUp.fence).toBe(2);
+    expect((await store.read("real-cut"))?.holder).toBe("b");
+  });
+
+  it("many named leases in one process share one small pool", async () => {
+    const small = createLeasePool({ connectionString: db.url, max: 2 });
+    cleanup.push(() => small.end());
+    const shared = new PgLeaseStore({ pool: small, statementTimeoutMs: 2_000 });
+    const electors = Array.from({ length: 30 }, (_, i) => {
+      const e = new Elector({ key: `many-${i}`, holder: "one-process", store: shared });
+      cleanup.push(() => e.stop());
+      e.start();
+      return e;
+    });
+    await expect.poll(() => electors.every((e) => e.isLeader()), { timeout: 10_000 }).toBe(true);
+    expect(small.totalCount).toBeLessThanOrEqual(2);
+  });
+});
