@@ -1,0 +1,100 @@
+{{- define "pglease.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "pglease.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A name for a companion object: the full name, shortened so the suffix fits in 63 characters. */}}
+{{- define "pglease.suffixed" -}}
+{{- $root := index . 0 }}
+{{- $suffix := index . 1 }}
+{{- printf "%s-%s" (include "pglease.fullname" $root | trunc (int (sub 62 (len $suffix))) | trimSuffix "-") $suffix }}
+{{- end }}
+
+{{- define "pglease.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The workload's selector. It must never contain the role label: the sidecar rewrites that label
+at every change of leader, and a selector that matched it would orphan the pods.
+*/}}
+{{- define "pglease.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pglease.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "pglease.labels" -}}
+helm.sh/chart: {{ include "pglease.chart" . }}
+{{ include "pglease.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The selector as a label-selector string, for the sidecar's peer search. */}}
+{{- define "pglease.selectorString" -}}
+{{- $parts := list }}
+{{- range $key, $value := include "pglease.selectorLabels" . | fromYaml }}
+{{- $parts = append $parts (printf "%s=%s" $key $value) }}
+{{- end }}
+{{- join "," $parts }}
+{{- end }}
+
+{{- define "pglease.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "pglease.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "pglease.leaseName" -}}
+{{- default (include "pglease.fullname" .) .Values.lease.name }}
+{{- end }}
+
+{{/* Every lease the sidecar holds; the first is the one published on the pod. */}}
+{{- define "pglease.leaseNames" -}}
+{{- prepend .Values.lease.additional (include "pglease.leaseName" .) | join "," }}
+{{- end }}
+
+{{- define "pglease.sidecarImage" -}}
+{{- printf "%s:%s" .Values.sidecar.image.repository (default .Chart.AppVersion .Values.sidecar.image.tag) }}
+{{- end }}
+
+{{- define "pglease.databaseSecretName" -}}
+{{- if .Values.database.existingSecret }}
+{{- .Values.database.existingSecret }}
+{{- else }}
+{{- include "pglease.suffixed" (list . "database") }}
+{{- end }}
+{{- end }}
+
+{{/* A duration value (schema: ^[0-9]+(ms|s|m)$) in milliseconds. */}}
+{{- define "pglease.durationMillis" -}}
+{{- $value := toString . }}
+{{- if hasSuffix "ms" $value }}
+{{- trimSuffix "ms" $value | int64 }}
+{{- else if hasSuffix "s" $value }}
+{{- mul (trimSuffix "s" $value | int64) 1000 }}
+{{- else if hasSuffix "m" $value }}
+{{- mul (trimSuffix "m" $value | int64) 60000 }}
+{{- else }}
+{{- fail (printf "%q is not a duration: write a whole number followed by ms, s or m (e.g. 15s)" $value) }}
+{{- end }}
+{{- end }}
+
+{{/* A duration for Prometheus (`for:`), from milliseconds, rounded up to whole seconds. */}}
+{{- define "pglease.promDuration" -}}
+{{- printf "%ds" (div (add (int64 .) 999) 1000) }}
+{{- end }}
