@@ -1,5 +1,6 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { failureOf } from "../support/kube-apiserver/client.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
 
 let server: KubeApiServer;
@@ -158,9 +159,8 @@ describe("content types", () => {
       { name: "p1", namespace: "default", body: { metadata: { labels: { a: "b" } } } },
       setHeaderOptions("Content-Type", "application/json"),
     );
-    const error = await call.catch((e: { code: number; body: string }) => e);
-    expect(error.code).toBe(415);
-    const status = JSON.parse(error.body);
+    const { code, status } = await failureOf(call);
+    expect(code).toBe(415);
     expect(status).toMatchObject({
       kind: "Status",
       status: "Failure",
