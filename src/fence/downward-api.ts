@@ -1,7 +1,8 @@
 // Reads leadership from a downward API volume: the pod's role label and fence annotation, projected
-// as the `labels` and `annotations` files. The kubelet refreshes them on its sync loop, seconds to
-// about a minute after the pod is patched, so a reading here can be that old. Environment variables
-// from the downward API never update at all: do not use them for leadership.
+// either as whole maps (`labels`, `annotations`: `key="value"` lines) or one key per file (`role`,
+// `fence`, `lease`: the raw value, as the pglease chart mounts them). The kubelet refreshes them on
+// its sync loop, seconds to about a minute after the pod is patched, so a reading here can be that
+// old. Environment variables from the downward API never update at all: do not use them for leadership.
 //
 // The kubelet updates the volume atomically: it writes a new `..<timestamp>` folder, points a
 // `..data_tmp` symlink at it and renames that over `..data`; `labels` is itself a symlink to
@@ -20,10 +21,16 @@ export interface DownwardApiOptions {
   fenceAnnotation?: string;
   /** Default "pglease.io/lease". */
   leaseAnnotation?: string;
-  /** The volume item path of `metadata.labels`; default "labels". */
+  /** The volume item path of `metadata.labels`; default "labels". Preferred over `roleFile` when present. */
   labelsFile?: string;
-  /** The volume item path of `metadata.annotations`; default "annotations". */
+  /** The volume item path of `metadata.annotations`; default "annotations". Preferred over the single files. */
   annotationsFile?: string;
+  /** The item path of `metadata.labels['<roleLabel>']`; default "role". */
+  roleFile?: string;
+  /** The item path of `metadata.annotations['<fenceAnnotation>']`; default "fence". */
+  fenceFile?: string;
+  /** The item path of `metadata.annotations['<leaseAnnotation>']`; default "lease". */
+  leaseFile?: string;
 }
 
 export interface DownwardApiWatchOptions extends DownwardApiOptions {
@@ -42,36 +49,63 @@ export interface DownwardApiWatch {
 const SOURCE = "downward-api";
 const SWAP_RETRIES = 3;
 
-/** Reads role, fence and lease once, both files from the same generation of the volume. */
+/** Reads role, fence and lease once, every file from the same generation of the volume. */
 export async function readDownwardApi(
   dir: string,
   options: DownwardApiOptions = {},
 ): Promise<DownwardApiReading> {
-  const labelsFile = options.labelsFile ?? "labels";
-  const annotationsFile = options.annotationsFile ?? "annotations";
-  const fenceKey = options.fenceAnnotation ?? "pglease.io/fence";
+  const keys = {
+    role: options.roleLabel ?? "pglease.io/role",
+    fence: options.fenceAnnotation ?? "pglease.io/fence",
+    lease: options.leaseAnnotation ?? "pglease.io/lease",
+  };
+  const files = {
+    labels: options.labelsFile ?? "labels",
+    annotations: options.annotationsFile ?? "annotations",
+    role: options.roleFile ?? "role",
+    fence: options.fenceFile ?? "fence",
+    lease: options.leaseFile ?? "lease",
+  };
   for (let attempt = 1; ; attempt++) {
-    // Reading through one resolved `..data` keeps labels and annotations from different swaps apart.
+    // Reading through one resolved `..data` keeps files from different swaps apart.
     const generation = await resolveGeneration(dir);
-    const [labels, annotations] = await Promise.all([
-      readMap(join(generation, labelsFile)),
-      readMap(join(generation, annotationsFile)),
+    const at = (file: string) => join(generation, file);
+    const [labels, annotations, role, fence, lease] = await Promise.all([
+      readMap(at(files.labels)),
+      readMap(at(files.annotations)),
+      readValue(at(files.role)),
+      readValue(at(files.fence)),
+      readValue(at(files.lease)),
     ]);
-    if (labels && annotations) {
+    // A key absent from a map reads as undefined; an absent label projected as its own file is an empty file.
+    const roleValue = labels ? labels.get(keys.role) : role;
+    const fenceValue = annotations ? annotations.get(keys.fence) : fence;
+    const leaseValue = annotations ? annotations.get(keys.lease) : lease;
+    if (roleValue !== null && fenceValue !== null) {
       return {
-        role: labels.get(options.roleLabel ?? "pglease.io/role") === "leader" ? "leader" : "follower",
-        lease: annotations.get(options.leaseAnnotation ?? "pglease.io/lease") || null,
-        fence: parseFence(SOURCE, `annotation ${fenceKey}`, annotations.get(fenceKey)),
+        role: roleValue === "leader" ? "leader" : "follower",
+        lease: leaseValue || null,
+        fence: parseFence(SOURCE, `annotation ${keys.fence}`, fenceValue),
         source: SOURCE,
       };
     }
     // The kubelet deletes the old generation right after a swap: resolve `..data` again and re-read.
     if (generation !== dir && attempt < SWAP_RETRIES) continue;
+    const [missing, mapFile, mapField, itemFile, itemField] =
+      roleValue === null
+        ? ["role label", files.labels, "metadata.labels", files.role, `metadata.labels['${keys.role}']`]
+        : [
+            "fence annotation",
+            files.annotations,
+            "metadata.annotations",
+            files.fence,
+            `metadata.annotations['${keys.fence}']`,
+          ];
     throw new LeadershipReadError(
       SOURCE,
-      `${dir} has no ${labels ? annotationsFile : labelsFile} file: mount a downwardAPI volume there with items ` +
-        `{ path: "${labelsFile}", fieldRef: { fieldPath: metadata.labels } } and ` +
-        `{ path: "${annotationsFile}", fieldRef: { fieldPath: metadata.annotations } }`,
+      `${dir} holds no ${missing}: neither a ${JSON.stringify(mapFile)} nor a ${JSON.stringify(itemFile)} file. ` +
+        `Mount a downwardAPI volume there with the item { path: ${itemFile}, fieldRef: { fieldPath: ${itemField} } } ` +
+        `(or { path: ${mapFile}, fieldRef: { fieldPath: ${mapField} } })`,
     );
   }
 }
@@ -152,21 +186,31 @@ async function resolveGeneration(dir: string): Promise<string> {
   }
 }
 
-/** The parsed file, or null when it does not exist. */
+/** A one-key item: the raw value (trimmed), or null when the file does not exist. */
+async function readValue(path: string): Promise<string | null> {
+  const text = await readText(path);
+  return text === null ? null : text.trim();
+}
+
+/** A whole-map item, parsed, or null when the file does not exist. */
 async function readMap(path: string): Promise<Map<string, string> | null> {
-  let text: string;
+  const text = await readText(path);
+  if (text === null) return null;
   try {
-    text = await readFile(path, "utf8");
+    return parseDownwardApiMap(text);
+  } catch (error) {
+    throw new LeadershipReadError(SOURCE, `${path}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+async function readText(path: string): Promise<string | null> {
+  try {
+    return await readFile(path, "utf8");
   } catch (error) {
     if (isNotFound(error)) return null;
     throw new LeadershipReadError(SOURCE, `cannot read ${path}: ${(error as Error).message}`, {
       cause: error,
     });
-  }
-  try {
-    return parseDownwardApiMap(text);
-  } catch (error) {
-    throw new LeadershipReadError(SOURCE, `${path}: ${(error as Error).message}`, { cause: error });
   }
 }
 

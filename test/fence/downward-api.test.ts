@@ -9,7 +9,7 @@ import {
   readDownwardApi,
   watchDownwardApi,
 } from "../../src/fence/index.ts";
-import { formatMap, type KubeletVolume, kubeletVolume } from "./kubelet-volume.ts";
+import { formatMap, type KubeletVolume, kubeletVolume, mapItems } from "./kubelet-volume.ts";
 
 let dir: string;
 let volume: KubeletVolume;
@@ -26,14 +26,12 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const leader = (fence: string) => ({
-  labels: { app: "web", "pglease.io/role": "leader" },
-  annotations: {
-    "pglease.io/fence": fence,
-    "pglease.io/lease": "orders-sync",
-    "pglease.io/holder": "web-7d9f-abc12",
-  },
-});
+const leader = (fence: string) =>
+  mapItems(
+    { app: "web", "pglease.io/role": "leader" },
+    { "pglease.io/fence": fence, "pglease.io/lease": "orders-sync", "pglease.io/holder": "web-7d9f-abc12" },
+  );
+const follower = () => mapItems({ "pglease.io/role": "follower" }, {});
 
 describe("readDownwardApi", () => {
   it("reads role, fence and lease through the ..data symlinks", async () => {
@@ -47,17 +45,14 @@ describe("readDownwardApi", () => {
   });
 
   it("reads a follower, and a pod not yet published, as followers", async () => {
-    await volume.update({ labels: { "pglease.io/role": "follower" }, annotations: {} });
+    await volume.update(follower());
     expect(await readDownwardApi(dir)).toMatchObject({ role: "follower", fence: null, lease: null });
-    await volume.update({ labels: { app: "web" }, annotations: {} });
+    await volume.update(mapItems({ app: "web" }, {}));
     expect(await readDownwardApi(dir)).toMatchObject({ role: "follower", fence: null });
   });
 
   it("honours custom label and annotation keys", async () => {
-    await volume.update({
-      labels: { "example.com/role": "leader" },
-      annotations: { "example.com/term": "7" },
-    });
+    await volume.update(mapItems({ "example.com/role": "leader" }, { "example.com/term": "7" }));
     expect(
       await readDownwardApi(dir, { roleLabel: "example.com/role", fenceAnnotation: "example.com/term" }),
     ).toMatchObject({ role: "leader", fence: 7 });
@@ -76,10 +71,27 @@ describe("readDownwardApi", () => {
     );
   });
 
+  it("reads one key per file, as the pglease chart projects them", async () => {
+    await volume.update({ role: "leader", fence: "41", lease: "orders-sync", holder: "web-7d9f-abc12" });
+    expect(await readDownwardApi(dir)).toEqual({
+      role: "leader",
+      lease: "orders-sync",
+      fence: 41,
+      source: "downward-api",
+    });
+    // An absent label or annotation projected by key is an empty file.
+    await volume.update({ role: "", fence: "", lease: "", holder: "" });
+    expect(await readDownwardApi(dir)).toMatchObject({ role: "follower", fence: null, lease: null });
+  });
+
   it("says how to mount the volume when the files are missing", async () => {
     const error = await readDownwardApi(dir).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LeadershipReadError);
-    expect((error as Error).message).toMatch(/no labels file: mount a downwardAPI volume/);
+    expect((error as Error).message).toMatch(
+      /holds no role label: neither a "labels" nor a "role" file. Mount a downwardAPI volume there .*metadata.labels\['pglease.io\/role'\]/,
+    );
+    await writeFile(join(dir, "role"), "leader");
+    await expect(readDownwardApi(dir)).rejects.toThrow(/holds no fence annotation/);
   });
 });
 
@@ -134,7 +146,7 @@ describe("watchDownwardApi", () => {
     await seen.next(41);
     await volume.update(leader("42"));
     await seen.next(42);
-    await volume.update({ labels: { "pglease.io/role": "follower" }, annotations: {} });
+    await volume.update(follower());
     await seen.next(null);
     expect(seen.readings.map((r) => [r.role, r.fence])).toEqual([
       ["leader", 41],
@@ -142,6 +154,14 @@ describe("watchDownwardApi", () => {
       ["follower", null],
     ]);
     expect(seen.errors).toEqual([]);
+  });
+
+  it("follows the chart's one-key-per-file layout across swaps", async () => {
+    await volume.update({ role: "leader", fence: "7", lease: "orders-sync" });
+    const seen = collect();
+    await seen.next(7);
+    await volume.update({ role: "leader", fence: "8", lease: "orders-sync" });
+    await seen.next(8);
   });
 
   it("reports an unreadable generation through onError and recovers on the next swap", async () => {
