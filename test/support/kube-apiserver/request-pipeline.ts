@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { handleSelfAccessReview, isSelfAccessReview } from "./access-review.ts";
 import { handleEvents } from "./events.ts";
 import { Abandoned, type FaultPlan, type FaultRequest } from "./faults.ts";
 import type { HandlerRequest, HandlerResult } from "./handler-types.ts";
@@ -124,6 +125,15 @@ export function createRequestHandler(
     if (resolved.verb === undefined) throw methodNotAllowed(method);
     const target: ResourceRequest = { ...resolved, verb: resolved.verb };
     const role = ctx.role();
+    if (isSelfAccessReview(target)) {
+      const answer = handleSelfAccessReview(
+        { target, query: url.searchParams, contentType: record.contentType, body },
+        role,
+        ctx.user,
+      );
+      if (answer.kind === "json") send(res, record, answer.status, answer.body);
+      return;
+    }
     if (role) {
       const denied = authorize(
         role,

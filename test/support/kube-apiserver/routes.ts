@@ -1,3 +1,5 @@
+import { ACCESS_REVIEW_RESOURCE } from "./access-review.ts";
+
 /** What a request addresses, in the terms RBAC and the request log use. */
 export interface ResourceRequest {
   verb: string;
@@ -20,6 +22,7 @@ const KNOWN_RESOURCES: readonly KnownResource[] = [
   { group: "", version: "v1", resource: "pods", subresources: ["status"] },
   { group: "", version: "v1", resource: "events", subresources: [] },
   { group: "events.k8s.io", version: "v1", resource: "events", subresources: [] },
+  ACCESS_REVIEW_RESOURCE,
 ];
 
 export function isWatch(query: URLSearchParams): boolean {
