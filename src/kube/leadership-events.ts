@@ -4,6 +4,7 @@
 import type { CoreV1Event, V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
+import type { LeadershipState } from "./desired-state.ts";
 import { KubeRequestError, type PodApi } from "./pod-api.ts";
 
 export type LeadershipEventReason = "LeaderElected" | "LeadershipLost";
@@ -21,6 +22,25 @@ export interface EventRecorderOptions {
   wallClock: () => Date;
   /** Aborts retries' pauses when the publisher stops. */
   stopSignal: AbortSignal;
+}
+
+/** The events a change of desired state calls for: a loss, a gain, or both when the term changed. */
+export function leadershipTransitions(
+  previous: LeadershipState | undefined,
+  next: LeadershipState,
+  podName: string,
+): Array<{ reason: LeadershipEventReason; message: string }> {
+  const out: Array<{ reason: LeadershipEventReason; message: string }> = [];
+  const wasLeader = previous?.role === "leader";
+  if (wasLeader && (next.role !== "leader" || previous.fence !== next.fence)) {
+    const fence = previous.fence === null ? "" : ` (fence ${previous.fence})`;
+    out.push({ reason: "LeadershipLost", message: `${podName} lost lease ${previous.lease}${fence}` });
+  }
+  if (next.role === "leader" && (!wasLeader || previous.fence !== next.fence)) {
+    const fence = next.fence === null ? "" : ` with fence ${next.fence}`;
+    out.push({ reason: "LeaderElected", message: `${podName} became leader of lease ${next.lease}${fence}` });
+  }
+  return out;
 }
 
 // Beyond this many unsent events the oldest are dropped: a flapping elector must not grow memory.

@@ -1,9 +1,8 @@
 // Publishes the elector's state onto its own pod, level-triggered: one worker loop compares
 // the newest desired state with the pod as last seen and patches only the difference, until
 // they match. The elector never waits on it: setDesired() records the state and returns.
-import type { KubeConfig, V1Pod } from "@kubernetes/client-node";
-import type { Logger } from "pino";
-import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
+import type { V1Pod } from "@kubernetes/client-node";
+import { backoffDelay, pause } from "./backoff.ts";
 import {
   conditionPatch,
   type DesiredPod,
@@ -12,74 +11,20 @@ import {
   metadataPatch,
   podShows,
 } from "./desired-state.ts";
-import { createEventRecorder } from "./leadership-events.ts";
+import { createEventRecorder, leadershipTransitions } from "./leadership-events.ts";
 import { demoteStalePeers } from "./peer-demotion.ts";
 import { checkPermissions } from "./permission-check.ts";
 import { createPodApi, KubeRequestError, permissionName } from "./pod-api.ts";
 import { watchOwnPod } from "./pod-watch.ts";
-import { defaultPeerSelector, type PublishConfig } from "./publish-config.ts";
+import { defaultPeerSelector } from "./publish-config.ts";
 import { createPublishTracker } from "./publish-tracker.ts";
-
-export interface PatchObservation {
-  target: "metadata" | "status" | "peer";
-  ok: boolean;
-  durationMs: number;
-  status?: number;
-}
-
-export interface PublishedObservation {
-  role: LeadershipState["role"];
-  fence: number | null;
-  /** From the setDesired() that changed the role to the first sight of the pod showing it. */
-  sinceChangeMs: number;
-}
-
-export interface PublishTiming {
-  /** Every API request is abandoned after this long. */
-  requestTimeoutMs: number;
-  backoff: BackoffTiming;
-  /** start() resolves after the first publish or after this long, whichever comes first. */
-  startTimeoutMs: number;
-  /** Attempts per Kubernetes Event before it is dropped. */
-  eventAttempts: number;
-}
-
-export const DEFAULT_TIMING: PublishTiming = {
-  requestTimeoutMs: 5_000,
-  backoff: { initialMs: 250, maxMs: 4_000 },
-  startTimeoutMs: 10_000,
-  eventAttempts: 3,
-};
-
-export interface PodPublisherOptions {
-  kubeConfig: KubeConfig;
-  config: PublishConfig;
-  logger: Logger;
-  onPatch?: (e: PatchObservation) => void;
-  onPublished?: (e: PublishedObservation) => void;
-  random?: () => number;
-  /** Monotonic milliseconds, for durations. */
-  monotonicNow?: () => number;
-  /** Wall clock, for lastTransitionTime and event timestamps. */
-  wallClock?: () => Date;
-  timing?: Partial<PublishTiming>;
-}
-
-export interface StartResult {
-  /** The pod showed the initial state before startTimeoutMs. */
-  published: boolean;
-  /** Permissions the Role lacks, e.g. "patch pods/status"; empty when all are granted or unknown. */
-  missingPermissions: string[];
-}
-
-export interface PodPublisher {
-  start(initial: LeadershipState): Promise<StartResult>;
-  setDesired(state: LeadershipState): void;
-  /** Sets follower and waits, at most timeoutMs, until the pod shows it. */
-  demote(timeoutMs: number): Promise<boolean>;
-  state(): { published: boolean; lastError?: string };
-  stop(): Promise<void>;
-}
+import {
+  DEFAULT_TIMING,
+  type PatchObservation,
+  type PodPublisher,
+  type PodPublisherOptions,
+  type StartResult,
+} from "./publisher-contract.ts";
 
 export function createPodPublisher(opts: PodPublisherOptions): PodPublisher {
   const { config, logger } = opts;
@@ -117,6 +62,7 @@ export function createPodPublisher(opts: PodPublisherOptions): PodPublisher {
   let lastError: string | undefined;
   let dirty = false;
   let wakeLoop: (() => void) | null = null;
+  let backoffCut = new AbortController();
   let loop: Promise<void> | null = null;
   let stopWatch: (() => void) | null = null;
   let resyncTimer: NodeJS.Timeout | null = null;
@@ -224,7 +170,11 @@ export function createPodPublisher(opts: PodPublisherOptions): PodPublisher {
           podStale = true;
         }
         dirty = true;
-        await pause(backoffDelay(failures - 1, timing.backoff, random), stopping.signal);
+        backoffCut = new AbortController();
+        await pause(
+          backoffDelay(failures - 1, timing.backoff, random),
+          AbortSignal.any([stopping.signal, backoffCut.signal]),
+        );
       }
     }
   }
@@ -258,30 +208,19 @@ export function createPodPublisher(opts: PodPublisherOptions): PodPublisher {
       }
       const next = { ...state };
       desired = { state: next, pod: desiredPod(next, config), generation: (desired?.generation ?? 0) + 1 };
-      if (previous?.role !== next.role) tracker.roleChanged(next.role);
+      if (previous?.role !== next.role) {
+        tracker.roleChanged(next.role);
+        // A role change is when the pod matters most: try it now, not at the end of a backoff.
+        backoffCut.abort();
+      }
       if (next.role === "follower") peersClearedFor = null;
-      recordTransition(previous, next);
+      for (const e of leadershipTransitions(previous, next, config.podName))
+        events.record(e.reason, e.message);
       if (shows()) seen(pod as V1Pod);
       wake();
       tracker.notify();
     } catch (error) {
       logger.error({ err: error }, "could not record the desired pod state");
-    }
-  }
-
-  function recordTransition(previous: LeadershipState | undefined, next: LeadershipState): void {
-    const wasLeader = previous?.role === "leader";
-    if (wasLeader && (next.role !== "leader" || previous.fence !== next.fence)) {
-      events.record(
-        "LeadershipLost",
-        `${config.podName} lost lease ${previous.lease}${previous.fence === null ? "" : ` (fence ${previous.fence})`}`,
-      );
-    }
-    if (next.role === "leader" && (!wasLeader || previous.fence !== next.fence)) {
-      events.record(
-        "LeaderElected",
-        `${config.podName} became leader of lease ${next.lease}${next.fence === null ? "" : ` with fence ${next.fence}`}`,
-      );
     }
   }
 

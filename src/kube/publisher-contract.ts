@@ -1,0 +1,68 @@
+// The publisher's public surface: what the controller passes in, what it gets back, and the
+// observations it turns into metrics (prom-client lives in the controller, not here).
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import type { BackoffTiming } from "./backoff.ts";
+import type { LeadershipState } from "./desired-state.ts";
+import type { PublishConfig } from "./publish-config.ts";
+
+export interface PatchObservation {
+  target: "metadata" | "status" | "peer";
+  ok: boolean;
+  durationMs: number;
+  status?: number;
+}
+
+export interface PublishedObservation {
+  role: LeadershipState["role"];
+  fence: number | null;
+  /** From the setDesired() that changed the role to the first sight of the pod showing it. */
+  sinceChangeMs: number;
+}
+
+export interface PublishTiming {
+  /** Every API request is abandoned after this long. */
+  requestTimeoutMs: number;
+  backoff: BackoffTiming;
+  /** start() resolves after the first publish or after this long, whichever comes first. */
+  startTimeoutMs: number;
+  /** Attempts per Kubernetes Event before it is dropped. */
+  eventAttempts: number;
+}
+
+export const DEFAULT_TIMING: PublishTiming = {
+  requestTimeoutMs: 5_000,
+  backoff: { initialMs: 250, maxMs: 4_000 },
+  startTimeoutMs: 10_000,
+  eventAttempts: 3,
+};
+
+export interface PodPublisherOptions {
+  kubeConfig: KubeConfig;
+  config: PublishConfig;
+  logger: Logger;
+  onPatch?: (e: PatchObservation) => void;
+  onPublished?: (e: PublishedObservation) => void;
+  random?: () => number;
+  /** Monotonic milliseconds, for durations. */
+  monotonicNow?: () => number;
+  /** Wall clock, for lastTransitionTime and event timestamps. */
+  wallClock?: () => Date;
+  timing?: Partial<PublishTiming>;
+}
+
+export interface StartResult {
+  /** The pod showed the initial state before startTimeoutMs. */
+  published: boolean;
+  /** Permissions the Role lacks, e.g. "patch pods/status"; empty when all are granted or unknown. */
+  missingPermissions: string[];
+}
+
+export interface PodPublisher {
+  start(initial: LeadershipState): Promise<StartResult>;
+  setDesired(state: LeadershipState): void;
+  /** Sets follower and waits, at most timeoutMs, until the pod shows it. */
+  demote(timeoutMs: number): Promise<boolean>;
+  state(): { published: boolean; lastError?: string };
+  stop(): Promise<void>;
+}

@@ -1,0 +1,146 @@
+// One test API server, one seeded pod with the kubelet's conditions, and a publisher with
+// fast, injectable timings; logs and hook calls are captured so tests can assert on them.
+import type { V1Pod } from "@kubernetes/client-node";
+import pino from "pino";
+import type { LeadershipState } from "../../src/kube/desired-state.ts";
+import { createPodPublisher } from "../../src/kube/pod-publisher.ts";
+import { type PublishConfigInput, validatePublishConfig } from "../../src/kube/publish-config.ts";
+import type {
+  PatchObservation,
+  PodPublisher,
+  PublishedObservation,
+  PublishTiming,
+} from "../../src/kube/publisher-contract.ts";
+import { type KubeApiServer, type RoleLike, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+
+export const NAMESPACE = "shop";
+export const POD = "orders-0";
+export const APP_LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };
+
+export const FAST: PublishTiming = {
+  requestTimeoutMs: 400,
+  backoff: { initialMs: 10, maxMs: 80 },
+  startTimeoutMs: 3_000,
+  eventAttempts: 3,
+};
+
+export function follower(holder = ""): LeadershipState {
+  return { lease: "orders-sync", role: "follower", fence: null, holder };
+}
+
+export function leader(fence: number): LeadershipState {
+  return { lease: "orders-sync", role: "leader", fence, holder: `${POD}-a1b2` };
+}
+
+export interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+export interface Harness {
+  server: KubeApiServer;
+  publisher: PodPublisher;
+  logs: LogLine[];
+  patches: PatchObservation[];
+  published: PublishedObservation[];
+  /** The pod as the server holds it now. */
+  pod(name?: string): V1Pod;
+  /** Creates another publisher on the same server (same pod unless `config.podName` says otherwise). */
+  another(config?: PublishConfigInput): PodPublisher;
+  close(): Promise<void>;
+}
+
+export interface HarnessOptions {
+  role?: RoleLike;
+  config?: PublishConfigInput;
+  timing?: Partial<PublishTiming>;
+  podLabels?: Record<string, string>;
+  wallClock?: () => Date;
+}
+
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+  const server = await startKubeApiServer(options.role ? { role: options.role } : {});
+  server.seedPod({
+    metadata: { name: POD, namespace: NAMESPACE, labels: options.podLabels ?? { ...APP_LABELS } },
+  });
+  const logs: LogLine[] = [];
+  const logger = pino({ level: "debug" }, { write: (line: string) => logs.push(JSON.parse(line)) });
+  const patches: PatchObservation[] = [];
+  const published: PublishedObservation[] = [];
+  const publishers: PodPublisher[] = [];
+
+  function make(input: PublishConfigInput, hooks: boolean): PodPublisher {
+    const result = validatePublishConfig({
+      namespace: NAMESPACE,
+      podName: POD,
+      resyncIntervalMs: 60_000,
+      ...options.config,
+      ...input,
+    });
+    if ("problems" in result) throw new Error(result.problems.join("; "));
+    const publisher = createPodPublisher({
+      kubeConfig: server.kubeConfig({ namespace: NAMESPACE }),
+      config: result.config,
+      logger,
+      timing: { ...FAST, ...options.timing },
+      ...(options.wallClock ? { wallClock: options.wallClock } : {}),
+      ...(hooks
+        ? {
+            onPatch: (e: PatchObservation) => patches.push(e),
+            onPublished: (e: PublishedObservation) => published.push(e),
+          }
+        : {}),
+    });
+    publishers.push(publisher);
+    return publisher;
+  }
+
+  return {
+    server,
+    publisher: make({}, true),
+    logs,
+    patches,
+    published,
+    pod: (name = POD) => {
+      const pod = server.pod(NAMESPACE, name);
+      if (!pod) throw new Error(`pod ${name} is gone`);
+      return pod;
+    },
+    another: (config = {}) => make(config, false),
+    async close() {
+      await Promise.all(publishers.map((p) => p.stop()));
+      await server.close();
+    },
+  };
+}
+
+/** Polls `check` until it returns true, or fails after `timeoutMs` naming what it waited for. */
+export async function until(what: string, check: () => boolean, timeoutMs = 3_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+export function role(pod: V1Pod): string | undefined {
+  return pod.metadata?.labels?.["pglease.io/role"];
+}
+
+export function leaderCondition(pod: V1Pod) {
+  return pod.status?.conditions?.find((c) => c.type === "pglease.io/leader");
+}
+
+/** PATCH requests to a pod (and its status), in arrival order, as "name" or "name/status". */
+export function patchesOf(
+  server: KubeApiServer,
+): Array<{ target: string; body: unknown; contentType?: string }> {
+  return server.requests
+    .filter((r) => r.method === "PATCH")
+    .map((r) => ({
+      target: `${r.name}${r.subresource ? `/${r.subresource}` : ""}`,
+      body: r.body,
+      ...(r.contentType ? { contentType: r.contentType } : {}),
+    }));
+}
