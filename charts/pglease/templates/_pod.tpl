@@ -7,14 +7,15 @@ metadata:
     {{- with $v.workload.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
+  {{- $annotations := deepCopy $v.workload.podAnnotations }}
+  {{- /* A changed database Secret the chart owns rolls the pods. */}}
+  {{- if $v.database.url }}
+  {{- $_ := set $annotations "checksum/database" (include (print $.Template.BasePath "/database-secret.yaml") . | sha256sum) }}
+  {{- end }}
+  {{- with $annotations }}
   annotations:
-    {{- /* A changed database Secret the chart owns rolls the pods. */}}
-    {{- if $v.database.url }}
-    checksum/database: {{ include (print $.Template.BasePath "/database-secret.yaml") . | sha256sum }}
-    {{- end }}
-    {{- with $v.workload.podAnnotations }}
     {{- toYaml . | nindent 4 }}
-    {{- end }}
+  {{- end }}
 spec:
   serviceAccountName: {{ include "pglease.serviceAccountName" . }}
   automountServiceAccountToken: true
