@@ -22,7 +22,11 @@ export const DEFAULT_RETRY_INTERVAL_MS = 2_000;
 export type TimingInput = Partial<Timing>;
 
 /** Fills defaults derived from the lease duration, then lists every inconsistency at once. */
-export function resolveTiming(input: TimingInput = {}): { timing: Timing; problems: string[] } {
+export function resolveTiming(
+  input: TimingInput = {},
+  /** How each setting is called where the user wrote it (a CLI flag, say). */
+  name: (field: keyof Timing) => string = (field) => field,
+): { timing: Timing; problems: string[] } {
   const leaseDurationMs = input.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS;
   const renewIntervalMs = input.renewIntervalMs ?? Math.floor(leaseDurationMs / 3);
   const timing: Timing = {
@@ -35,31 +39,31 @@ export function resolveTiming(input: TimingInput = {}): { timing: Timing; proble
     callTimeoutMs: input.callTimeoutMs ?? Math.floor(renewIntervalMs / 2),
   };
   const problems: string[] = [];
-  for (const [name, value] of Object.entries(timing)) {
+  for (const [field, value] of Object.entries(timing) as Array<[keyof Timing, number]>) {
     if (!Number.isSafeInteger(value) || value <= 0) {
-      problems.push(`${name} must be a positive whole number of milliseconds, got ${value}`);
+      problems.push(`${name(field)} must be a positive whole number of milliseconds, got ${value}`);
     }
   }
   if (problems.length > 0) return { timing, problems };
   if (timing.renewIntervalMs >= timing.leaseDurationMs) {
     problems.push(
-      `renewIntervalMs (${timing.renewIntervalMs}) must be shorter than leaseDurationMs (${timing.leaseDurationMs}); a third of it is usual`,
+      `${name("renewIntervalMs")} (${timing.renewIntervalMs} ms) must be shorter than ${name("leaseDurationMs")} (${timing.leaseDurationMs} ms); a third of it is usual`,
     );
   }
   if (timing.renewIntervalMs + timing.safetyMarginMs >= timing.leaseDurationMs) {
     problems.push(
-      `renewIntervalMs + safetyMarginMs (${timing.renewIntervalMs} + ${timing.safetyMarginMs}) must be shorter than leaseDurationMs ` +
-        `(${timing.leaseDurationMs}), or the leader would step down before its next renew`,
+      `${name("renewIntervalMs")} + ${name("safetyMarginMs")} (${timing.renewIntervalMs} + ${timing.safetyMarginMs} ms) must be shorter than ` +
+        `${name("leaseDurationMs")} (${timing.leaseDurationMs} ms), or the leader would step down before its next renew`,
     );
   }
   if (timing.callTimeoutMs * 2 > timing.renewIntervalMs) {
     problems.push(
-      `callTimeoutMs (${timing.callTimeoutMs}) must be at most half of renewIntervalMs (${timing.renewIntervalMs}), so a hung call costs one tick`,
+      `${name("callTimeoutMs")} (${timing.callTimeoutMs} ms) must be at most half of ${name("renewIntervalMs")} (${timing.renewIntervalMs} ms), so a hung call costs one tick`,
     );
   }
   if (timing.transientRetryMs >= timing.leaseDurationMs) {
     problems.push(
-      `transientRetryMs (${timing.transientRetryMs}) must be shorter than leaseDurationMs (${timing.leaseDurationMs})`,
+      `${name("transientRetryMs")} (${timing.transientRetryMs} ms) must be shorter than ${name("leaseDurationMs")} (${timing.leaseDurationMs} ms)`,
     );
   }
   return { timing, problems };

@@ -42,9 +42,9 @@ describe("timing", () => {
     expect(problems).toEqual([expect.stringMatching(/retryIntervalMs must be a positive/)]);
     const second = resolveTiming({ leaseDurationMs: 10_000, renewIntervalMs: 12_000, callTimeoutMs: 9_000 });
     expect(second.problems).toEqual([
-      expect.stringMatching(/renewIntervalMs \(12000\) must be shorter than leaseDurationMs/),
+      expect.stringMatching(/renewIntervalMs \(12000 ms\) must be shorter than leaseDurationMs/),
       expect.stringMatching(/renewIntervalMs \+ safetyMarginMs/),
-      expect.stringMatching(/callTimeoutMs \(9000\) must be at most half/),
+      expect.stringMatching(/callTimeoutMs \(9000 ms\) must be at most half/),
     ]);
     expect(() => timingOrThrow({ renewIntervalMs: 0 })).toThrow(/renewIntervalMs must be a positive/);
   });

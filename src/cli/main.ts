@@ -1,0 +1,85 @@
+// Subcommand dispatch, help, and the exit-code contract: 0 ok, 2 bad usage or configuration
+// (every problem listed), 1 runtime failure (one clear line, never a stack trace or a secret).
+import { UsageError } from "../config/options.ts";
+import { scrub, secretsFrom } from "../controller/logger.ts";
+import { MIGRATE_HELP, migrateCommand } from "./migrate.ts";
+import { RELEASE_HELP, releaseCommand } from "./release.ts";
+import { RUN_HELP, runCommand } from "./run.ts";
+import { STATUS_HELP, statusCommand } from "./status.ts";
+
+export const MAIN_HELP = `pglease: leader election for Kubernetes pods, backed by a lease row in PostgreSQL.
+
+Usage: pglease COMMAND [flags]
+
+Commands:
+  run       campaign for leases, publish the role on the pod, serve probes and metrics
+  status    show every lease: holder, fence, expiry
+  release   end the current term of a lease (an operator's forced release)
+  migrate   create the lease table and exit
+  demo      three replicas on an embedded PostgreSQL, leaders stopped on a schedule
+
+Run 'pglease COMMAND --help' for the flags of a command.
+
+Examples:
+  pglease demo
+  DATABASE_URL=postgres://app:secret@db:5432/app pglease run --lease orders-sync
+  pglease status --json
+`;
+
+type Command = (argv: readonly string[], env: NodeJS.ProcessEnv) => Promise<number>;
+
+const COMMANDS: Record<string, { run: Command; help: string | (() => Promise<string>) }> = {
+  run: { run: runCommand, help: RUN_HELP },
+  status: { run: statusCommand, help: STATUS_HELP },
+  release: { run: releaseCommand, help: RELEASE_HELP },
+  migrate: { run: migrateCommand, help: MIGRATE_HELP },
+  demo: {
+    run: async (argv, env) => (await import("./demo/command.ts")).demoCommand(argv, env),
+    help: async () => (await import("./demo/command.ts")).DEMO_HELP,
+  },
+};
+
+export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+    process.stdout.write(MAIN_HELP);
+    return name === undefined ? 2 : 0;
+  }
+  if (name === "--version") {
+    process.stdout.write(`${await version()}\n`);
+    return 0;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    process.stderr.write(
+      `pglease: unknown command ${JSON.stringify(name)}; the commands are ${Object.keys(COMMANDS).join(", ")}\n`,
+    );
+    return 2;
+  }
+  if (rest.includes("--help") || rest.includes("-h")) {
+    process.stdout.write(typeof command.help === "string" ? command.help : await command.help());
+    return 0;
+  }
+  try {
+    return await command.run(rest, env);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      const lines = error.problems.map((p) => `  - ${scrub(p, secretsFrom(env))}`).join("\n");
+      process.stderr.write(
+        `pglease ${name}: invalid usage or configuration:\n${lines}\nSee 'pglease ${name} --help'.\n`,
+      );
+      return 2;
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`pglease ${name}: ${scrub(message, secretsFrom(env))}\n`);
+    return 1;
+  }
+}
+
+async function version(): Promise<string> {
+  const { readFile } = await import("node:fs/promises");
+  const pkg = JSON.parse(await readFile(new URL("../../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  };
+  return pkg.version;
+}

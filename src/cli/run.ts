@@ -1,0 +1,60 @@
+// `pglease run`: the controller a pod runs, and its shutdown: the first SIGTERM (or SIGINT)
+// stops gracefully within the grace period; a second one, or the period running out, exits at once.
+import { optionHelp } from "../config/options.ts";
+import { RUN_OPTIONS, readRunConfig } from "../config/run-config.ts";
+import { startController } from "../controller/controller.ts";
+import { createLogger, secretsFrom } from "../controller/logger.ts";
+
+export const RUN_HELP = `Usage: pglease run --lease NAME [flags]
+
+Campaigns for the named lease(s) in PostgreSQL, renews while leading, and shows the
+role on this pod (label, condition, fence annotation, events) when it runs in
+Kubernetes with POD_NAME and POD_NAMESPACE set. Serves /healthz, /readyz, /leader,
+/status and /metrics on --http-addr.
+
+Database: DATABASE_URL, or PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE.
+Every flag has an environment variable, shown in brackets; a flag wins over it.
+Durations take a unit: 500ms, 15s, 1m.
+
+Flags:
+${optionHelp(RUN_OPTIONS)}
+
+Examples:
+  DATABASE_URL=postgres://app:secret@db:5432/app pglease run --lease orders-sync
+  pglease run --lease orders-sync,billing --duration 10s --http-addr 127.0.0.1:8484
+  PGLEASE_LEASE=orders-sync PGLEASE_NOTIFY=false pglease run   # behind PgBouncer (transaction mode)
+`;
+
+export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const config = readRunConfig(argv, env);
+  const logger = createLogger(config.logLevel, secretsFrom(env));
+  const controller = await startController({ config, logger, env });
+  return new Promise<number>((resolve) => {
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals++;
+      if (signals > 1) {
+        logger.warn(`second ${signal}: exiting now without finishing the graceful stop`);
+        process.exit(130);
+      }
+      logger.info(`${signal}: stopping leader work, demoting the pod, releasing the lease`);
+      const force = setTimeout(() => {
+        logger.error(`graceful stop did not finish within ${config.gracePeriodMs} ms: exiting`);
+        process.exit(1);
+      }, config.gracePeriodMs);
+      force.unref();
+      controller.stop().then(
+        () => {
+          clearTimeout(force);
+          resolve(0);
+        },
+        (error: unknown) => {
+          logger.error({ err: String(error) }, "graceful stop failed");
+          resolve(1);
+        },
+      );
+    };
+    process.on("SIGTERM", onSignal);
+    process.on("SIGINT", onSignal);
+  });
+}

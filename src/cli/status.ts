@@ -1,0 +1,106 @@
+// `pglease status`: every lease in the table, readable in a terminal or as stable JSON.
+import { setTimeout as delay } from "node:timers/promises";
+import { type OptionSpec, optionHelp } from "../config/options.ts";
+import { parseDuration } from "../config/values.ts";
+import type { LeaseView } from "../election/ports.ts";
+import { databaseHelp, openDatabaseCommand } from "./database-command.ts";
+
+const OPTIONS: readonly OptionSpec[] = [
+  { flag: "json", boolean: true, help: "print JSON (stable field names, for scripts)" },
+  { flag: "watch", boolean: true, help: "refresh until interrupted" },
+  { flag: "interval", value: "DURATION", help: "refresh period with --watch", defaultText: "1s" },
+];
+
+export const STATUS_HELP = `Usage: pglease status [--json] [--watch] [flags]
+
+Shows every lease: key, holder, fence, acquired, expires, remaining, held or expired.
+Times come from the PostgreSQL server's clock.
+
+Flags:
+${optionHelp([...OPTIONS, ...databaseHelp()])}
+
+Examples:
+  DATABASE_URL=postgres://app:secret@db:5432/app pglease status
+  pglease status --json | jq '.leases[] | select(.state == "held")'
+  pglease status --watch --interval 500ms
+`;
+
+export interface LeaseStatusJson {
+  key: string;
+  holder: string;
+  fence: number;
+  acquiredAt: string;
+  expiresAt: string;
+  remainingMs: number;
+  state: "held" | "expired";
+}
+
+export function leaseJson(view: LeaseView): LeaseStatusJson {
+  return {
+    key: view.key,
+    holder: view.holder,
+    fence: view.fence,
+    acquiredAt: view.acquiredAt.toISOString(),
+    expiresAt: view.expiresAt.toISOString(),
+    remainingMs: Math.max(0, Math.round(view.ttlMs)),
+    state: view.ttlMs > 0 ? "held" : "expired",
+  };
+}
+
+export function leaseTableText(views: readonly LeaseView[]): string {
+  if (views.length === 0) return "no leases yet\n";
+  const rows = views.map((v) => {
+    const j = leaseJson(v);
+    return [
+      j.key,
+      j.holder,
+      String(j.fence),
+      j.acquiredAt,
+      j.expiresAt,
+      `${(j.remainingMs / 1000).toFixed(1)}s`,
+      j.state,
+    ];
+  });
+  const header = ["LEASE", "HOLDER", "FENCE", "ACQUIRED", "EXPIRES", "REMAINING", "STATE"];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join("  ")
+      .trimEnd();
+  return `${[line(header), ...rows.map(line)].join("\n")}\n`;
+}
+
+export async function statusCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let interval = 1_000;
+  const command = openDatabaseCommand(OPTIONS, argv, env, (raw, problems) => {
+    if (raw.positionals.length > 0)
+      problems.push(`pglease status takes no arguments, got ${raw.positionals.join(" ")}`);
+    const text = raw.values.get("interval");
+    if (text) {
+      const parsed = parseDuration(text.text);
+      if ("problem" in parsed) problems.push(`--interval: ${parsed.problem}`);
+      else interval = parsed.value;
+    }
+  });
+  const json = command.raw.values.get("json")?.text === "true";
+  const watch = command.raw.values.get("watch")?.text === "true";
+  let interrupted = false;
+  const onSignal = () => {
+    interrupted = true;
+  };
+  process.once("SIGINT", onSignal);
+  try {
+    do {
+      const views = await command.store.list();
+      const text = json ? `${JSON.stringify({ leases: views.map(leaseJson) })}\n` : leaseTableText(views);
+      if (watch && !json && process.stdout.isTTY) process.stdout.write("\x1b[2J\x1b[H");
+      process.stdout.write(text);
+      if (watch) await delay(interval);
+    } while (watch && !interrupted);
+    return 0;
+  } finally {
+    process.off("SIGINT", onSignal);
+    await command.close();
+  }
+}

@@ -1,0 +1,92 @@
+// Where the database is: DATABASE_URL, or the standard libpq PG* variables that pg reads
+// itself. The URL is a secret (it may carry a password): no message ever repeats it.
+import { identifierProblem } from "../lease/table.ts";
+import type { OptionSpec, RawOptions } from "./options.ts";
+import { parseBoolean } from "./values.ts";
+
+export const DATABASE_OPTIONS: readonly OptionSpec[] = [
+  {
+    flag: "schema",
+    env: "PGLEASE_SCHEMA",
+    value: "NAME",
+    help: "schema of the lease table",
+    defaultText: "public",
+  },
+  { flag: "table", env: "PGLEASE_TABLE", value: "NAME", help: "lease table", defaultText: "pglease_leases" },
+  {
+    flag: "prepared-statements",
+    env: "PGLEASE_PREPARED_STATEMENTS",
+    boolean: true,
+    help: "use named prepared statements (turn off behind PgBouncer < 1.21 in transaction mode)",
+    defaultText: "true",
+  },
+];
+
+export interface DatabaseConfig {
+  /** Undefined: pg reads PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE itself. */
+  connectionString: string | undefined;
+  schema: string;
+  table: string;
+  preparedStatements: boolean;
+}
+
+export function readDatabaseConfig(
+  raw: RawOptions,
+  env: NodeJS.ProcessEnv,
+  problems: string[],
+): DatabaseConfig {
+  const url = env.DATABASE_URL?.trim() || undefined;
+  if (url !== undefined) {
+    let protocol = "";
+    try {
+      protocol = new URL(url).protocol;
+    } catch {
+      protocol = "invalid";
+    }
+    if (protocol !== "postgres:" && protocol !== "postgresql:") {
+      problems.push(
+        "DATABASE_URL is not a postgres:// URL (its value is not shown: it may hold a password); " +
+          "use postgres://USER:PASSWORD@HOST:5432/DATABASE",
+      );
+    }
+  } else if (!env.PGHOST && !env.PGDATABASE && !env.PGSERVICE) {
+    problems.push(
+      "no database given: set DATABASE_URL (postgres://USER:PASSWORD@HOST:5432/DATABASE) " +
+        "or the PGHOST, PGPORT, PGDATABASE, PGUSER and PGPASSWORD variables",
+    );
+  }
+  const text = (flag: string, fallback: string) => {
+    const value = raw.values.get(flag);
+    if (!value) return fallback;
+    const problem = identifierProblem(value.source, value.text);
+    if (problem) problems.push(problem);
+    return value.text;
+  };
+  const prepared = raw.values.get("prepared-statements");
+  let preparedStatements = true;
+  if (prepared) {
+    const parsed = parseBoolean(prepared.text);
+    if ("problem" in parsed) problems.push(`${prepared.source}: ${parsed.problem}`);
+    else preparedStatements = parsed.value;
+  }
+  return {
+    connectionString: url,
+    schema: text("schema", "public"),
+    table: text("table", "pglease_leases"),
+    preparedStatements,
+  };
+}
+
+/** A connection string safe to print: the password, if any, replaced. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    for (const key of [...parsed.searchParams.keys()]) {
+      if (/pass|secret|key/i.test(key)) parsed.searchParams.set(key, "***");
+    }
+    return parsed.toString();
+  } catch {
+    return "(unparsable URL, hidden)";
+  }
+}

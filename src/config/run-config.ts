@@ -1,0 +1,315 @@
+// The configuration of `pglease run`, read once from flags and environment, validated once,
+// every problem reported together (exit code 2), nothing silently adjusted.
+import { resolveTiming, type Timing } from "../election/timing.ts";
+import { type PublishConfigField, validatePublishConfig } from "../kube/publish-config.ts";
+import { DATABASE_OPTIONS, type DatabaseConfig, readDatabaseConfig } from "./database.ts";
+import { type OptionSpec, type RawOptions, readOptions, UsageError } from "./options.ts";
+import {
+  type Address,
+  type LogLevel,
+  type Parsed,
+  parseAddress,
+  parseBoolean,
+  parseDuration,
+  parseInteger,
+  parseLeaseNames,
+  parseLogLevel,
+} from "./values.ts";
+
+export const RUN_OPTIONS: readonly OptionSpec[] = [
+  {
+    flag: "lease",
+    env: "PGLEASE_LEASE",
+    value: "NAME[,NAME…]",
+    repeatable: true,
+    help: "lease(s) to campaign for; repeatable or comma-separated",
+  },
+  {
+    flag: "duration",
+    env: "PGLEASE_DURATION",
+    value: "DURATION",
+    help: "lease duration",
+    defaultText: "15s",
+  },
+  {
+    flag: "renew-interval",
+    env: "PGLEASE_RENEW_INTERVAL",
+    value: "DURATION",
+    help: "how often the leader renews",
+    defaultText: "duration/3",
+  },
+  {
+    flag: "retry-interval",
+    env: "PGLEASE_RETRY_INTERVAL",
+    value: "DURATION",
+    help: "how often a follower looks at the lease",
+    defaultText: "2s",
+  },
+  {
+    flag: "safety-margin",
+    env: "PGLEASE_SAFETY_MARGIN",
+    value: "DURATION",
+    help: "step down this long before the earliest server-side expiry",
+    defaultText: "renew interval",
+  },
+  {
+    flag: "statement-timeout",
+    env: "PGLEASE_STATEMENT_TIMEOUT",
+    value: "DURATION",
+    help: "deadline of each lease statement, at most half the renew interval",
+    defaultText: "renew interval/2",
+  },
+  {
+    flag: "publish-lease",
+    env: "PGLEASE_PUBLISH_LEASE",
+    value: "NAME",
+    help: "the lease shown on the pod",
+    defaultText: "the first --lease",
+  },
+  {
+    flag: "http-addr",
+    env: "PGLEASE_HTTP_ADDR",
+    value: "HOST:PORT",
+    help: "address of /healthz, /readyz, /leader, /status, /metrics",
+    defaultText: "0.0.0.0:8484",
+  },
+  {
+    flag: "notify",
+    env: "PGLEASE_NOTIFY",
+    boolean: true,
+    help: "LISTEN for releases (off behind a transaction-mode PgBouncer)",
+    defaultText: "true",
+  },
+  {
+    flag: "migrate",
+    env: "PGLEASE_MIGRATE",
+    boolean: true,
+    help: "create the lease table at start",
+    defaultText: "true",
+  },
+  ...DATABASE_OPTIONS,
+  {
+    flag: "pool-size",
+    env: "PGLEASE_POOL_SIZE",
+    value: "N",
+    help: "database connections at most",
+    defaultText: "4",
+  },
+  {
+    flag: "role-label",
+    env: "PGLEASE_ROLE_LABEL",
+    value: "KEY",
+    help: "pod label for the role",
+    defaultText: "pglease.io/role",
+  },
+  {
+    flag: "condition-type",
+    env: "PGLEASE_CONDITION_TYPE",
+    value: "TYPE",
+    help: "pod condition for leadership",
+    defaultText: "pglease.io/leader",
+  },
+  {
+    flag: "fence-annotation",
+    env: "PGLEASE_FENCE_ANNOTATION",
+    value: "KEY",
+    help: "pod annotation with the fence",
+    defaultText: "pglease.io/fence",
+  },
+  {
+    flag: "holder-annotation",
+    env: "PGLEASE_HOLDER_ANNOTATION",
+    value: "KEY",
+    help: "pod annotation with the holder",
+    defaultText: "pglease.io/holder",
+  },
+  {
+    flag: "lease-annotation",
+    env: "PGLEASE_LEASE_ANNOTATION",
+    value: "KEY",
+    help: "pod annotation with the lease name",
+    defaultText: "pglease.io/lease",
+  },
+  {
+    flag: "peer-selector",
+    env: "PGLEASE_PEER_SELECTOR",
+    value: "SELECTOR",
+    help: "label selector of the pods competing for the lease",
+    defaultText: "the pod's app.kubernetes.io/name and /instance",
+  },
+  {
+    flag: "grace-period",
+    env: "PGLEASE_GRACE_PERIOD",
+    value: "DURATION",
+    help: "shutdown budget: stop work, demote, release",
+    defaultText: "20s",
+  },
+  {
+    flag: "log-level",
+    env: "PGLEASE_LOG_LEVEL",
+    value: "LEVEL",
+    help: "fatal … trace, or silent",
+    defaultText: "info",
+  },
+];
+
+export interface RunConfig {
+  leases: string[];
+  publishLease: string;
+  timing: Timing;
+  http: Address;
+  notify: boolean;
+  migrate: boolean;
+  poolSize: number;
+  database: DatabaseConfig;
+  publish: {
+    roleLabel: string;
+    conditionType: string;
+    fenceAnnotation: string;
+    holderAnnotation: string;
+    leaseAnnotation: string;
+    peerSelector: string | null;
+  };
+  gracePeriodMs: number;
+  logLevel: LogLevel;
+  pod: { name: string | undefined; namespace: string | undefined };
+}
+
+const TIMING_FLAGS: Record<keyof Timing, string> = {
+  leaseDurationMs: "--duration",
+  renewIntervalMs: "--renew-interval",
+  retryIntervalMs: "--retry-interval",
+  safetyMarginMs: "--safety-margin",
+  callTimeoutMs: "--statement-timeout",
+  transientRetryMs: "the transient retry pause",
+};
+
+const PUBLISH_FLAGS: Partial<Record<PublishConfigField, string>> = {
+  roleLabel: "--role-label",
+  conditionType: "--condition-type",
+  fenceAnnotation: "--fence-annotation",
+  holderAnnotation: "--holder-annotation",
+  leaseAnnotation: "--lease-annotation",
+  peerSelector: "--peer-selector",
+  namespace: "POD_NAMESPACE",
+  podName: "POD_NAME",
+};
+
+/** Reads and validates; throws UsageError listing every problem. */
+export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): RunConfig {
+  const raw = readOptions(RUN_OPTIONS, argv, env);
+  const problems = [...raw.problems];
+  if (raw.positionals.length > 0) {
+    problems.push(
+      `pglease run takes no arguments, got ${raw.positionals.map((p) => JSON.stringify(p)).join(" ")}`,
+    );
+  }
+  const get = <T>(flag: string, parse: (text: string) => Parsed<T>): T | undefined => {
+    const value = raw.values.get(flag);
+    if (!value) return undefined;
+    const parsed = parse(value.text);
+    if ("problem" in parsed) {
+      problems.push(`${value.source}: ${parsed.problem}`);
+      return undefined;
+    }
+    return parsed.value;
+  };
+
+  const leases = get("lease", parseLeaseNames);
+  if (!raw.values.has("lease"))
+    problems.push("--lease (PGLEASE_LEASE) is required: name the lease(s), e.g. --lease orders-sync");
+  const publishLease = raw.values.get("publish-lease")?.text ?? leases?.[0] ?? "";
+  if (leases && !leases.includes(publishLease)) {
+    problems.push(
+      `--publish-lease ${JSON.stringify(publishLease)} is not one of the leases given with --lease`,
+    );
+  }
+
+  const timing = readTiming(raw, get, problems);
+  const publish = readPublish(raw, env, problems);
+  const database = readDatabaseConfig(raw, env, problems);
+  const config: RunConfig = {
+    leases: leases ?? [],
+    publishLease,
+    timing,
+    http: get("http-addr", parseAddress) ?? { host: "0.0.0.0", port: 8484 },
+    notify: get("notify", parseBoolean) ?? true,
+    migrate: get("migrate", parseBoolean) ?? true,
+    poolSize: get("pool-size", (t) => parseInteger(t, 1, 100)) ?? 4,
+    database,
+    publish,
+    gracePeriodMs: get("grace-period", parseDuration) ?? 20_000,
+    logLevel: get("log-level", parseLogLevel) ?? "info",
+    pod: { name: env.POD_NAME?.trim() || undefined, namespace: env.POD_NAMESPACE?.trim() || undefined },
+  };
+  if (problems.length > 0) throw new UsageError(problems);
+  return config;
+}
+
+function readTiming(
+  raw: RawOptions,
+  get: <T>(flag: string, parse: (text: string) => Parsed<T>) => T | undefined,
+  problems: string[],
+): Timing {
+  const before = problems.length;
+  const input = {
+    leaseDurationMs: get("duration", parseDuration),
+    renewIntervalMs: get("renew-interval", parseDuration),
+    retryIntervalMs: get("retry-interval", parseDuration),
+    safetyMarginMs: get("safety-margin", parseDuration),
+    callTimeoutMs: get("statement-timeout", parseDuration),
+  };
+  const defined = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined));
+  const resolved = resolveTiming(defined, (field) => {
+    const flag = TIMING_FLAGS[field];
+    const source = raw.values.get(flag.slice(2))?.source;
+    return source && source !== flag ? `${flag} (${source})` : flag;
+  });
+  // Consistency is only worth reporting once each value parsed.
+  if (problems.length === before) problems.push(...resolved.problems);
+  return resolved.timing;
+}
+
+function readPublish(raw: RawOptions, env: NodeJS.ProcessEnv, problems: string[]): RunConfig["publish"] {
+  const text = (flag: string) => raw.values.get(flag)?.text;
+  const result = validatePublishConfig(
+    {
+      // Checked here too, so a mistake shows before the pod exists; placeholders outside a cluster.
+      namespace: env.POD_NAMESPACE?.trim() || "default",
+      podName: env.POD_NAME?.trim() || "local",
+      roleLabel: text("role-label"),
+      conditionType: text("condition-type"),
+      fenceAnnotation: text("fence-annotation"),
+      holderAnnotation: text("holder-annotation"),
+      leaseAnnotation: text("lease-annotation"),
+      peerSelector: text("peer-selector"),
+    },
+    (field) => {
+      const flag = PUBLISH_FLAGS[field] ?? field;
+      const source = flag.startsWith("--") ? raw.values.get(flag.slice(2))?.source : undefined;
+      return source && source !== flag ? `${flag} (${source})` : flag;
+    },
+  );
+  if ("problems" in result) {
+    problems.push(...result.problems);
+    return {
+      roleLabel: "",
+      conditionType: "",
+      fenceAnnotation: "",
+      holderAnnotation: "",
+      leaseAnnotation: "",
+      peerSelector: null,
+    };
+  }
+  const c = result.config;
+  return {
+    roleLabel: c.roleLabel,
+    conditionType: c.conditionType,
+    fenceAnnotation: c.fenceAnnotation,
+    holderAnnotation: c.holderAnnotation,
+    leaseAnnotation: c.leaseAnnotation,
+    peerSelector: c.peerSelector,
+  };
+}
+
+export { UsageError };

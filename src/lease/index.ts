@@ -1,0 +1,5 @@
+export { assertTablePresent, LeaseTableMissingError, MIGRATION_LOCK_ID, migrate } from "./migrate.ts";
+export { asynchronousCommit, createLeasePool, type LeasePoolOptions } from "./pool.ts";
+export { PgReleaseFeed, type PgReleaseFeedOptions } from "./release-feed.ts";
+export { PgLeaseStore, type PgLeaseStoreOptions } from "./store.ts";
+export { type LeaseTable, leaseTable } from "./table.ts";
