@@ -105,9 +105,10 @@ function leader(sources: HttpSources, url: URL, res: ServerResponse): void {
   const names = sources.electors.map((e) => e.key);
   const asked = url.searchParams.get("lease");
   if (asked === null && names.length > 1) {
-    return send(res, 400, {
+    send(res, 400, {
       error: `this process campaigns for several leases (${names.join(", ")}): add ?lease=NAME`,
     });
+    return;
   }
   const elector = asked === null ? sources.electors[0] : sources.electors.find((e) => e.key === asked);
   if (!elector) {
