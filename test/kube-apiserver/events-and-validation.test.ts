@@ -1,4 +1,10 @@
-import { CoreV1Api, EventsV1Api, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import {
+  CoreV1Api,
+  EventsV1Api,
+  type EventsV1Event,
+  PatchStrategy,
+  setHeaderOptions,
+} from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { failureOf } from "../support/kube-apiserver/client.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
@@ -72,7 +78,13 @@ describe("events", () => {
     const failure = await failureOf(
       events.createNamespacedEvent({
         namespace: "ns",
-        body: { metadata: { name: "bad" }, regarding: { name: "p1" }, reason: "R", type: "Normal" },
+        // Deliberately incomplete: the typed model would not let this reach the server otherwise.
+        body: {
+          metadata: { name: "bad" },
+          regarding: { name: "p1" },
+          reason: "R",
+          type: "Normal",
+        } as EventsV1Event,
       }),
     );
     expect(failure.code).toBe(422);
