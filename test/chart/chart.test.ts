@@ -1,0 +1,278 @@
+// The chart's contract, asserted on what helm really renders: the sidecar's exact permissions,
+// selectors that never hold the role label, the readiness gate only on request, no secret in
+// plain env, restricted security everywhere, and the sidecar's settings.
+import { Buffer } from "node:buffer";
+import { describe, expect, it } from "vitest";
+import { type ChartValues, isHelmHook, kubeTools, renderChart, renderChartRole } from "../support/chart.ts";
+import type { Manifest } from "./kubernetes-schemas.ts";
+
+const tools = await kubeTools();
+if (!tools.ok) console.log(`SKIPPED chart tests: ${tools.reason}`);
+
+// CI must run these: there a missing helm fails instead of skipping.
+it.runIf(process.env.CI === "true")("fetches helm in CI", () => {
+  expect(tools).toEqual({ ok: true });
+});
+
+interface Container {
+  name: string;
+  restartPolicy?: string;
+  env?: { name: string; value?: string; valueFrom?: Record<string, unknown> }[];
+  securityContext?: Record<string, unknown> & { capabilities?: { drop?: string[] } };
+  livenessProbe?: { httpGet?: { path: string } };
+  readinessProbe?: { httpGet?: { path: string } };
+  volumeMounts?: { name: string; mountPath: string }[];
+}
+interface PodSpec {
+  initContainers?: Container[];
+  containers: Container[];
+  readinessGates?: { conditionType: string }[];
+  securityContext?: Record<string, unknown>;
+  serviceAccountName?: string;
+  terminationGracePeriodSeconds?: number;
+  volumes?: { name: string; downwardAPI?: { items: { path: string; fieldRef: { fieldPath: string } }[] } }[];
+}
+interface Workload extends Manifest {
+  spec: {
+    selector: { matchLabels: Record<string, string> };
+    strategy?: { type: string };
+    updateStrategy?: { type: string };
+    template: { metadata: { labels: Record<string, string> }; spec: PodSpec };
+  };
+}
+
+const SIDECAR_RULES = [
+  { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "patch", "watch"] },
+  { apiGroups: [""], resources: ["pods/status"], verbs: ["patch"] },
+  { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+  { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create"] },
+];
+
+function normalizedRules(rules: { apiGroups?: string[]; resources?: string[]; verbs: string[] }[] = []) {
+  return rules.map((r) => ({
+    apiGroups: [...(r.apiGroups ?? [])].sort(),
+    resources: [...(r.resources ?? [])].sort(),
+    verbs: [...r.verbs].sort(),
+  }));
+}
+
+function workloadOf(manifests: Manifest[]): Workload {
+  const found = manifests.filter((m) => m.kind === "Deployment" || m.kind === "StatefulSet");
+  expect(found).toHaveLength(1);
+  return found[0] as Workload;
+}
+
+function one(manifests: Manifest[], kind: string, hook = false): Manifest & { spec?: never } {
+  const found = manifests.filter((m) => m.kind === kind && isHelmHook(m) === hook);
+  expect(found, `one ${kind}`).toHaveLength(1);
+  return found[0] as Manifest & { spec?: never };
+}
+
+function sidecarOf(pod: PodSpec): Container {
+  const found = [...(pod.initContainers ?? []), ...pod.containers].filter((c) => c.name === "pglease");
+  expect(found).toHaveLength(1);
+  return found[0] as Container;
+}
+
+function envOf(container: Container): Map<string, string | undefined> {
+  return new Map((container.env ?? []).map((e) => [e.name, e.value]));
+}
+
+describe.skipIf(!tools.ok)("charts/pglease", () => {
+  it("grants the sidecar exactly pods get/list/watch/patch, pods/status patch and events create", async () => {
+    const role = await renderChartRole();
+    expect(normalizedRules(role.rules)).toEqual(normalizedRules(SIDECAR_RULES));
+
+    const manifests = await renderChart({ metrics: { serviceMonitor: { enabled: true } } });
+    expect(manifests.filter((m) => m.kind.startsWith("Cluster"))).toEqual([]);
+    const binding = one(manifests, "RoleBinding") as unknown as {
+      roleRef: { kind: string; name: string };
+      subjects: { kind: string; name: string }[];
+    };
+    expect(binding.roleRef).toMatchObject({ kind: "Role", name: role.metadata?.name });
+    expect(binding.subjects).toEqual([
+      expect.objectContaining({
+        kind: "ServiceAccount",
+        name: workloadOf(manifests).spec.template.spec.serviceAccountName,
+      }),
+    ]);
+  });
+
+  it("renders the same permissions as the plain manifests in deploy/sidecar", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const { parseManifests } = await import("./kubernetes-schemas.ts");
+    const plain = parseManifests(await readFile("deploy/sidecar/rbac.yaml", "utf8"), "rbac.yaml");
+    const plainRole = plain.find((m) => m.kind === "Role") as unknown as { rules: typeof SIDECAR_RULES };
+    expect(normalizedRules(plainRole.rules)).toEqual(normalizedRules((await renderChartRole()).rules));
+  });
+
+  it.each<[string, ChartValues]>([
+    ["Deployment", {}],
+    ["StatefulSet", { workload: { kind: "StatefulSet" } }],
+    ["a custom role label", { publish: { roleLabel: "example.com/role" } }],
+  ])("keeps the role label out of the %s selector and in the leader Service's", async (_, values) => {
+    const manifests = await renderChart(values);
+    const roleLabel =
+      ((values.publish as { roleLabel?: string } | undefined)?.roleLabel as string) ?? "pglease.io/role";
+    const workload = workloadOf(manifests);
+    expect(Object.keys(workload.spec.selector.matchLabels)).not.toContain(roleLabel);
+    expect(Object.keys(workload.spec.template.metadata.labels)).not.toContain(roleLabel);
+    const services = manifests.filter((m) => m.kind === "Service") as unknown as {
+      metadata: { name: string };
+      spec: { selector: Record<string, string> };
+    }[];
+    const leader = services.find((s) => s.metadata.name.endsWith("-leader"));
+    expect(leader?.spec.selector).toEqual({ ...workload.spec.selector.matchLabels, [roleLabel]: "leader" });
+    expect(envOf(sidecarOf(workload.spec.template.spec)).get("PGLEASE_ROLE_LABEL")).toBe(roleLabel);
+  });
+
+  it("adds the leadership readiness gate only when enabled, with a rollout that cannot deadlock", async () => {
+    const plain = workloadOf(await renderChart());
+    expect(plain.spec.template.spec.readinessGates).toBeUndefined();
+    expect(plain.spec.strategy).toBeUndefined();
+
+    const gated = workloadOf(await renderChart({ readinessGate: { enabled: true } }));
+    expect(gated.spec.template.spec.readinessGates).toEqual([{ conditionType: "pglease.io/leader" }]);
+    expect(gated.spec.strategy).toEqual({ type: "Recreate" });
+
+    const gatedSet = workloadOf(
+      await renderChart({ readinessGate: { enabled: true }, workload: { kind: "StatefulSet" } }),
+    );
+    expect(gatedSet.spec.template.spec.readinessGates).toHaveLength(1);
+    expect(gatedSet.spec.updateStrategy).toEqual({ type: "OnDelete" });
+
+    const allAtOnce = {
+      type: "RollingUpdate",
+      rollingUpdate: { maxUnavailable: "100%", maxSurge: 0 },
+    };
+    const rolling = workloadOf(
+      await renderChart({ readinessGate: { enabled: true }, workload: { strategy: allAtOnce } }),
+    );
+    expect(rolling.spec.strategy).toEqual(allAtOnce);
+  });
+
+  it("keeps the database URL out of plain env when given as a value", async () => {
+    const url = "postgres://pglease:s3cret-pa55@db.example:5432/leases";
+    const manifests = await renderChart({ database: { url } }, { withoutBaseValues: true });
+    const text = JSON.stringify(manifests.filter((m) => m.kind !== "Secret"));
+    expect(text).not.toContain("s3cret-pa55");
+    const secret = one(manifests, "Secret") as unknown as {
+      metadata: { name: string };
+      data: Record<string, string>;
+    };
+    expect(Buffer.from(secret.data.DATABASE_URL ?? "", "base64").toString()).toBe(url);
+    const sidecar = sidecarOf(workloadOf(manifests).spec.template.spec);
+    expect(sidecar.env?.find((e) => e.name === "DATABASE_URL")).toEqual({
+      name: "DATABASE_URL",
+      valueFrom: { secretKeyRef: { name: secret.metadata.name, key: "DATABASE_URL" } },
+    });
+  });
+
+  it.each<[string, ChartValues]>([
+    ["defaults", {}],
+    ["classic sidecar in a StatefulSet", { workload: { kind: "StatefulSet" }, sidecar: { native: false } }],
+  ])("runs every container restricted (%s), the helm test pod included", async (_, values) => {
+    const manifests = await renderChart(values);
+    const pods = [
+      workloadOf(manifests).spec.template.spec,
+      (one(manifests, "Pod", true) as unknown as { spec: PodSpec }).spec,
+    ];
+    for (const pod of pods) {
+      expect(pod.securityContext).toMatchObject({
+        runAsNonRoot: true,
+        seccompProfile: { type: "RuntimeDefault" },
+      });
+      for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
+        expect(container.securityContext, container.name).toMatchObject({
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          runAsNonRoot: true,
+          capabilities: { drop: ["ALL"] },
+          seccompProfile: { type: "RuntimeDefault" },
+        });
+      }
+    }
+  });
+
+  it("runs pglease as a native sidecar by default and as a plain container on request", async () => {
+    const native = workloadOf(await renderChart()).spec.template.spec;
+    expect(native.initContainers?.find((c) => c.name === "pglease")?.restartPolicy).toBe("Always");
+    expect(native.containers.map((c) => c.name)).toEqual(["app"]);
+
+    const classic = workloadOf(await renderChart({ sidecar: { native: false } })).spec.template.spec;
+    expect(classic.initContainers).toBeUndefined();
+    expect(classic.containers.map((c) => c.name)).toEqual(["app", "pglease"]);
+    expect(classic.containers[1]?.restartPolicy).toBeUndefined();
+  });
+
+  it("configures the sidecar through its PGLEASE_* variables, probes and pod identity", async () => {
+    const values = {
+      lease: { name: "billing", additional: ["billing-cleanup"], duration: "10s", gracePeriod: "8s" },
+      workload: { terminationGracePeriodSeconds: 12 },
+    };
+    const workload = workloadOf(await renderChart(values));
+    const pod = workload.spec.template.spec;
+    const sidecar = sidecarOf(pod);
+    const env = envOf(sidecar);
+    expect(env.get("PGLEASE_LEASE")).toBe("billing,billing-cleanup");
+    expect(env.get("PGLEASE_DURATION")).toBe("10s");
+    expect(env.get("PGLEASE_GRACE_PERIOD")).toBe("8s");
+    expect(env.get("PGLEASE_HTTP_ADDR")).toBe("0.0.0.0:8484");
+    expect(env.get("PGLEASE_PEER_SELECTOR")).toBe(
+      "app.kubernetes.io/instance=pglease,app.kubernetes.io/name=pglease",
+    );
+    expect(sidecar.env?.find((e) => e.name === "POD_NAME")?.valueFrom).toEqual({
+      fieldRef: { fieldPath: "metadata.name" },
+    });
+    expect(sidecar.env?.find((e) => e.name === "POD_NAMESPACE")?.valueFrom).toEqual({
+      fieldRef: { fieldPath: "metadata.namespace" },
+    });
+    expect(sidecar.livenessProbe?.httpGet?.path).toBe("/healthz");
+    expect(sidecar.readinessProbe?.httpGet?.path).toBe("/readyz");
+    expect(pod.terminationGracePeriodSeconds).toBe(12);
+  });
+
+  it("projects the role label and fence annotation into the application container", async () => {
+    const pod = workloadOf(
+      await renderChart({ publish: { roleLabel: "example.com/role", fenceAnnotation: "example.com/fence" } }),
+    ).spec.template.spec;
+    const volume = pod.volumes?.find((v) => v.downwardAPI !== undefined);
+    expect(volume?.downwardAPI?.items).toEqual(
+      expect.arrayContaining([
+        { path: "role", fieldRef: { fieldPath: "metadata.labels['example.com/role']" } },
+        { path: "fence", fieldRef: { fieldPath: "metadata.annotations['example.com/fence']" } },
+      ]),
+    );
+    const app = pod.containers.find((c) => c.name === "app");
+    expect(app?.volumeMounts).toContainEqual(
+      expect.objectContaining({ name: volume?.name, mountPath: "/etc/pglease" }),
+    );
+    expect(envOf(app as Container).get("LEADER_INFO_DIR")).toBe("/etc/pglease");
+  });
+
+  it("renders the ServiceMonitor and alerts only when enabled", async () => {
+    const plain = await renderChart();
+    expect(plain.filter((m) => m.apiVersion.startsWith("monitoring.coreos.com"))).toEqual([]);
+
+    const monitored = await renderChart({
+      lease: { name: "billing", duration: "20s" },
+      metrics: { serviceMonitor: { enabled: true }, prometheusRule: { enabled: true } },
+    });
+    one(monitored, "ServiceMonitor");
+    const rule = one(monitored, "PrometheusRule") as unknown as {
+      spec: { groups: { rules: { alert: string; expr: string; for: string }[] }[] };
+    };
+    const rules = rule.spec.groups.flatMap((g) => g.rules);
+    expect(rules.map((r) => r.alert)).toEqual([
+      "PgleaseNoLeader",
+      "PgleaseMultipleLeaders",
+      "PgleaseFrequentLeaderChanges",
+    ]);
+    expect(rules[0]).toMatchObject({ for: "40s" });
+    expect(rules[0]?.expr).toContain(
+      'leader_election_master_status{namespace="pglease-test", name="billing"}',
+    );
+    expect(rules[1]?.expr).toMatch(/^sum\(leader_election_master_status\{.*\}\) > 1$/);
+    expect(rules[2]?.expr).toContain("pglease_transitions_total");
+  });
+});
