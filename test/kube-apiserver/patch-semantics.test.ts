@@ -190,3 +190,30 @@ describe("content types", () => {
     expect(pod.metadata?.resourceVersion).toBe(rv);
   });
 });
+
+describe("request log", () => {
+  it("records what RBAC sees, the content type, the parsed body and the status of each request", async () => {
+    server.clearRequests();
+    const body = { status: { conditions: [leaderCondition] } };
+    await api.patchNamespacedPodStatus(
+      { name: "p1", namespace: "default", body },
+      as(PatchStrategy.StrategicMergePatch),
+    );
+    await api.readNamespacedPod({ name: "p2", namespace: "default" }).catch(() => undefined);
+    expect(server.requests).toMatchObject([
+      {
+        method: "PATCH",
+        path: "/api/v1/namespaces/default/pods/p1/status",
+        verb: "patch",
+        resource: "pods",
+        subresource: "status",
+        namespace: "default",
+        name: "p1",
+        contentType: "application/strategic-merge-patch+json",
+        body,
+        status: 200,
+      },
+      { method: "GET", verb: "get", name: "p2", status: 404 },
+    ]);
+  });
+});

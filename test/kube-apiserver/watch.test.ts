@@ -107,8 +107,11 @@ describe("watch", () => {
   });
 
   it("answers a resourceVersion older than the kept history with an ERROR event carrying 410", async () => {
+    await server.close();
+    server = await startKubeApiServer({ watchHistory: 3 });
+    server.seedPod({ metadata: { name: "p1" } });
     const old = server.resourceVersion;
-    for (let i = 0; i < 1001; i++) {
+    for (let i = 0; i < 4; i++) {
       server.mutatePod("default", "p1", (pod) => {
         pod.metadata = { ...pod.metadata, annotations: { i: String(i) } };
       });
@@ -117,6 +120,9 @@ describe("watch", () => {
     await watchPods({ resourceVersion: String(old) }, c);
     expect(await c.count(1)).toEqual([{ type: "ERROR", name: undefined, labels: undefined, code: 410 }]);
     expect((await c.end()).error).toBeNull();
+    const recent = collector();
+    await watchPods({ resourceVersion: String(server.resourceVersion - 2) }, recent);
+    expect((await recent.count(2)).map((e) => e.type)).toEqual(["MODIFIED", "MODIFIED"]);
   });
 
   it("ends the stream cleanly after timeoutSeconds", async () => {

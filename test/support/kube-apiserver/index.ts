@@ -82,10 +82,12 @@ export interface KubeApiServerOptions {
   user?: string;
   /** The bearer token requests must carry (401 otherwise); kubeConfig() uses it. */
   token?: string;
+  /** Changes a watch can resume from (default 1000); an older resourceVersion gets a 410 ERROR event. */
+  watchHistory?: number;
 }
 
 export async function startKubeApiServer(options: KubeApiServerOptions = {}): Promise<KubeApiServer> {
-  const store = new ObjectStore();
+  const store = new ObjectStore(options.watchHistory);
   const hub = new WatchHub(store);
   const plan = new FaultPlan();
   const log: RecordedRequest[] = [];

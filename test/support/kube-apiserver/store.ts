@@ -17,8 +17,8 @@ export interface StoreChange {
   resourceVersion: number;
 }
 
-/** How many changes a watch can resume from; older resourceVersions get 410 Gone, as after etcd compaction. */
-const HISTORY_LIMIT = 1000;
+/** How many changes a watch can resume from by default; older resourceVersions get 410, as after etcd compaction. */
+export const DEFAULT_WATCH_HISTORY = 1000;
 
 /** metav1.Time: RFC 3339 in seconds, no fraction. */
 export function kubeTime(date = new Date()): string {
@@ -43,6 +43,14 @@ export class ObjectStore {
   readonly #objects = new Map<string, Map<string, StoredObject>>();
   readonly #history: StoreChange[] = [];
   readonly #listeners = new Set<(change: StoreChange) => void>();
+  readonly #historyLimit: number;
+
+  constructor(historyLimit = DEFAULT_WATCH_HISTORY) {
+    if (!Number.isInteger(historyLimit) || historyLimit < 1) {
+      throw new Error(`watchHistory must be a positive integer, got ${historyLimit}`);
+    }
+    this.#historyLimit = historyLimit;
+  }
 
   get resourceVersion(): number {
     return this.#resourceVersion;
@@ -145,7 +153,7 @@ export class ObjectStore {
       resourceVersion: Number(object.metadata.resourceVersion),
     };
     this.#history.push(change);
-    if (this.#history.length > HISTORY_LIMIT) this.#history.shift();
+    if (this.#history.length > this.#historyLimit) this.#history.shift();
     for (const listener of this.#listeners) listener(change);
   }
 }
