@@ -2,10 +2,6 @@
 // (every problem listed), 1 runtime failure (one clear line, never a stack trace or a secret).
 import { UsageError } from "../config/options.ts";
 import { scrub, secretsFrom } from "../controller/logger.ts";
-import { MIGRATE_HELP, migrateCommand } from "./migrate.ts";
-import { RELEASE_HELP, releaseCommand } from "./release.ts";
-import { RUN_HELP, runCommand } from "./run.ts";
-import { STATUS_HELP, statusCommand } from "./status.ts";
 
 export const MAIN_HELP = `pglease: leader election for Kubernetes pods, backed by a lease row in PostgreSQL.
 
@@ -28,14 +24,27 @@ Examples:
 
 type Command = (argv: readonly string[], env: NodeJS.ProcessEnv) => Promise<number>;
 
-const COMMANDS: Record<string, { run: Command; help: string | (() => Promise<string>) }> = {
-  run: { run: runCommand, help: RUN_HELP },
-  status: { run: statusCommand, help: STATUS_HELP },
-  release: { run: releaseCommand, help: RELEASE_HELP },
-  migrate: { run: migrateCommand, help: MIGRATE_HELP },
-  demo: {
-    run: async (argv, env) => (await import("./demo/command.ts")).demoCommand(argv, env),
-    help: async () => (await import("./demo/command.ts")).DEMO_HELP,
+// Loaded on demand: `pglease status` should not pay for the Kubernetes client at start.
+const COMMANDS: Record<string, () => Promise<{ run: Command; help: string }>> = {
+  run: async () => {
+    const m = await import("./run.ts");
+    return { run: m.runCommand, help: m.RUN_HELP };
+  },
+  status: async () => {
+    const m = await import("./status.ts");
+    return { run: m.statusCommand, help: m.STATUS_HELP };
+  },
+  release: async () => {
+    const m = await import("./release.ts");
+    return { run: m.releaseCommand, help: m.RELEASE_HELP };
+  },
+  migrate: async () => {
+    const m = await import("./migrate.ts");
+    return { run: m.migrateCommand, help: m.MIGRATE_HELP };
+  },
+  demo: async () => {
+    const m = await import("./demo/command.ts");
+    return { run: m.demoCommand, help: m.DEMO_HELP };
   },
 };
 
@@ -49,15 +58,16 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     process.stdout.write(`${await version()}\n`);
     return 0;
   }
-  const command = COMMANDS[name];
-  if (!command) {
+  const load = COMMANDS[name];
+  if (!load) {
     process.stderr.write(
       `pglease: unknown command ${JSON.stringify(name)}; the commands are ${Object.keys(COMMANDS).join(", ")}\n`,
     );
     return 2;
   }
+  const command = await load();
   if (rest.includes("--help") || rest.includes("-h")) {
-    process.stdout.write(typeof command.help === "string" ? command.help : await command.help());
+    process.stdout.write(command.help);
     return 0;
   }
   try {

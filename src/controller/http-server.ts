@@ -115,6 +115,7 @@ function leader(sources: HttpSources, url: URL, res: ServerResponse): void {
     send(res, 400, {
       error: `unknown lease ${JSON.stringify(asked)}; this process campaigns for ${names.join(", ")}`,
     });
+    return;
   }
   const s = elector.status();
   send(res, s.role === "leader" ? 200 : 503, {

@@ -1,0 +1,87 @@
+// The library's front door: one pool, one release listener and one holder identity per
+// process, shared by every lease it campaigns for.
+import type pg from "pg";
+import { Elector, type ElectorOptions } from "../election/elector.ts";
+import { holderIdentity } from "../election/identity.ts";
+import { assertTablePresent, migrate } from "../lease/migrate.ts";
+import { createLeasePool } from "../lease/pool.ts";
+import { PgReleaseFeed } from "../lease/release-feed.ts";
+import { PgLeaseStore } from "../lease/store.ts";
+
+export interface OpenLeasesOptions {
+  /** A postgres:// URL; without it (and without a pool) pg reads PGHOST, PGUSER, … */
+  connectionString?: string;
+  /** Your own pool; it is left open by close(). */
+  pool?: pg.Pool;
+  schema?: string;
+  table?: string;
+  /** Create the table if missing (default true). Off: a missing table is an error. */
+  migrate?: boolean;
+  /** LISTEN for releases on one dedicated connection (default true); off behind a transaction-mode PgBouncer. */
+  notify?: boolean;
+  /** Named prepared statements (default true); off for PgBouncer < 1.21. */
+  preparedStatements?: boolean;
+  /** Defaults to holderIdentity(): POD_NAME or the host name, plus a random suffix. */
+  holder?: string;
+  /** Statement deadline; defaults to half of the shortest renew interval you will use (2.5 s). */
+  statementTimeoutMs?: number;
+}
+
+export type CampaignOptions = Omit<ElectorOptions, "key" | "holder" | "store" | "releases">;
+
+export interface Leases {
+  holder: string;
+  store: PgLeaseStore;
+  /** Creates and starts an elector for `key`. */
+  campaign(key: string, options?: CampaignOptions): Elector;
+  /** Stops every elector (work aborted, leases released), then closes what was opened. */
+  close(): Promise<void>;
+}
+
+export async function openLeases(options: OpenLeasesOptions = {}): Promise<Leases> {
+  const ownPool = options.pool === undefined;
+  const pool = options.pool ?? createLeasePool({ connectionString: options.connectionString });
+  const store = new PgLeaseStore({
+    pool,
+    schema: options.schema,
+    table: options.table,
+    statementTimeoutMs: options.statementTimeoutMs ?? 2_500,
+    preparedStatements: options.preparedStatements,
+  });
+  let feed: PgReleaseFeed | undefined;
+  try {
+    if (options.migrate ?? true) await migrate(pool, store.table);
+    else await assertTablePresent(pool, store.table);
+    if (options.notify ?? true) {
+      feed = new PgReleaseFeed({ connectionString: options.connectionString, table: store.table });
+      await feed.start();
+    }
+  } catch (error) {
+    await feed?.close();
+    if (ownPool) await pool.end();
+    throw error;
+  }
+  const holder = options.holder ?? holderIdentity();
+  const electors: Elector[] = [];
+  return {
+    holder,
+    store,
+    campaign(key, campaignOptions = {}) {
+      const elector = new Elector({
+        ...campaignOptions,
+        key,
+        holder,
+        store,
+        ...(feed ? { releases: feed } : {}),
+      });
+      electors.push(elector);
+      elector.start();
+      return elector;
+    },
+    async close() {
+      await Promise.all(electors.map((e) => e.stop()));
+      await feed?.close();
+      if (ownPool) await pool.end();
+    },
+  };
+}

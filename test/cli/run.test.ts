@@ -1,0 +1,268 @@
+// `pglease run` as a pod runs it: a child process on a real PostgreSQL, probed over HTTP.
+import pg from "pg";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
+import { type Running, runPglease, startPglease } from "../support/cli.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+let db: TestDatabase;
+let admin: pg.Pool;
+const running: Running[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  admin = new pg.Pool({ connectionString: db.url, max: 1 });
+});
+
+afterEach(async () => {
+  for (const r of running.splice(0)) await r.stop("SIGKILL");
+});
+
+afterAll(async () => {
+  await admin.end();
+  await db.drop();
+});
+
+async function replica(lease: string, extra: string[] = []) {
+  const port = await freePort();
+  const r = startPglease(
+    [
+      "run",
+      "--lease",
+      lease,
+      "--http-addr",
+      `127.0.0.1:${port}`,
+      "--duration",
+      "3s",
+      "--retry-interval",
+      "200ms",
+      ...extra,
+    ],
+    { DATABASE_URL: db.url },
+  );
+  running.push(r);
+  const get = async (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${port}${path}`, init);
+  return { r, port, get };
+}
+
+describe("configuration errors", () => {
+  it("exit 2 and list every problem at once, each naming its flag or variable", async () => {
+    const out = await runPglease(["run", "--duration", "fast", "--http-addr", "nowhere", "--bogus"], {
+      PGLEASE_RETRY_INTERVAL: "-1s",
+    });
+    expect(out.code).toBe(2);
+    expect(out.stderr).toContain("unknown flag --bogus");
+    expect(out.stderr).toContain('--duration: "fast" is not a duration');
+    expect(out.stderr).toContain('PGLEASE_RETRY_INTERVAL: "-1s" is not a duration');
+    expect(out.stderr).toContain('--http-addr: "nowhere" is not an address');
+    expect(out.stderr).toContain("--lease (PGLEASE_LEASE) is required");
+    expect(out.stderr).toContain("no database given: set DATABASE_URL");
+    expect(out.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it("report inconsistent timing with the flags the user wrote", async () => {
+    const out = await runPglease(["run", "--lease", "x", "--duration", "3s", "--renew-interval", "3s"], {
+      DATABASE_URL: db.url,
+    });
+    expect(out.code).toBe(2);
+    expect(out.stderr).toContain("--renew-interval (3000 ms) must be shorter than --duration (3000 ms)");
+  });
+
+  it("never echo a malformed DATABASE_URL, which may hold a password", async () => {
+    const out = await runPglease(["run", "--lease", "x"], {
+      DATABASE_URL: "mysql://root:hunter2-secret@db/x",
+    });
+    expect(out.code).toBe(2);
+    expect(out.stderr).toContain("DATABASE_URL is not a postgres:// URL");
+    expect(out.stderr).not.toContain("hunter2");
+  });
+
+  it("answer --help on every command with usage and examples", async () => {
+    for (const command of ["run", "status", "release", "migrate", "demo"]) {
+      const out = await runPglease([command, "--help"]);
+      expect(out.code).toBe(0);
+      expect(out.stdout).toContain(`Usage: pglease ${command}`);
+      expect(out.stdout).toMatch(/Examples?:/);
+    }
+    const top = await runPglease(["--help"]);
+    expect(top.stdout).toContain("Commands:");
+    expect((await runPglease(["frobnicate"])).code).toBe(2);
+  });
+});
+
+describe("a running controller", () => {
+  it("leads, answers every endpoint, and exposes the metrics by name", async () => {
+    const a = await replica("endpoints");
+    const acquired = await a.r.waitForLog(/^acquired lease endpoints with fence \d+$/);
+    expect(acquired).toMatchObject({ level: "info", lease: "endpoints", outcome: "acquired" });
+
+    expect((await a.get("/healthz")).status).toBe(200);
+    await expect.poll(async () => (await a.get("/readyz")).status).toBe(200);
+    const leader = await a.get("/leader");
+    expect(leader.status).toBe(200);
+    expect(await leader.json()).toMatchObject({ lease: "endpoints", role: "leader" });
+
+    const status = (await (await a.get("/status")).json()) as {
+      holder: string;
+      leases: Array<Record<string, unknown>>;
+    };
+    expect(status.holder).toMatch(/-[0-9a-f]{8}$/);
+    expect(status.leases).toEqual([
+      expect.objectContaining({
+        lease: "endpoints",
+        role: "leader",
+        leader: status.holder,
+        lastOutcome: "acquired",
+      }),
+    ]);
+    expect(typeof status.leases[0]?.fence).toBe("number");
+
+    const metrics = await (await a.get("/metrics")).text();
+    expect(metrics).toContain('leader_election_master_status{name="endpoints"} 1');
+    for (const name of [
+      "pglease_fence",
+      "pglease_transitions_total",
+      "pglease_lease_remaining_seconds",
+      "pglease_claim_duration_seconds",
+      "pglease_renew_duration_seconds",
+      "pglease_release_duration_seconds",
+      "pglease_renew_failures_total",
+      "pglease_pod_patch_duration_seconds",
+      "pglease_pod_patch_errors_total",
+      "pglease_publish_lag_seconds",
+      "process_resident_memory_bytes",
+    ]) {
+      expect(metrics).toContain(`# TYPE ${name} `);
+    }
+
+    expect((await a.get("/leader?lease=nope")).status).toBe(400);
+    const bad = await a.get("/status?verbose=1");
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toEqual({ error: 'unknown query parameter "verbose" for /status' });
+    expect((await a.get("/status", { method: "POST" })).status).toBe(405);
+    expect((await a.get("/nope")).status).toBe(404);
+  });
+
+  it("a second replica follows; a graceful stop demotes and releases, and the follower takes over at once", async () => {
+    const a = await replica("handover");
+    await a.r.waitForLog(/^acquired lease handover/);
+    const b = await replica("handover");
+    await b.r.waitForLog(/^lease handover is held by/);
+    expect((await b.get("/leader")).status).toBe(503);
+
+    const stoppedAt = Date.now();
+    const exit = await a.r.stop("SIGTERM");
+    expect(exit.code).toBe(0);
+    expect(exit.stdout).toMatch(/"msg":"released lease handover \(fence 1\)"/);
+    // Released in place: the row is no longer held by the stopped process.
+    const row = await admin.query(
+      "SELECT holder, expires_at <= clock_timestamp() AS ended FROM pglease_leases WHERE key = 'handover'",
+    );
+    expect(
+      row.rows[0].holder === exit.stdout.match(/"holder":"([^"]+)"/)?.[1] ? row.rows[0].ended : true,
+    ).toBe(true);
+    const taken = await b.r.waitForLog(/^acquired lease handover with fence 2$/);
+    // Announced by NOTIFY, not found by the next poll after the 3 s lease ran out.
+    expect(Date.parse(String(taken.time)) - stoppedAt).toBeLessThan(2_500);
+  });
+
+  it("several leases in one process, and /leader asks which", async () => {
+    const a = await replica("multi-a", ["--lease", "multi-b"]);
+    await a.r.waitForLog(/^acquired lease multi-a/);
+    await a.r.waitForLog(/^acquired lease multi-b/);
+    expect((await a.get("/leader")).status).toBe(400);
+    expect((await a.get("/leader?lease=multi-b")).status).toBe(200);
+  });
+});
+
+describe("operator commands", () => {
+  it("migrate, status (table and JSON) and a forced release that still bumps the fence", async () => {
+    const env = { DATABASE_URL: db.url };
+    const migrated = await runPglease(["migrate", "--schema", "ops"], env);
+    expect(migrated).toMatchObject({ code: 0 });
+    expect(migrated.stdout).toBe("lease table ops.pglease_leases is ready\n");
+    await admin.query(
+      "INSERT INTO ops.pglease_leases VALUES ('job', 'pod-1-abcd', 7, clock_timestamp(), clock_timestamp() + interval '1 minute')",
+    );
+    const table = await runPglease(["status", "--schema", "ops"], env);
+    expect(table.stdout).toMatch(/^LEASE\s+HOLDER\s+FENCE\s+ACQUIRED\s+EXPIRES\s+REMAINING\s+STATE\n/);
+    expect(table.stdout).toMatch(/job\s+pod-1-abcd\s+7\s+\S+\s+\S+\s+\d+\.\ds\s+held/);
+
+    const json = JSON.parse((await runPglease(["status", "--schema", "ops", "--json"], env)).stdout);
+    expect(json).toEqual({
+      leases: [
+        {
+          key: "job",
+          holder: "pod-1-abcd",
+          fence: 7,
+          acquiredAt: expect.any(String),
+          expiresAt: expect.any(String),
+          remainingMs: expect.any(Number),
+          state: "held",
+        },
+      ],
+    });
+
+    const released = await runPglease(["release", "job", "--schema", "ops"], env);
+    expect(released.stdout).toBe(
+      "released lease job held by pod-1-abcd (fence 7); the next claim gets fence 8\n",
+    );
+    expect((await runPglease(["release", "job", "--schema", "ops"], env)).stdout).toBe(
+      "lease job was not held: nothing to release\n",
+    );
+    const after = JSON.parse((await runPglease(["status", "--schema", "ops", "--json"], env)).stdout);
+    expect(after.leases[0]).toMatchObject({ fence: 7, state: "expired", remainingMs: 0 });
+    expect((await runPglease(["release"], env)).code).toBe(2);
+  });
+});
+
+describe("secrets", () => {
+  it("the database password appears in no output, endpoint or error", async () => {
+    const password = "s3cr3t-Pa55word";
+    await admin.query(
+      `DO $$ BEGIN CREATE ROLE pglease_secret LOGIN PASSWORD '${password}'; EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
+    );
+    await admin.query(`GRANT ALL ON SCHEMA public TO pglease_secret`);
+    await admin.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO pglease_secret`);
+    const url = new URL(db.url);
+    url.username = "pglease_secret";
+    url.password = password;
+    const port = await freePort();
+    const r = startPglease(
+      ["run", "--lease", "secret", "--http-addr", `127.0.0.1:${port}`, "--log-level", "debug"],
+      {
+        DATABASE_URL: url.toString(),
+      },
+    );
+    running.push(r);
+    await r.waitForLog(/^acquired lease secret/);
+    const bodies = await Promise.all(
+      ["/status", "/metrics", "/readyz", "/healthz"].map(async (p) =>
+        (await fetch(`http://127.0.0.1:${port}${p}`)).text(),
+      ),
+    );
+    const stopped = await r.stop("SIGTERM");
+
+    const wrong = new URL(url);
+    wrong.password = `${password}-wrong`;
+    const failed = await runPglease(["status"], { DATABASE_URL: wrong.toString() });
+    expect(failed.code).toBe(1);
+    const unreachable = await runPglease(["run", "--lease", "x"], {
+      DATABASE_URL: `postgres://pglease_secret:${password}@127.0.0.1:1/none`,
+    });
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).not.toMatch(/\n\s+at /);
+
+    for (const text of [
+      stopped.stdout,
+      stopped.stderr,
+      failed.stdout,
+      failed.stderr,
+      unreachable.stdout,
+      unreachable.stderr,
+      ...bodies,
+    ]) {
+      expect(text).not.toContain(password);
+    }
+  });
+});
