@@ -34,7 +34,7 @@ export interface Leases {
   store: PgLeaseStore;
   /** Creates and starts an elector for `key`. */
   campaign(key: string, options?: CampaignOptions): Elector;
-  /** Stops every elector (work aborted, leases released), then closes what was opened. */
+  /** Stops every elector (work aborted, leases released), then closes what was opened. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -63,6 +63,7 @@ export async function openLeases(options: OpenLeasesOptions = {}): Promise<Lease
   }
   const holder = options.holder ?? holderIdentity();
   const electors: Elector[] = [];
+  let closing: Promise<void> | undefined;
   return {
     holder,
     store,
@@ -78,10 +79,13 @@ export async function openLeases(options: OpenLeasesOptions = {}): Promise<Lease
       elector.start();
       return elector;
     },
-    async close() {
-      await Promise.all(electors.map((e) => e.stop()));
-      await feed?.close();
-      if (ownPool) await pool.end();
+    close() {
+      closing ??= (async () => {
+        await Promise.all(electors.map((e) => e.stop()));
+        await feed?.close();
+        if (ownPool) await pool.end();
+      })();
+      return closing;
     },
   };
 }
