@@ -52,6 +52,11 @@ describe("list with a label selector", () => {
     expect(failure).toMatchObject({ code: 400, status: { reason: "BadRequest" } });
   });
 
+  it("lists across namespaces at the cluster scope", async () => {
+    const all = await api.listPodForAllNamespaces({ labelSelector: "app=db" });
+    expect(all.items.map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`)).toEqual(["ns/a", "other/d"]);
+  });
+
   it("carries the list's resourceVersion and filters on fields too", async () => {
     const list = await api.listNamespacedPod({ namespace: "ns", fieldSelector: "metadata.name!=a" });
     expect(list.metadata?.resourceVersion).toBe(String(server.resourceVersion));

@@ -176,6 +176,20 @@ describe("resourceVersion", () => {
     expect(patched.metadata?.generation).toBe(2);
   });
 
+  it("refuses dryRun rather than persisting a write meant only as a try", async () => {
+    const failure = await failureOf(
+      api.patchNamespacedPod(
+        { name: "p1", namespace: "default", body: { metadata: { labels: { x: "y" } } }, dryRun: "All" },
+        merge,
+      ),
+    );
+    expect(failure).toMatchObject({
+      code: 400,
+      status: { message: "dryRun is not modelled by the test API server" },
+    });
+    expect(server.pod("default", "p1")?.metadata?.labels?.x).toBeUndefined();
+  });
+
   it("deletes a pod", async () => {
     await api.deleteNamespacedPod({ name: "p1", namespace: "default" });
     expect(server.pod("default", "p1")).toBeUndefined();

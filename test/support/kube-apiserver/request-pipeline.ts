@@ -7,7 +7,7 @@ import { handlePods } from "./pods.ts";
 import { authorize, type normalizeRole } from "./rbac.ts";
 import { isWatch, type ResourceRequest, resolveResource } from "./routes.ts";
 import { nameFromFieldSelector } from "./selectors.ts";
-import { ApiError, methodNotAllowed, routeNotFound, unauthorized } from "./status-errors.ts";
+import { ApiError, badRequest, methodNotAllowed, routeNotFound, unauthorized } from "./status-errors.ts";
 import type { ObjectStore } from "./store.ts";
 import type { WatchHub } from "./watch.ts";
 
@@ -73,6 +73,8 @@ function publicPath(path: string): { status: number; body: unknown } {
 }
 
 function dispatch(store: ObjectStore, request: HandlerRequest): HandlerResult {
+  // Ignoring dryRun would persist what the caller meant only to try, so refuse it loudly instead.
+  if (request.query.has("dryRun")) throw badRequest("dryRun is not modelled by the test API server");
   if (request.target.resource === "pods") return handlePods(store, request);
   return handleEvents(store, request);
 }
