@@ -123,7 +123,13 @@ async function wire(
   const lastTick = new Map<string, number>();
   for (const elector of electors) {
     metrics.watch(elector);
-    elector.on("tick", (tick) => lastTick.set(tick.key, performance.now()));
+    elector.on("tick", (tick) => {
+      lastTick.set(tick.key, performance.now());
+      log.debug(
+        { lease: tick.key, outcome: tick.outcome, action: tick.action, durationMs: tick.durationMs },
+        tick.sentence,
+      );
+    });
     elector.on("transition", (tick) => logTransition(log, tick));
     elector.on("work-error", (error) =>
       log.error({ lease: elector.key, err: String(error) }, "leader work failed"),
