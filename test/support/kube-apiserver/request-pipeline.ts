@@ -127,30 +127,22 @@ export function createRequestHandler(
     if (resolved.verb === undefined) throw methodNotAllowed(method);
     const target: ResourceRequest = { ...resolved, verb: resolved.verb };
     const role = ctx.role();
-    if (isSelfAccessReview(target)) {
-      const answer = handleSelfAccessReview(
-        { target, query: url.searchParams, contentType: record.contentType, body },
-        role,
-        ctx.user,
-      );
-      if (answer.kind === "json") send(res, record, answer.status, answer.body);
-      return;
-    }
-    if (role) {
-      const denied = authorize(
-        role,
-        ctx.user,
-        target,
-        nameFromFieldSelector(url.searchParams.get("fieldSelector")),
-      );
-      if (denied) throw denied;
-    }
-    const result = dispatch(ctx.store, {
+    const handlerRequest: HandlerRequest = {
       target,
       query: url.searchParams,
       contentType: record.contentType,
       body,
-    });
+    };
+    let result: HandlerResult;
+    if (isSelfAccessReview(target)) {
+      result = handleSelfAccessReview(handlerRequest, role, ctx.user);
+    } else {
+      const denied =
+        role &&
+        authorize(role, ctx.user, target, nameFromFieldSelector(url.searchParams.get("fieldSelector")));
+      if (denied) throw denied;
+      result = dispatch(ctx.store, handlerRequest);
+    }
     if (result.kind === "watch") {
       ctx.hub.serve(result.spec, req, res);
       record.status = 200;
