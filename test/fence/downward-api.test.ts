@@ -103,39 +103,28 @@ describe("watchDownwardApi", () => {
   } {
     const readings: DownwardApiReading[] = [];
     const errors: Error[] = [];
-    const waiters: Array<() => void> = [];
-    watcher = watchDownwardApi(
-      dir,
-      {
-        debounceMs: 20,
-        onError: (e) => {
-          errors.push(e);
-          for (const w of waiters) w();
-        },
-      },
-      (reading) => {
-        readings.push(reading);
-        for (const w of waiters) w();
-      },
-    );
+    let waiter: (() => void) | undefined;
+    watcher = watchDownwardApi(dir, { debounceMs: 20, onError: (e) => errors.push(e) }, (reading) => {
+      readings.push(reading);
+      waiter?.();
+    });
     return {
       readings,
       errors,
-      // Bounded by a deadline, not a fixed sleep: resolves on the event that satisfies it.
+      // Bounded by a deadline, not a fixed sleep: resolves on the reading that satisfies it.
       next: (fence) =>
         new Promise<void>((resolve, reject) => {
-          const check = () => {
+          const deadline = setTimeout(() => {
+            waiter = undefined;
+            reject(new Error(`no reading with fence ${fence} within 5 s; got ${JSON.stringify(readings)}`));
+          }, 5000);
+          waiter = () => {
             if (readings.at(-1)?.fence !== fence) return;
+            waiter = undefined;
             clearTimeout(deadline);
             resolve();
           };
-          const deadline = setTimeout(
-            () =>
-              reject(new Error(`no reading with fence ${fence} within 5 s; got ${JSON.stringify(readings)}`)),
-            5000,
-          );
-          waiters.push(check);
-          check();
+          waiter();
         }),
     };
   }
