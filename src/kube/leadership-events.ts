@@ -50,6 +50,7 @@ export function createEventRecorder(opts: EventRecorderOptions) {
   type Pending = { reason: LeadershipEventReason; message: string; at: Date; sequence: number };
   const pending: Pending[] = [];
   let sequence = 0;
+  let dropped = 0;
   let sending: Promise<void> | null = null;
 
   async function send({ reason, message, at, sequence }: Pending): Promise<void> {
@@ -114,16 +115,24 @@ export function createEventRecorder(opts: EventRecorderOptions) {
       await send(next);
     }
     sending = null;
+    if (dropped > 0) {
+      opts.logger.warn(
+        { dropped },
+        "leadership changed faster than events could be sent; the oldest were dropped",
+      );
+      dropped = 0;
+    }
   }
 
   return {
     record(reason: LeadershipEventReason, message: string): void {
       if (pending.length >= MAX_PENDING) {
-        const dropped = pending.shift();
-        opts.logger.warn({ reason: dropped?.reason }, "too many unsent events; dropping the oldest");
+        pending.shift();
+        dropped++;
       }
       pending.push({ reason, message, at: opts.wallClock(), sequence: sequence++ });
-      sending ??= drain();
+      // Started on a later tick: the caller (setDesired) must return before any request work.
+      sending ??= Promise.resolve().then(drain);
     },
     /** Resolves once every recorded event was sent or given up on. */
     flushed(): Promise<void> {

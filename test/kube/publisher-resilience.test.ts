@@ -1,0 +1,176 @@
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  follower,
+  type Harness,
+  leader,
+  leaderCondition,
+  NAMESPACE,
+  POD,
+  patchesOf,
+  role,
+  startHarness,
+  until,
+} from "./publisher-harness.ts";
+
+let h: Harness;
+afterEach(async () => {
+  await h?.close();
+});
+
+const WATCH = { watch: true } as const;
+
+async function startedAsLeader(options: Parameters<typeof startHarness>[0] = {}): Promise<void> {
+  h = await startHarness(options);
+  await h.publisher.start(follower());
+  h.publisher.setDesired(leader(11));
+  await until("leader on the pod", () => h.publisher.state().published);
+  await h.server.waitForWatches(1);
+}
+
+describe("changes made by hand", () => {
+  it("puts back a removed label, a changed annotation and a flipped condition, seen through the watch", async () => {
+    await startedAsLeader();
+    const gets = () => h.server.requests.filter((r) => r.verb === "get").length;
+    const getsBefore = gets();
+
+    h.server.mutatePod(NAMESPACE, POD, (pod) => {
+      delete pod.metadata?.labels?.["pglease.io/role"];
+    });
+    await until("the role label back", () => role(h.pod()) === "leader");
+
+    h.server.mutatePod(NAMESPACE, POD, (pod) => {
+      if (pod.metadata?.annotations) pod.metadata.annotations["pglease.io/fence"] = "1";
+    });
+    await until("the fence back", () => h.pod().metadata?.annotations?.["pglease.io/fence"] === "11");
+
+    h.server.mutatePod(NAMESPACE, POD, (pod) => {
+      const condition = leaderCondition(pod);
+      if (condition) condition.status = "False";
+    });
+    await until("the condition back", () => leaderCondition(h.pod())?.status === "True");
+    expect(gets()).toBe(getsBefore);
+  });
+
+  it("re-establishes a dropped watch and catches up with what changed meanwhile", async () => {
+    await startedAsLeader();
+    h.server.faults.failNext({ match: WATCH, status: 500, count: 2 });
+    expect(h.server.faults.dropWatches()).toBe(1);
+    h.server.mutatePod(NAMESPACE, POD, (pod) => {
+      delete pod.metadata?.labels?.["pglease.io/role"];
+    });
+    await until("the role label back", () => role(h.pod()) === "leader");
+    await h.server.waitForWatches(1);
+    const watches = h.server.requests.filter((r) => r.verb === "watch");
+    expect(watches.length).toBeGreaterThanOrEqual(4);
+    expect(watches.every((w) => w.query.fieldSelector === `metadata.name=${POD}`)).toBe(true);
+
+    // The new watch works on its own: another change by hand is put back without a resync.
+    h.server.mutatePod(NAMESPACE, POD, (pod) => {
+      delete pod.metadata?.labels?.["pglease.io/role"];
+    });
+    await until("the role label back again", () => role(h.pod()) === "leader");
+  });
+
+  it("resyncs with a GET when no watch can be opened at all", async () => {
+    await startedAsLeader({ config: { resyncIntervalMs: 100 } });
+    h.server.faults.failNext({ match: WATCH, status: 503, count: 10_000 });
+    h.server.faults.dropWatches();
+    h.server.mutatePod(NAMESPACE, POD, (pod) => {
+      delete pod.metadata?.labels?.["pglease.io/role"];
+    });
+    await until("the role label back through the resync", () => role(h.pod()) === "leader");
+    expect(h.server.openWatches).toBe(0);
+  });
+});
+
+describe("an unreliable API server", () => {
+  it("ends with the pod showing the final state after a flapping elector, under latency", async () => {
+    h = await startHarness();
+    await h.publisher.start(follower());
+    h.server.faults.setLatency({ match: { method: "PATCH" }, ms: 15 });
+    h.server.clearRequests();
+    for (let i = 1; i <= 50; i++) {
+      h.publisher.setDesired(i % 2 === 1 ? leader(i) : follower("orders-1-x"));
+    }
+    h.publisher.setDesired(leader(51));
+    await until("the final state on the pod", () => h.publisher.state().published, 5_000);
+    const pod = h.pod();
+    expect(role(pod)).toBe("leader");
+    expect(pod.metadata?.annotations?.["pglease.io/fence"]).toBe("51");
+    expect(leaderCondition(pod)?.message).toBe("holds lease orders-sync with fence 51");
+    // Coalesced: far fewer patches than the 102 that publishing every state would take.
+    expect(patchesOf(h.server).length).toBeLessThan(20);
+  });
+
+  it("never blocks setDesired during a 5xx storm, and converges when it ends", async () => {
+    h = await startHarness();
+    await h.publisher.start(follower());
+    h.server.faults.failNext({ match: { method: "PATCH" }, status: 500, count: 100_000 });
+    const durations: number[] = [];
+    const flip = async (count: number) => {
+      for (let i = 1; i <= count; i++) {
+        const started = performance.now();
+        h.publisher.setDesired(i % 2 === 1 ? leader(i) : follower());
+        durations.push(performance.now() - started);
+        // Let the worker run between calls, so setDesired is measured while it is failing.
+        if (i % 20 === 0) await new Promise((resolve) => setImmediate(resolve));
+      }
+    };
+    await flip(201);
+    await until("a few failed patches", () => h.patches.filter((p) => !p.ok).length >= 5);
+    await flip(201);
+    // It never waits on a request (each failing one takes a round trip, and hung ones 400 ms):
+    // the typical call is microseconds; the bound on the slowest only leaves room for a GC pause.
+    durations.sort((a, b) => a - b);
+    expect(durations[Math.floor(durations.length / 2)]).toBeLessThan(0.5);
+    expect(durations.at(-1)).toBeLessThan(50);
+    await until("the final state failing", () => h.publisher.state().lastError !== undefined);
+    expect(h.publisher.state()).toEqual({ published: false, lastError: expect.stringContaining("HTTP 500") });
+    expect(h.patches.find((p) => !p.ok)).toMatchObject({ ok: false, status: 500 });
+    expect(h.logs.some((l) => l.level === 40 && l.msg.includes("retrying with backoff"))).toBe(true);
+
+    h.server.faults.clear();
+    await until("the final state on the pod", () => h.publisher.state().published);
+    expect(role(h.pod())).toBe("leader");
+    expect(h.pod().metadata?.annotations?.["pglease.io/fence"]).toBe("201");
+    expect(h.publisher.state().lastError).toBeUndefined();
+  });
+
+  it("times out hung requests, keeps setDesired instant, and converges once they are released", async () => {
+    h = await startHarness();
+    await h.publisher.start(follower());
+    const held = h.server.faults.hang({ match: { method: "PATCH" } });
+    const started = performance.now();
+    h.publisher.setDesired(leader(2));
+    h.publisher.setDesired(follower());
+    h.publisher.setDesired(leader(3));
+    // A wait on the hung request would take the 400 ms request timeout; 50 ms leaves room for a busy host.
+    expect(performance.now() - started).toBeLessThan(50);
+    await held.waitForHeld(2);
+    expect(h.publisher.state().lastError).toMatch(/timed out/);
+    held.release();
+    await until("leader 3 on the pod", () => h.publisher.state().published);
+    expect(h.pod().metadata?.annotations?.["pglease.io/fence"]).toBe("3");
+  });
+
+  it("retries a 409 quietly", async () => {
+    h = await startHarness();
+    await h.publisher.start(follower());
+    h.server.faults.failNext({ match: { method: "PATCH" }, status: 409, count: 2 });
+    h.publisher.setDesired(leader(4));
+    await until("leader on the pod", () => h.publisher.state().published);
+    expect(h.patches.filter((p) => p.status === 409)).toHaveLength(2);
+    expect(h.logs.filter((l) => l.level >= 40)).toEqual([]);
+  });
+
+  it("survives the API server going down and coming back", async () => {
+    await startedAsLeader();
+    await h.server.faults.goDown();
+    h.publisher.setDesired(follower());
+    await until("a failed attempt", () => h.publisher.state().lastError !== undefined);
+    await h.server.faults.comeBack();
+    await until("follower on the pod", () => h.publisher.state().published);
+    expect(role(h.pod())).toBe("follower");
+    await h.server.waitForWatches(1);
+  });
+});
