@@ -12,7 +12,7 @@ import {
   readStatusEndpoint,
   StaleFenceError,
   watchDownwardApi,
-} from "../../../src/fence/index.ts";
+} from "../../../src/index.ts";
 
 const env = readEnv();
 const pool = new pg.Pool({ connectionString: env.databaseUrl, max: 2 });
