@@ -40,11 +40,11 @@ export interface FenceGuard {
   current(resource: string): Promise<number | null>;
 }
 
+// WHERE guard.fence <= EXCLUDED.fence: equal passes (one leader writes many times), lower gets no
+// row; either way the row stays locked until the transaction ends, which serializes the writers.
 const advanceGuardRow = (t: FenceTable) => `
   INSERT INTO ${t.qualified} AS guard (resource, fence) VALUES ($1::text, $2::bigint)
   ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = clock_timestamp()
-  -- Equal passes (the same leader writes many times), lower returns no row; either way the row stays
-  -- locked until this transaction ends, which serializes writers and freezes the fence we compared with.
   WHERE guard.fence <= EXCLUDED.fence
   RETURNING fence`;
 
