@@ -21,7 +21,7 @@ it("lists every value of values.yaml in the README's table, and only those", asy
   const schema = JSON.parse(await readFile(join(chartDir, "values.schema.json"), "utf8")) as Schema;
   const values = parse(await readFile(join(chartDir, "values.yaml"), "utf8")) as unknown;
   const readme = await readFile(join(chartDir, "README.md"), "utf8");
-  const documented = [...readme.matchAll(/^\| `([a-zA-Z.]+)` \|/gm)].map(([, key]) => key);
+  const documented = [...readme.matchAll(/^\|\s*`([a-zA-Z.]+)`\s*\|/gm)].map(([, key]) => key);
   const paths = leafPaths(schema, values);
   expect(paths.length).toBeGreaterThan(90);
   expect([...documented].sort()).toEqual([...paths].sort());

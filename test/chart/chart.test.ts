@@ -2,9 +2,10 @@
 // selectors that never hold the role label, the readiness gate only on request, no secret in
 // plain env, restricted security everywhere, and the sidecar's settings.
 import { Buffer } from "node:buffer";
+import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { type ChartValues, isHelmHook, kubeTools, renderChart, renderChartRole } from "../support/chart.ts";
-import type { Manifest } from "./kubernetes-schemas.ts";
+import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";
 
 const tools = await kubeTools();
 if (!tools.ok) console.log(`SKIPPED chart tests: ${tools.reason}`);
@@ -99,8 +100,6 @@ describe.skipIf(!tools.ok)("charts/pglease", () => {
   });
 
   it("renders the same permissions as the plain manifests in deploy/sidecar", async () => {
-    const { readFile } = await import("node:fs/promises");
-    const { parseManifests } = await import("./kubernetes-schemas.ts");
     const plain = parseManifests(await readFile("deploy/sidecar/rbac.yaml", "utf8"), "rbac.yaml");
     const plainRole = plain.find((m) => m.kind === "Role") as unknown as { rules: typeof SIDECAR_RULES };
     expect(normalizedRules(plainRole.rules)).toEqual(normalizedRules((await renderChartRole()).rules));
