@@ -2,9 +2,20 @@
 // selectors that never hold the role label, the readiness gate only on request, no secret in
 // plain env, restricted security everywhere, and the sidecar's settings.
 import { Buffer } from "node:buffer";
+import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
+import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { type ChartValues, isHelmHook, kubeTools, renderChart, renderChartRole } from "../support/chart.ts";
+import {
+  BASE_VALUES,
+  type ChartValues,
+  chartDir,
+  helmPath,
+  isHelmHook,
+  kubeTools,
+  renderChart,
+  renderChartRole,
+} from "../support/chart.ts";
 import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";
 
 const tools = await kubeTools();
@@ -273,5 +284,26 @@ describe.skipIf(!tools.ok)("charts/pglease", () => {
     );
     expect(rules[1]?.expr).toMatch(/^sum\(leader_election_master_status\{.*\}\) > 1$/);
     expect(rules[2]?.expr).toContain("pglease_transitions_total");
+  });
+
+  it("tells in NOTES.txt how to see who leads: role column, fence annotation, /status", async () => {
+    const { stdout } = await promisify(execFile)(helmPath, [
+      "install",
+      "reports",
+      chartDir,
+      "--dry-run=client",
+      "--namespace",
+      "team-a",
+      "--set",
+      `database.existingSecret=${BASE_VALUES.database.existingSecret}`,
+    ]);
+    const notes = stdout.slice(stdout.indexOf("NOTES:"));
+    expect(notes).toContain(
+      "kubectl get pods -n team-a -l app.kubernetes.io/instance=reports,app.kubernetes.io/name=pglease -L pglease.io/role",
+    );
+    expect(notes).toContain("{.metadata.annotations.pglease\\.io/fence}");
+    expect(notes).toContain("kubectl port-forward -n team-a pod/<pod> 8484:8484");
+    expect(notes).toContain("curl -s http://127.0.0.1:8484/status");
+    expect(notes).toContain("helm test -n team-a reports");
   });
 });
