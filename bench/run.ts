@@ -1,0 +1,155 @@
+// `npm run bench [-- --quick] [--only <group>[,<group>]] [--json <path>]`
+// Finds a PostgreSQL (DATABASE_URL, testcontainers, embedded), makes a fresh database, runs
+// the selected figure groups, prints their tables and writes the JSON results. Ctrl-C stops at
+// the next iteration and still drops the database and stops the server it started.
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import {
+  type BenchDatabase,
+  type BenchServer,
+  createBenchDatabase,
+  describeDatabase,
+  startBenchServer,
+} from "./database.ts";
+import { type BenchContext, type FigureGroup, FULL_BUDGET, type GroupResult, QUICK_BUDGET } from "./group.ts";
+import { footprintGroup } from "./groups/footprint.ts";
+import { leaseOpsGroup } from "./groups/lease-ops.ts";
+import { scaleGroup } from "./groups/scale.ts";
+import { renderTable, resultsDocument, writeResults } from "./report.ts";
+
+// The registry of figure groups, run in this order. The CLI's figures (idle `pglease run` RSS,
+// failover time against client-go-style leader election) join here as groups of their own.
+const GROUPS: FigureGroup[] = [leaseOpsGroup, scaleGroup, footprintGroup];
+
+const DEFAULT_JSON = "bench/results/latest.json";
+const SERVER_STOP_BOUND_MS = 15_000;
+
+const USAGE = `usage: npm run bench -- [--quick] [--only <group>[,<group>]] [--json <path>]
+  --quick        scaled-down iteration counts (whole run under 2 minutes)
+  --only         run only these groups: ${GROUPS.map((g) => g.name).join(", ")}
+  --json <path>  where to write the results (default ${DEFAULT_JSON})
+groups:
+${GROUPS.map((g) => `  ${g.name.padEnd(10)} ${g.description}`).join("\n")}`;
+
+interface Flags {
+  quick: boolean;
+  groups: FigureGroup[];
+  jsonPath: string;
+}
+
+function parseFlags(argv: string[]): Flags | null {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: "boolean", default: false },
+      only: { type: "string" },
+      json: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+    strict: true,
+  });
+  if (values.help) return null;
+  let groups = GROUPS;
+  if (values.only !== undefined) {
+    const names = values.only.split(",").map((name) => name.trim());
+    const unknown = names.filter((name) => !GROUPS.some((g) => g.name === name));
+    if (unknown.length > 0 || names.length === 0) {
+      throw new Error(
+        `--only: unknown group ${unknown.join(", ")}; choose from ${GROUPS.map((g) => g.name).join(", ")}`,
+      );
+    }
+    groups = GROUPS.filter((g) => names.includes(g.name));
+  }
+  return { quick: values.quick, groups, jsonPath: resolve(values.json ?? DEFAULT_JSON) };
+}
+
+const began = performance.now();
+function progress(line: string): void {
+  process.stderr.write(`[bench ${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}\n`);
+}
+
+/** Waits for `work` at most `ms`; a server already stopped by the terminal's Ctrl-C may never confirm. */
+async function bounded(what: string, work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((done) => {
+    timer = setTimeout(() => {
+      progress(`${what}: no answer within ${ms / 1000} s, going on`);
+      done();
+    }, ms);
+  });
+  try {
+    await Promise.race([
+      work.catch((error: unknown) => progress(`${what} failed: ${messageOf(error)}`)),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function main(): Promise<void> {
+  const flags = parseFlags(process.argv.slice(2));
+  if (!flags) {
+    console.log(USAGE);
+    return;
+  }
+  const controller = new AbortController();
+  let interrupts = 0;
+  const interrupt = (signal: NodeJS.Signals) => {
+    if (++interrupts > 1) {
+      progress(`${signal} again: exiting without cleanup`);
+      process.exit(130);
+    }
+    progress(`${signal}: stopping at the next iteration, then cleaning up (again to force exit)`);
+    controller.abort(new Error(`interrupted by ${signal}`));
+  };
+  process.on("SIGINT", interrupt);
+  process.on("SIGTERM", interrupt);
+
+  const startedAt = new Date();
+  const mode = flags.quick ? "quick" : "full";
+  let server: BenchServer | undefined;
+  let database: BenchDatabase | undefined;
+  try {
+    server = await startBenchServer(progress);
+    controller.signal.throwIfAborted();
+    database = await createBenchDatabase(server.url);
+    const info = await describeDatabase(database.url, server.source);
+    progress(`PostgreSQL ${info.version} (${info.source}), database ${database.name}, ${mode} run`);
+    const context: BenchContext = {
+      databaseUrl: database.url,
+      budget: flags.quick ? QUICK_BUDGET : FULL_BUDGET,
+      signal: controller.signal,
+      progress,
+    };
+    const results: GroupResult[] = [];
+    for (const group of flags.groups) {
+      controller.signal.throwIfAborted();
+      const t0 = performance.now();
+      const result = await group.run(context);
+      results.push(result);
+      progress(`${group.name} done in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      for (const table of result.tables) process.stdout.write(`\n${renderTable(table)}\n`);
+    }
+    const command = `npm run bench${flags.quick ? " -- --quick" : ""}`;
+    await writeResults(
+      flags.jsonPath,
+      resultsDocument({ startedAt, mode, command, database: info, results }),
+    );
+    progress(`results written to ${flags.jsonPath}`);
+  } finally {
+    if (database) await bounded(`dropping database ${database.name}`, database.drop(), SERVER_STOP_BOUND_MS);
+    if (server) await bounded(`stopping the ${server.source} server`, server.stop(), SERVER_STOP_BOUND_MS);
+    process.off("SIGINT", interrupt);
+    process.off("SIGTERM", interrupt);
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(`bench failed: ${messageOf(error)}`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,187 @@
+// The bench's figure groups with a handful of iterations against the test database: the JSON
+// has the promised shape, every figure is a positive number, and nothing is left connected.
+// No timing assertions: this machine's speed is not under test.
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeDatabase } from "../../bench/database.ts";
+import type { BenchContext, Budget, GroupResult } from "../../bench/group.ts";
+import { runFootprint } from "../../bench/groups/footprint.ts";
+import { runLeaseOps } from "../../bench/groups/lease-ops.ts";
+import type { LeaseOpsFigures } from "../../bench/groups/lease-ops-tables.ts";
+import { runScale } from "../../bench/groups/scale.ts";
+import type { LatencyStats } from "../../bench/measure.ts";
+import {
+  type ResultsDocument,
+  ratioText,
+  renderTable,
+  resultsDocument,
+  writeResults,
+} from "../../bench/report.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+const TINY: Budget = {
+  warmup: 2,
+  iterations: 8,
+  maxMsPerFigure: 10_000,
+  leaseCounts: [1, 20],
+  batchedTicks: 2,
+  oneEachTicks: 1,
+  startups: 2,
+};
+
+let db: TestDatabase;
+let outDir: string;
+let document: ResultsDocument;
+const results: GroupResult[] = [];
+
+function expectPositiveLatency(stats: LatencyStats): void {
+  expect(stats.samples).toBeGreaterThan(0);
+  for (const value of [stats.p50Ms, stats.p99Ms, stats.meanMs, stats.opsPerSec]) {
+    expect(value).toBeGreaterThan(0);
+    expect(Number.isFinite(value)).toBe(true);
+  }
+  expect(stats.p99Ms).toBeGreaterThanOrEqual(stats.p50Ms);
+}
+
+/** Backends of the bench database other than the asking one; pools end asynchronously on the server side. */
+async function otherConnections(): Promise<number> {
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  try {
+    for (let attempt = 0; ; attempt++) {
+      const { rows } = await client.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+      );
+      const n = rows[0]?.n ?? -1;
+      if (n === 0 || attempt >= 100) return n;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  outDir = await mkdtemp(join(tmpdir(), "pglease-bench-"));
+  const context: BenchContext = {
+    databaseUrl: db.url,
+    budget: TINY,
+    signal: new AbortController().signal,
+    progress: () => {},
+  };
+  results.push(await runLeaseOps(context), await runScale(context), await runFootprint(context));
+  const path = join(outDir, "results", "latest.json");
+  await writeResults(
+    path,
+    resultsDocument({
+      startedAt: new Date(),
+      mode: "quick",
+      command: "test",
+      database: await describeDatabase(db.url, "test"),
+      results,
+    }),
+  );
+  document = JSON.parse(await readFile(path, "utf8")) as ResultsDocument;
+}, 120_000);
+
+afterAll(async () => {
+  await rm(outDir, { recursive: true, force: true });
+  await db.drop();
+});
+
+describe("bench results document", () => {
+  it("describes the machine and the database without the connection string", () => {
+    expect(document.schemaVersion).toBe(1);
+    expect(document.machine.cpus).toBeGreaterThan(0);
+    expect(document.machine.cpuModel).not.toBe("");
+    expect(document.machine.node).toBe(process.version);
+    expect(document.database.version).toMatch(/^\d+/);
+    expect(document.database.settings.synchronous_commit).toBeDefined();
+    expect(JSON.stringify(document)).not.toContain(db.url);
+    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint"]);
+  });
+
+  it("has every lease statement, ours and the advisory lock's, in every setup, with positive figures", () => {
+    const figures = document.groups["lease-ops"] as LeaseOpsFigures;
+    const setups = new Set(figures.operations.map((f) => f.setup));
+    expect(setups.size).toBe(3);
+    for (const setup of setups) {
+      const here = figures.operations.filter((f) => f.setup === setup);
+      expect(here.map((f) => `${f.statements}/${f.operation}`).sort()).toEqual(
+        [
+          ...["claim", "release", "renew", "read", "failed claim"].flatMap((op) => [
+            `named/${op}`,
+            `unnamed/${op}`,
+          ]),
+          ...["try-lock", "unlock", "failed try-lock"].map((op) => `named, pinned connection/${op}`),
+        ].sort(),
+      );
+    }
+    for (const figure of figures.operations) expectPositiveLatency(figure.latency);
+    expect(figures.ratios).toHaveLength(27);
+    for (const r of figures.ratios) {
+      expect(r.factor).toBeGreaterThan(0);
+      expect(r.byMean).toBeGreaterThan(0);
+      expect(r.text).toMatch(/^\d+(\.\d)?× (faster|slower)$/);
+    }
+  });
+
+  it("measures the WAL of every statement; lease writes always write some", () => {
+    // The WAL position is server-wide and other test files write concurrently, so zero is not asserted.
+    const wal = (document.groups["lease-ops"] as LeaseOpsFigures).walBytesPerOp;
+    expect(Object.keys(wal).sort()).toEqual(
+      ["claim", "release", "renew", "read", "failed claim", "try-lock", "unlock", "failed try-lock"].sort(),
+    );
+    for (const bytes of Object.values(wal)) expect(bytes).toBeGreaterThanOrEqual(0);
+    for (const op of ["claim", "release", "renew", "failed claim"]) expect(wal[op]).toBeGreaterThan(0);
+  });
+
+  it("renews every held lease per tick: one statement batched, one per lease otherwise", () => {
+    const scale = document.groups.scale as Awaited<ReturnType<typeof runScale>>["figures"];
+    expect(scale.sizes.map((s) => s.leases)).toEqual([1, 20]);
+    for (const size of scale.sizes) {
+      expect(size.batched.statementsPerTick).toBe(1);
+      expect(size.oneEach.statementsPerTick).toBe(size.leases);
+      for (const ticks of [size.batched, size.oneEach]) {
+        expectPositiveLatency(ticks.tick);
+        expect(ticks.cpuMsPerTick).toBeGreaterThan(0);
+        expect(ticks.cpuMsPerSecondAtDefaultRenew).toBeGreaterThan(0);
+      }
+      expect(size.ratio.factor).toBeGreaterThan(0);
+      expect(size.memory.rssMb).toBeGreaterThan(0);
+      expect(size.memory.heapUsedMb).toBeGreaterThan(0);
+    }
+  });
+
+  it("times elector start-up until the first acquired, on a connected and on a new pool", () => {
+    const footprint = document.groups.footprint as Awaited<ReturnType<typeof runFootprint>>["figures"];
+    expectPositiveLatency(footprint.startup.connectedPool);
+    expectPositiveLatency(footprint.startup.newPool);
+  });
+
+  it("renders every table with as many cells per row as columns", () => {
+    expect(document.tables.length).toBeGreaterThanOrEqual(4);
+    for (const table of document.tables) {
+      expect(table.rows.length).toBeGreaterThan(0);
+      for (const row of table.rows) expect(row).toHaveLength(table.columns.length);
+      expect(renderTable(table)).toContain(table.title);
+    }
+  });
+
+  it("leaves no connection open in the bench database", async () => {
+    expect(await otherConnections()).toBe(0);
+  });
+});
+
+describe("ratio text", () => {
+  it("says faster or slower with one decimal below 10× and none above", () => {
+    expect(ratioText(1.44)).toBe("1.4× faster");
+    expect(ratioText(0.5)).toBe("2.0× slower");
+    expect(ratioText(27.4)).toBe("27× faster");
+    expect(ratioText(Number.NaN)).toBe("n/a");
+  });
+});
