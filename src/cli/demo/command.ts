@@ -138,7 +138,10 @@ async function runDemo(options: DemoOptions, env: NodeJS.ProcessEnv): Promise<nu
     await untilStopped(replicas.startAll(options.replicas));
     if (live) {
       view = new LiveView({
-        header: `pglease demo: ${options.replicas} replicas on lease "${LEASE}" (duration ${options.durationMs} ms, renew ${options.renewIntervalMs} ms, retry ${RETRY_INTERVAL_MS} ms); ${db.description}; Ctrl-C stops everything`,
+        header: [
+          `pglease demo: ${options.replicas} replicas of \`pglease run\` on lease "${LEASE}": duration ${options.durationMs} ms, renew ${options.renewIntervalMs} ms, retry ${RETRY_INTERVAL_MS} ms`,
+          `${db.description}; Ctrl-C stops everything`,
+        ],
         group: replicas,
         timer: failoverTimer,
         history: () => history,

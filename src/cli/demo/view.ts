@@ -13,7 +13,6 @@ const EVENTS_SHOWN = 6;
 const STATUS_TIMEOUT_MS = 400;
 
 const BOLD = "\x1b[1m";
-const DIM = "\x1b[2m";
 const GREEN = "\x1b[32m";
 const RESET = "\x1b[0m";
 
@@ -28,7 +27,7 @@ export interface ReplicaRow {
 }
 
 export interface Frame {
-  header: string;
+  header: readonly string[];
   rows: ReplicaRow[];
   lease: LeaseRow | null;
   leaderName: string | null;
@@ -41,49 +40,58 @@ function seconds(ms: number): string {
   return `${(Math.max(0, ms) / 1000).toFixed(1)}s`;
 }
 
-export function renderFrame(f: Frame): string[] {
+/** Cuts plain text to the terminal's width, so no line wraps and the redraw stays in place. */
+function clip(text: string, width: number): string {
+  return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;
+}
+
+export function renderFrame(f: Frame, width: number): string[] {
   const table = f.rows.map((r) => {
-    const cells = [
+    const fixed = [
       r.name.padEnd(11),
       String(r.pid).padEnd(8),
       r.role.padEnd(9),
       (r.fence === null ? "-" : String(r.fence)).padEnd(6),
       (r.remainingMs === null ? "-" : seconds(r.remainingMs)).padEnd(10),
-      r.lastTransition === null
-        ? "-"
-        : `${r.lastTransition} ${DIM}(${seconds(r.lastTransitionAgeMs ?? 0)} ago)${RESET}`,
+      "",
     ].join(" ");
-    return r.role === "leader" ? `${GREEN}${BOLD}${cells}${RESET}` : cells;
+    const transition =
+      r.lastTransition === null ? "-" : `(${seconds(r.lastTransitionAgeMs ?? 0)} ago) ${r.lastTransition}`;
+    const line = clip(fixed + transition, width);
+    return r.role === "leader" ? `${GREEN}${BOLD}${line}${RESET}` : line;
   });
   const leader =
     f.lease && f.lease.ttlMs > 0
-      ? `${BOLD}${f.leaderName ?? f.lease.holder}${RESET} with fence ${f.lease.fence}, ${seconds(f.lease.ttlMs)} left on the server's clock`
+      ? `${f.leaderName ?? f.lease.holder} with fence ${f.lease.fence}, ${seconds(f.lease.ttlMs)} left on the server's clock`
       : "none (the lease is free or expired)";
   const next = f.next
     ? `next: ${SIGNAL_OF[f.next.kind]} to the leader in ${seconds(f.next.inMs)}`
     : "next: stopping the leader / waiting for the new one";
   const stats = statsByKind(f.history);
+  const plain = (lines: readonly string[]) => lines.map((line) => clip(line, width));
+  const bold = (line: string) => `${BOLD}${clip(line, width)}${RESET}`;
   return [
-    f.header,
+    ...plain(f.header),
     "",
-    `${BOLD}REPLICA     PID      ROLE      FENCE  REMAINING  LAST TRANSITION${RESET}`,
+    bold("REPLICA     PID      ROLE      FENCE  REMAINING  LAST TRANSITION"),
     ...table,
     "",
-    `leader: ${leader}`,
-    next,
-    "",
-    `${BOLD}failovers (measured on the server's clock, stop → new term)${RESET}`,
-    ...(f.history.length === 0
-      ? ["  none yet"]
-      : f.history
-          .slice(-HISTORY_SHOWN)
-          .reverse()
-          .map((r) => `  ${roundLine(r)}`)),
-    `  ${statsLine("graceful", stats.graceful)}`,
-    `  ${statsLine("kill", stats.kill)}`,
-    "",
-    `${BOLD}events${RESET}`,
-    ...f.events.slice(-EVENTS_SHOWN).map((e) => `  ${e}`),
+    bold(`leader: ${leader}`),
+    ...plain([next, ""]),
+    bold("failovers (measured on the server's clock, stop → new term)"),
+    ...plain([
+      ...(f.history.length === 0
+        ? ["  none yet"]
+        : f.history
+            .slice(-HISTORY_SHOWN)
+            .reverse()
+            .map((r) => `  ${roundLine(r)}`)),
+      `  ${statsLine("graceful", stats.graceful)}`,
+      `  ${statsLine("kill", stats.kill)}`,
+      "",
+    ]),
+    bold("events"),
+    ...plain(f.events.slice(-EVENTS_SHOWN).map((e) => `  ${e}`)),
   ];
 }
 
@@ -100,7 +108,7 @@ async function fetchStatus(replica: Replica): Promise<StatusDocument | null> {
 }
 
 export interface LiveViewSources {
-  header: string;
+  header: readonly string[];
   group: ReplicaGroup;
   timer: FailoverTimer;
   history: () => readonly RoundResult[];
@@ -147,7 +155,7 @@ export class LiveView {
     try {
       const frame = await this.#frame();
       if (this.#interval === null) return;
-      const lines = renderFrame(frame).map((line) => `${line}\x1b[K`);
+      const lines = renderFrame(frame, this.#out.columns || 100).map((line) => `${line}\x1b[K`);
       this.#out.write(`\x1b[H${lines.join("\n")}\n\x1b[J`);
     } catch {
       // A frame that could not be drawn is skipped; the next one comes a moment later.
