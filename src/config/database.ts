@@ -1,5 +1,7 @@
 // Where the database is: DATABASE_URL, or the standard libpq PG* variables that pg reads
 // itself. The URL is a secret (it may carry a password): no message ever repeats it.
+import { readFileSync } from "node:fs";
+import type { ConnectionOptions } from "node:tls";
 import { identifierProblem } from "../lease/table.ts";
 import type { OptionSpec, RawOptions } from "./options.ts";
 import { parseBoolean } from "./values.ts";
@@ -25,6 +27,8 @@ export const DATABASE_OPTIONS: readonly OptionSpec[] = [
 export interface DatabaseConfig {
   /** Undefined: pg reads PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE itself. */
   connectionString: string | undefined;
+  /** Built from PGSSLMODE and PGSSLROOTCERT, which pg alone does not combine; undefined: pg's defaults. */
+  ssl: false | ConnectionOptions | undefined;
   schema: string;
   table: string;
   preparedStatements: boolean;
@@ -71,10 +75,42 @@ export function readDatabaseConfig(
   }
   return {
     connectionString: url,
+    ssl: readSsl(env, problems),
     schema: text("schema", "public"),
     table: text("table", "pglease_leases"),
     preparedStatements,
   };
+}
+
+const SSL_MODES = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"];
+
+/**
+ * libpq's meaning of PGSSLMODE with PGSSLROOTCERT: with a root certificate, "require" verifies
+ * the chain like verify-ca; verify-full also checks the host name.
+ */
+function readSsl(env: NodeJS.ProcessEnv, problems: string[]): DatabaseConfig["ssl"] {
+  const mode = env.PGSSLMODE?.trim();
+  const rootCert = env.PGSSLROOTCERT?.trim();
+  if (mode && !SSL_MODES.includes(mode)) {
+    problems.push(
+      `PGSSLMODE: ${JSON.stringify(mode)} is not an SSL mode; use one of ${SSL_MODES.join(", ")}`,
+    );
+    return undefined;
+  }
+  if (mode === "disable") return false;
+  if (!rootCert) return undefined;
+  let ca: string;
+  try {
+    ca = readFileSync(rootCert, "utf8");
+  } catch (error) {
+    problems.push(
+      `PGSSLROOTCERT: cannot read ${rootCert} (${(error as NodeJS.ErrnoException).code}); mount the CA bundle there`,
+    );
+    return undefined;
+  }
+  return mode === "verify-full" || mode === undefined
+    ? { ca, rejectUnauthorized: true }
+    : { ca, rejectUnauthorized: true, checkServerIdentity: () => undefined };
 }
 
 /** A connection string safe to print: the password, if any, replaced. */

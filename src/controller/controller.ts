@@ -35,6 +35,7 @@ export async function startController({ config, logger, env }: ControllerDeps): 
   const log = logger.child({ holder });
   const pool = createLeasePool({
     connectionString: config.database.connectionString,
+    ssl: config.database.ssl,
     max: config.poolSize,
     onIdleError: (error) =>
       log.warn({ err: error.message }, "an idle database connection failed; the pool replaced it"),
@@ -81,6 +82,7 @@ async function wire(
   if (config.notify) {
     feed = new PgReleaseFeed({
       connectionString: config.database.connectionString,
+      ssl: config.database.ssl,
       table: store.table,
       onError: (error) =>
         log.warn({ err: error.message }, "release notices interrupted; polling until reconnected"),

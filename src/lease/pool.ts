@@ -4,6 +4,8 @@ import pg from "pg";
 
 export interface LeasePoolOptions {
   connectionString?: string;
+  /** TLS settings; a connection string's own sslmode/sslrootcert take precedence (pg's rule). */
+  ssl?: pg.ConnectionConfig["ssl"];
   max?: number;
   /** Called for errors on idle connections; the pool has already discarded the connection. */
   onIdleError?: (error: Error) => void;
@@ -13,6 +15,7 @@ export interface LeasePoolOptions {
 export function createLeasePool(options: LeasePoolOptions = {}): pg.Pool {
   const pool = new pg.Pool({
     ...(options.connectionString ? { connectionString: options.connectionString } : {}),
+    ...(options.ssl !== undefined ? { ssl: options.ssl } : {}),
     max: options.max ?? 4,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 5_000,

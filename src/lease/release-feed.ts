@@ -7,6 +7,7 @@ import type { LeaseTable } from "./table.ts";
 
 export interface PgReleaseFeedOptions {
   connectionString?: string;
+  ssl?: pg.ConnectionConfig["ssl"];
   table: LeaseTable;
   /** Delay before reconnecting after the listening connection drops. */
   reconnectDelayMs?: number;
@@ -39,6 +40,7 @@ export class PgReleaseFeed implements ReleaseFeed {
   async #connect(): Promise<void> {
     const client = new pg.Client({
       ...(this.#options.connectionString ? { connectionString: this.#options.connectionString } : {}),
+      ...(this.#options.ssl !== undefined ? { ssl: this.#options.ssl } : {}),
       application_name: "pglease-listen",
       keepAlive: true,
     });

@@ -1,0 +1,164 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { readDatabaseConfig, redactUrl } from "../../src/config/database.ts";
+import { readOptions, UsageError } from "../../src/config/options.ts";
+import { readRunConfig } from "../../src/config/run-config.ts";
+import { parseAddress, parseDuration, parseLeaseNames } from "../../src/config/values.ts";
+
+const db = { DATABASE_URL: "postgres://app:pw@db:5432/app" };
+
+function problemsOf(argv: string[], env: NodeJS.ProcessEnv): string[] {
+  try {
+    readRunConfig(argv, env);
+    return [];
+  } catch (error) {
+    if (error instanceof UsageError) return error.problems;
+    throw error;
+  }
+}
+
+describe("values", () => {
+  it("durations need a unit and are whole milliseconds", () => {
+    expect(parseDuration("15s")).toEqual({ value: 15_000 });
+    expect(parseDuration("500ms")).toEqual({ value: 500 });
+    expect(parseDuration("1.5s")).toEqual({ value: 1_500 });
+    expect(parseDuration("2m")).toEqual({ value: 120_000 });
+    expect(parseDuration("15")).toHaveProperty("problem");
+    expect(parseDuration("0s")).toHaveProperty("problem");
+    expect(parseDuration("0.1ms")).toHaveProperty("problem");
+  });
+
+  it("addresses and lease lists", () => {
+    expect(parseAddress(":8484")).toEqual({ value: { host: "0.0.0.0", port: 8484 } });
+    expect(parseAddress("[::1]:9")).toEqual({ value: { host: "::1", port: 9 } });
+    expect(parseAddress("host:99999")).toHaveProperty("problem");
+    expect(parseLeaseNames("a, b,c")).toEqual({ value: ["a", "b", "c"] });
+    expect(parseLeaseNames("a,a")).toEqual({ problem: 'names lease "a" twice' });
+  });
+});
+
+describe("pglease run configuration", () => {
+  it("has the documented defaults", () => {
+    const config = readRunConfig(["--lease", "orders"], db);
+    expect(config).toMatchObject({
+      leases: ["orders"],
+      publishLease: "orders",
+      http: { host: "0.0.0.0", port: 8484 },
+      notify: true,
+      migrate: true,
+      poolSize: 4,
+      gracePeriodMs: 20_000,
+      logLevel: "info",
+      database: { schema: "public", table: "pglease_leases", preparedStatements: true },
+      publish: {
+        roleLabel: "pglease.io/role",
+        conditionType: "pglease.io/leader",
+        fenceAnnotation: "pglease.io/fence",
+      },
+    });
+    expect(config.timing).toMatchObject({
+      leaseDurationMs: 15_000,
+      renewIntervalMs: 5_000,
+      retryIntervalMs: 2_000,
+    });
+  });
+
+  it("takes flags over environment variables, repeatable leases, and --no- booleans", () => {
+    const config = readRunConfig(["--lease", "a", "--lease=b", "--no-notify", "--duration", "30s"], {
+      ...db,
+      PGLEASE_LEASE: "ignored",
+      PGLEASE_DURATION: "9s",
+      PGLEASE_MIGRATE: "false",
+    });
+    expect(config.leases).toEqual(["a", "b"]);
+    expect(config.notify).toBe(false);
+    expect(config.migrate).toBe(false);
+    expect(config.timing.leaseDurationMs).toBe(30_000);
+  });
+
+  it("lists every problem, naming where each value came from", () => {
+    expect(
+      problemsOf(["--lease", "x", "--renew-interval", "20s"], { ...db, PGLEASE_DURATION: "10s" }),
+    ).toEqual([
+      "--renew-interval (20000 ms) must be shorter than --duration (PGLEASE_DURATION) (10000 ms); a third of it is usual",
+      "--renew-interval + --safety-margin (20000 + 20000 ms) must be shorter than --duration (PGLEASE_DURATION) (10000 ms), or the leader would step down before its next renew",
+    ]);
+    expect(
+      problemsOf(["--lease", "x", "--renew-interval", "2s", "--statement-timeout", "1500ms"], db),
+    ).toEqual([
+      "--statement-timeout (1500 ms) must be at most half of --renew-interval (2000 ms), so a hung call costs one tick",
+    ]);
+    const many = problemsOf(
+      ["--lease", "x", "--pool-size", "0", "--log-level", "loud", "--schema", "bad-name", "stray"],
+      db,
+    );
+    expect(many).toEqual([
+      'pglease run takes no arguments, got "stray"',
+      expect.stringMatching(/^--schema must be a plain PostgreSQL identifier/),
+      '--pool-size: "0" must be a whole number from 1 to 100',
+      expect.stringMatching(/^--log-level: "loud" is not a log level/),
+    ]);
+  });
+
+  it("rejects a publish lease it does not campaign for", () => {
+    expect(problemsOf(["--lease", "a", "--publish-lease", "b"], db)).toEqual([
+      '--publish-lease "b" is not one of the leases given with --lease',
+    ]);
+  });
+
+  it("flags needing a value and unknown flags are reported, not guessed", () => {
+    const raw = readOptions([{ flag: "x", help: "" }], ["--x", "--y"], {});
+    expect(raw.problems).toEqual([
+      "--x needs a value",
+      "unknown flag --y; see --help for the flags this command takes",
+    ]);
+  });
+});
+
+describe("database settings", () => {
+  it("builds TLS from PGSSLMODE and PGSSLROOTCERT, and reports what is wrong", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "pglease-ca-"));
+    try {
+      const ca = join(dir, "ca.crt");
+      await writeFile(ca, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+      const raw = readOptions([], [], {});
+      const problems: string[] = [];
+      const full = readDatabaseConfig(raw, { ...db, PGSSLMODE: "verify-full", PGSSLROOTCERT: ca }, problems);
+      expect(full.ssl).toEqual({
+        ca: expect.stringContaining("BEGIN CERTIFICATE"),
+        rejectUnauthorized: true,
+      });
+      const verifyCa = readDatabaseConfig(
+        raw,
+        { ...db, PGSSLMODE: "verify-ca", PGSSLROOTCERT: ca },
+        problems,
+      );
+      expect(verifyCa.ssl).toMatchObject({
+        rejectUnauthorized: true,
+        checkServerIdentity: expect.any(Function),
+      });
+      expect(readDatabaseConfig(raw, { ...db, PGSSLMODE: "disable" }, problems).ssl).toBe(false);
+      expect(problems).toEqual([]);
+      readDatabaseConfig(
+        raw,
+        { ...db, PGSSLMODE: "sometimes", PGSSLROOTCERT: join(dir, "missing.crt") },
+        problems,
+      );
+      readDatabaseConfig(raw, { ...db, PGSSLROOTCERT: join(dir, "missing.crt") }, problems);
+      expect(problems).toEqual([
+        expect.stringMatching(/^PGSSLMODE: "sometimes" is not an SSL mode/),
+        expect.stringMatching(/^PGSSLROOTCERT: cannot read .*missing\.crt \(ENOENT\)/),
+      ]);
+    } finally {
+      await rm(dir, { recursive: true });
+    }
+  });
+
+  it("redacts passwords when a URL must be shown", () => {
+    expect(redactUrl("postgres://app:hunter2@db:5432/app?sslpassword=x")).toBe(
+      "postgres://app:***@db:5432/app?sslpassword=***",
+    );
+  });
+});
