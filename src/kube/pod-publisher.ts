@@ -67,6 +67,7 @@ export function createPodPublisher(opts: PodPublisherOptions): PodPublisher {
   let stopWatch: (() => void) | null = null;
   let resyncTimer: NodeJS.Timeout | null = null;
   let startResult: Promise<StartResult> | null = null;
+  let stopped: Promise<void> | null = null;
 
   const shows = () => desired !== null && podShows(desired.pod, pod);
 
@@ -195,6 +196,7 @@ export function createPodPublisher(opts: PodPublisherOptions): PodPublisher {
   }
 
   function setDesired(state: LeadershipState): void {
+    if (stopping.signal.aborted) return;
     try {
       const previous = desired?.state;
       if (
@@ -285,19 +287,21 @@ export function createPodPublisher(opts: PodPublisherOptions): PodPublisher {
     state() {
       return { published: shows(), ...(lastError === undefined ? {} : { lastError }) };
     },
-    async stop() {
-      if (stopping.signal.aborted) return;
-      stopWatch?.();
-      if (resyncTimer) clearInterval(resyncTimer);
-      // Give the last events (a LeadershipLost at shutdown) one bounded chance to be sent.
-      const grace = new AbortController();
-      await Promise.race([events.flushed(), pause(timing.requestTimeoutMs, grace.signal)]);
-      grace.abort();
-      stopping.abort();
-      wakeLoop?.();
-      tracker.notify();
-      await loop;
-      await events.flushed();
+    stop() {
+      stopped ??= (async () => {
+        stopWatch?.();
+        if (resyncTimer) clearInterval(resyncTimer);
+        // Give the last events (a LeadershipLost at shutdown) one bounded chance to be sent.
+        const grace = new AbortController();
+        await Promise.race([events.flushed(), pause(timing.requestTimeoutMs, grace.signal)]);
+        grace.abort();
+        stopping.abort();
+        wakeLoop?.();
+        tracker.notify();
+        await loop;
+        await events.flushed();
+      })();
+      return stopped;
     },
   };
 }
