@@ -203,9 +203,9 @@ export class ReplicaGroup {
         const why = replica.stopSignal
           ? `stopped with ${replica.stopSignal}`
           : (stderr.at(-1) ?? "no message");
-        const reason = `${name} (pid ${replica.pid}) exited with ${exitText(exit)} before it was ready: ${why}`;
-        if (ready) this.#listener.failed(replica, reason.replace(" before it was ready", ""));
-        else reject(new Error(reason));
+        const reason = `${name} (pid ${replica.pid}) exited with ${exitText(exit)}`;
+        if (ready) this.#listener.failed(replica, `${reason}: ${why}`);
+        else reject(new Error(`${reason} before it was ready: ${why}`));
       });
     });
   }
