@@ -260,10 +260,15 @@ export function createPodPublisher(opts: PodPublisherOptions): PodPublisher {
       startResult ??= (async () => {
         startBackground();
         setDesired(initial);
-        const [published, missingPermissions] = await Promise.all([
-          tracker.waitFor(() => (shows() ? true : null), timing.startTimeoutMs, stopping.signal),
-          checkPermissions(api, config.namespace, logger),
-        ]);
+        const publishing = tracker.waitFor(
+          () => (shows() ? true : null),
+          timing.startTimeoutMs,
+          stopping.signal,
+        );
+        const missingPermissions = await checkPermissions(api, config.namespace, logger);
+        // A missing permission is the answer: no need to wait for a publish it may forbid.
+        if (missingPermissions.length > 0) return { published: shows(), missingPermissions };
+        const published = await publishing;
         if (!published) {
           logger.warn(
             { lastError, timeoutMs: timing.startTimeoutMs },
