@@ -5,8 +5,7 @@ import type { Logger } from "pino";
 import type { RunConfig } from "../config/run-config.ts";
 import { Elector, type TickReport } from "../election/elector.ts";
 import { holderIdentity } from "../election/identity.ts";
-import { decidePublishing, loadKubeConfig } from "../kube/environment.ts";
-import { createPodPublisher } from "../kube/pod-publisher.ts";
+import { decidePublishing } from "../kube/environment.ts";
 import { validatePublishConfig } from "../kube/publish-config.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import { assertTablePresent, migrate } from "../lease/migrate.ts";
@@ -229,6 +228,11 @@ async function startPublisher(
     peerSelector: config.publish.peerSelector ?? undefined,
   });
   if ("problems" in validated) throw new Error(`pod publishing settings: ${validated.problems.join("; ")}`);
+  // Loaded only in a cluster: the Kubernetes client is most of the start-up time.
+  const [{ createPodPublisher }, { loadKubeConfig }] = await Promise.all([
+    import("../kube/pod-publisher.ts"),
+    import("../kube/kube-config.ts"),
+  ]);
   const publisher = createPodPublisher({
     kubeConfig: loadKubeConfig(decision.source),
     config: validated.config,

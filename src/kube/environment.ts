@@ -1,7 +1,7 @@
 // Whether this process can publish to its pod at all. Outside a cluster (a laptop, CI, the
 // demo) there is no pod to patch: publishing is off and the controller says why, once.
+// Free of the Kubernetes client, so a process outside a cluster never loads it.
 import { existsSync } from "node:fs";
-import { KubeConfig } from "@kubernetes/client-node";
 
 export const SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
@@ -33,11 +33,4 @@ export function decidePublishing(
     enabled: false,
     reason: `pod publishing is off: no in-cluster service account (${SERVICE_ACCOUNT_TOKEN} with KUBERNETES_SERVICE_HOST) and no KUBECONFIG`,
   };
-}
-
-export function loadKubeConfig(source: "in-cluster" | "kubeconfig"): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  if (source === "in-cluster") kubeConfig.loadFromCluster();
-  else kubeConfig.loadFromDefault();
-  return kubeConfig;
 }

@@ -1,7 +1,8 @@
 // Publishing leadership onto the pod: what src/controller and the CLI config module import.
 export type { DesiredPod, LeadershipState } from "./desired-state.ts";
 export { desiredPod } from "./desired-state.ts";
-export { decidePublishing, loadKubeConfig, type PublishingDecision } from "./environment.ts";
+export { decidePublishing, type PublishingDecision } from "./environment.ts";
+export { loadKubeConfig } from "./kube-config.ts";
 export { createPodPublisher } from "./pod-publisher.ts";
 export {
   defaultPeerSelector,
