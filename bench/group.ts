@@ -49,8 +49,8 @@ export interface FigureGroup {
 }
 
 export const FULL_BUDGET: Budget = {
-  warmup: 200,
-  iterations: 2_000,
+  warmup: 300,
+  iterations: 4_000,
   maxMsPerFigure: 25_000,
   leaseCounts: [1, 100, 1_000, 10_000],
   batchedTicks: 50,

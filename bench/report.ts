@@ -1,6 +1,6 @@
 // Terminal tables with aligned columns, ratios as words, and the JSON results document.
 import { mkdir, writeFile } from "node:fs/promises";
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { dirname } from "node:path";
 import type { GroupResult, Table } from "./group.ts";
 
@@ -85,7 +85,15 @@ export interface ResultsDocument {
   finishedAt: string;
   mode: "full" | "quick";
   command: string;
-  machine: { cpus: number; cpuModel: string; memoryGb: number; platform: string; node: string };
+  machine: {
+    cpus: number;
+    cpuModel: string;
+    memoryGb: number;
+    platform: string;
+    node: string;
+    /** 1-minute load average at the start and end: on a shared host it says how much else ran. */
+    loadAverage: { atStart: number; atEnd: number };
+  };
   database: DatabaseInfo;
   groups: Record<string, unknown>;
   tables: Table[];
@@ -93,6 +101,7 @@ export interface ResultsDocument {
 
 export function resultsDocument(input: {
   startedAt: Date;
+  loadAtStart: number;
   mode: "full" | "quick";
   command: string;
   database: DatabaseInfo;
@@ -111,6 +120,7 @@ export function resultsDocument(input: {
       memoryGb: Math.round(totalmem() / 2 ** 30),
       platform: `${process.platform}-${process.arch}`,
       node: process.version,
+      loadAverage: { atStart: input.loadAtStart, atEnd: loadavg()[0] ?? 0 },
     },
     database: input.database,
     groups: Object.fromEntries(input.results.map((result) => [result.group, result.figures])),

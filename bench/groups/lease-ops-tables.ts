@@ -109,8 +109,8 @@ export function leaseOpsTables(figures: LeaseOpsFigures, setups: string[]): Tabl
       "ops/s = concurrency ÷ mean latency (Little's law): the rate of a loop doing only that statement.",
       "claim (free lease) and release alternate on one key per caller; every caller has keys of its own.",
       "WAL B/op: bytes of write-ahead log per statement, measured once, sequentially, on one connection.",
-      "no flush wait (diagnostic): synchronous_commit=off, so writes skip the WAL flush; shows the statements'",
-      "own cost where the disk's fsync dominates. Lease statements must never run that way.",
+      "no flush wait (diagnostic): synchronous_commit=off, writes skip the WAL flush: the statements' own cost.",
+      "That setup only shows what the disk's fsync hides; lease statements must never run that way.",
     ],
   };
   const comparison: Table = {

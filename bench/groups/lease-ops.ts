@@ -29,7 +29,7 @@ interface Setup {
   flushCommits: boolean;
 }
 
-export const SETUPS: Setup[] = [
+const SETUPS: Setup[] = [
   { label: "1 connection", connections: 1, concurrency: 1, flushCommits: true },
   { label: "pool of 4, concurrency 8", connections: 4, concurrency: 8, flushCommits: true },
   // Where an fsync costs milliseconds it hides every other difference between write statements;
@@ -95,7 +95,7 @@ async function prepareWorkloads(
 
 // Workloads take turns in rounds, so a slow spell of the disk (a checkpoint, the host's
 // neighbours) spreads over all of them instead of landing on whichever ran at that moment.
-const ROUNDS = 4;
+const ROUNDS = 8;
 
 async function measureSetup(
   context: BenchContext,

@@ -46,7 +46,7 @@ export async function measureWal(
   table: string,
   statementTimeoutMs: number,
 ): Promise<Record<string, number>> {
-  const runs = Math.max(1, Math.min(200, context.budget.iterations));
+  const runs = Math.max(1, Math.min(200, Math.ceil(context.budget.iterations / 4)));
   const pool = createLeasePool({
     connectionString: context.databaseUrl,
     max: 1,

@@ -141,7 +141,7 @@ async function measureSize(
   };
 }
 
-function table(figures: ScaleFigures): Table {
+function scaleTable(figures: ScaleFigures): Table {
   const pair = (a: string, b: string) => `${a} / ${b}`;
   return {
     title: `Renewing every lease one process holds, per tick (pool of ${figures.poolSize})`,
@@ -183,8 +183,8 @@ export async function runScale(context: BenchContext): Promise<GroupResult<Scale
     applicationName: "pglease-bench",
   });
   try {
-    const table_ = leaseTable("public", TABLE);
-    await migrate(pool, table_);
+    const leaseRows = leaseTable("public", TABLE);
+    await migrate(pool, leaseRows);
     const counter = countStatements(pool);
     const store = new PgLeaseStore({ pool, table: TABLE, statementTimeoutMs: 60_000 });
     const baselineHeapMb = memoryNow().heapUsedMb;
@@ -192,14 +192,14 @@ export async function runScale(context: BenchContext): Promise<GroupResult<Scale
     for (const leases of context.budget.leaseCounts) {
       sizes.push(await measureSize(context, pool, store, counter, leases, baselineHeapMb));
       // Each size starts from an empty table, as a process holding only those leases would see it.
-      await pool.query(`DELETE FROM ${table_.qualified}`);
+      await pool.query(`DELETE FROM ${leaseRows.qualified}`);
     }
     const figures: ScaleFigures = {
       poolSize: POOL_SIZE,
       defaultRenewIntervalMs: DEFAULT_RENEW_INTERVAL_MS,
       sizes,
     };
-    return { group: "scale", figures, tables: [table(figures)] };
+    return { group: "scale", figures, tables: [scaleTable(figures)] };
   } finally {
     await pool.end();
   }

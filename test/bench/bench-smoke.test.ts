@@ -79,6 +79,7 @@ beforeAll(async () => {
     path,
     resultsDocument({
       startedAt: new Date(),
+      loadAtStart: 0,
       mode: "quick",
       command: "test",
       database: await describeDatabase(db.url, "test"),
@@ -99,6 +100,7 @@ describe("bench results document", () => {
     expect(document.machine.cpus).toBeGreaterThan(0);
     expect(document.machine.cpuModel).not.toBe("");
     expect(document.machine.node).toBe(process.version);
+    expect(document.machine.loadAverage.atEnd).toBeGreaterThanOrEqual(0);
     expect(document.database.version).toMatch(/^\d+/);
     expect(document.database.settings.synchronous_commit).toBeDefined();
     expect(JSON.stringify(document)).not.toContain(db.url);
