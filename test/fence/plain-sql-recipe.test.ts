@@ -12,7 +12,10 @@ let rowFence: string[];
 
 beforeAll(async () => {
   const readme = await readFile(new URL("../../README.md", import.meta.url), "utf8");
-  const doc = readme.slice(readme.indexOf("## Writing safely as the leader"), readme.indexOf("## Install with Helm"));
+  const doc = readme.slice(
+    readme.indexOf("## Writing safely as the leader"),
+    readme.indexOf("## Install with Helm"),
+  );
   const blocks = [...doc.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => statementsOf(m[1] ?? ""));
   expect(blocks).toHaveLength(3);
   [createGuardTable, guardedTransaction, rowFence] = blocks as [string[], string[], string[]];

@@ -35,7 +35,10 @@ export async function createTestDatabase(): Promise<TestDatabase> {
         // pool.end() resolves before its sockets close: wait for those sessions to go, so FORCE
         // does not kill a backend whose client would then raise an error nobody listens to.
         for (let i = 0; i < 100; i++) {
-          const { rows } = await c.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1", [name]);
+          const { rows } = await c.query(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1",
+            [name],
+          );
           if (rows[0].n === 0) break;
           await new Promise((resolve) => setTimeout(resolve, 50));
         }
