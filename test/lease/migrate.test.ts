@@ -15,13 +15,15 @@ afterAll(async () => {
 it("ten replicas migrating at once all succeed and the table is created once", async () => {
   const table = leaseTable("leases_ten", "leases");
   const pools = Array.from({ length: 10 }, () => new pg.Pool({ connectionString: db.url, max: 1 }));
+  const [first] = pools;
+  if (!first) throw new Error("no pool");
   try {
     await Promise.all(pools.map((p) => migrate(p, table)));
-    const { rows } = await pools[0]!.query(
+    const { rows } = await first.query(
       "SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'leases_ten' AND c.relname = 'leases'",
     );
     expect(rows[0].n).toBe(1);
-    const columns = await pools[0]!.query(
+    const columns = await first.query(
       "SELECT column_name FROM information_schema.columns WHERE table_schema = 'leases_ten' AND table_name = 'leases' ORDER BY ordinal_position",
     );
     expect(columns.rows.map((r) => r.column_name)).toEqual([
@@ -31,7 +33,7 @@ it("ten replicas migrating at once all succeed and the table is created once", a
       "acquired_at",
       "expires_at",
     ]);
-    await migrate(pools[0]!, table);
+    await migrate(first, table);
   } finally {
     await Promise.all(pools.map((p) => p.end()));
   }
