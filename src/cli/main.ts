@@ -2,6 +2,7 @@
 // (every problem listed), 1 runtime failure (one clear line, never a stack trace or a secret).
 import { UsageError } from "../config/options.ts";
 import { scrub, secretsFrom } from "../controller/logger.ts";
+import { explainDatabaseError } from "./database-errors.ts";
 
 export const MAIN_HELP = `pglease: leader election for Kubernetes pods, backed by a lease row in PostgreSQL.
 
@@ -80,7 +81,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
       );
       return 2;
     }
-    const message = error instanceof Error ? error.message : String(error);
+    const { message } = explainDatabaseError(error);
     process.stderr.write(`pglease ${name}: ${scrub(message, secretsFrom(env))}\n`);
     return 1;
   }

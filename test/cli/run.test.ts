@@ -251,7 +251,13 @@ describe("secrets", () => {
       DATABASE_URL: `postgres://pglease_secret:${password}@127.0.0.1:1/none`,
     });
     expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toMatch(
+      /^pglease run: cannot reach PostgreSQL \(.*ECONNREFUSED.*\): check the host and port/,
+    );
     expect(unreachable.stderr).not.toMatch(/\n\s+at /);
+    expect(failed.stderr).toMatch(
+      /^pglease status: PostgreSQL refused the login \(password authentication failed/,
+    );
 
     for (const text of [
       stopped.stdout,
