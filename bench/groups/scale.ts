@@ -171,7 +171,7 @@ function scaleTable(figures: ScaleFigures): Table {
       "Pairs read renewMany / one each. ms/tick is the mean wall time of a tick renewing every lease.",
       `One each: one renew statement per lease, ${POOL_SIZE} in flight at a time on the shared pool of ${POOL_SIZE}.`,
       "CPU is this process's (user + system), not the server's; per second at the default 5 s renew interval.",
-      `RSS and heap after a full GC while holding the leases; heap growth over the start of the group is in the JSON.`,
+      "RSS is the whole bench process's (earlier groups' high-water mark included); heap is after a full GC.",
     ],
   };
 }
