@@ -51,7 +51,7 @@ export interface FigureGroup {
 export const FULL_BUDGET: Budget = {
   warmup: 300,
   iterations: 4_000,
-  maxMsPerFigure: 25_000,
+  maxMsPerFigure: 15_000,
   leaseCounts: [1, 100, 1_000, 10_000],
   batchedTicks: 50,
   oneEachTicks: 10,
@@ -61,7 +61,7 @@ export const FULL_BUDGET: Budget = {
 export const QUICK_BUDGET: Budget = {
   warmup: 30,
   iterations: 300,
-  maxMsPerFigure: 2_000,
+  maxMsPerFigure: 1_500,
   leaseCounts: [1, 100, 1_000, 10_000],
   batchedTicks: 10,
   oneEachTicks: 1,

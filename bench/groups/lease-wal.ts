@@ -21,24 +21,28 @@ async function walPosition(probe: pg.Client): Promise<bigint> {
 }
 
 /**
- * WAL bytes one run of `measured` writes, averaged over `runs` sequential runs; `before` and
- * `after` (a claim before its release) run unprobed. Server-wide, so other databases' writes add noise.
+ * WAL bytes one run of `measured` writes, averaged over up to `runs` sequential runs (at least one,
+ * then as many as fit in maxMs); `before` and `after` (a claim before its release) run unprobed.
+ * The position is server-wide, so other databases' writes add noise.
  */
 async function walBytesPerRun(
   probe: pg.Client,
   runs: number,
+  maxMs: number,
   measured: () => Promise<unknown>,
   around: { before?: () => Promise<unknown>; after?: () => Promise<unknown> } = {},
 ): Promise<number> {
   let total = 0n;
-  for (let i = 0; i < runs; i++) {
+  let done = 0;
+  const deadline = performance.now() + maxMs;
+  for (; done < runs && (done === 0 || performance.now() < deadline); done++) {
     await around.before?.();
     const start = await walPosition(probe);
     await measured();
     total += (await walPosition(probe)) - start;
     await around.after?.();
   }
-  return Number(total) / runs;
+  return Number(total) / done;
 }
 
 export async function measureWal(
@@ -65,8 +69,9 @@ export async function measureWal(
     const [claim, release] = [work.stepOf(cycle, "claim"), work.stepOf(cycle, "release")];
     const [tryLock, unlock] = [work.stepOf(lockCycle, "try-lock"), work.stepOf(lockCycle, "unlock")];
     const only = (steps: Steps) => work.nth(steps, 0)[1];
-    const wal = (measured: () => Promise<unknown>, around?: Parameters<typeof walBytesPerRun>[3]) =>
-      walBytesPerRun(probe, runs, measured, around);
+    const maxMs = context.budget.maxMsPerFigure / 8;
+    const wal = (measured: () => Promise<unknown>, around?: Parameters<typeof walBytesPerRun>[4]) =>
+      walBytesPerRun(probe, runs, maxMs, measured, around);
     return {
       claim: await wal(claim, { after: release }),
       release: await wal(release, { before: claim }),
