@@ -1,5 +1,5 @@
 // `pglease migrate`: create (or upgrade) the lease table, then exit.
-import { optionHelp } from "../config/options.ts";
+import { noArguments, optionHelp } from "../config/options.ts";
 import { migrate } from "../lease/migrate.ts";
 import { databaseHelp, openDatabaseCommand } from "./database-command.ts";
 
@@ -18,8 +18,7 @@ Example:
 
 export async function migrateCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   const command = openDatabaseCommand([], argv, env, (raw, problems) => {
-    if (raw.positionals.length > 0)
-      problems.push(`pglease migrate takes no arguments, got ${raw.positionals.join(" ")}`);
+    noArguments("migrate", raw, problems);
   });
   try {
     await migrate(command.pool, command.store.table);

@@ -1,6 +1,6 @@
 // `pglease status`: every lease in the table, readable in a terminal or as stable JSON.
 import { setTimeout as delay } from "node:timers/promises";
-import { type OptionSpec, optionHelp } from "../config/options.ts";
+import { noArguments, type OptionSpec, optionHelp } from "../config/options.ts";
 import { parseDuration } from "../config/values.ts";
 import type { LeaseView } from "../election/ports.ts";
 import { databaseHelp, openDatabaseCommand } from "./database-command.ts";
@@ -74,8 +74,7 @@ export function leaseTableText(views: readonly LeaseView[]): string {
 export async function statusCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   let interval = 1_000;
   const command = openDatabaseCommand(OPTIONS, argv, env, (raw, problems) => {
-    if (raw.positionals.length > 0)
-      problems.push(`pglease status takes no arguments, got ${raw.positionals.join(" ")}`);
+    noArguments("status", raw, problems);
     const text = raw.values.get("interval");
     if (text) {
       const parsed = parseDuration(text.text);

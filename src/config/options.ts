@@ -1,5 +1,6 @@
 // Command-line flags with environment-variable equivalents. A flag wins over its variable.
 // Reading never stops at the first problem: every one is collected for a single report.
+import type { Parsed } from "./values.ts";
 
 export interface OptionSpec {
   /** Flag name without the dashes: `renew-interval`. */
@@ -90,6 +91,28 @@ export function readOptions(
     if (text !== undefined && text !== "") values.set(spec.flag, { text, source: spec.env });
   }
   return { values, positionals, help, problems };
+}
+
+/** Parses a flag's value; a problem is recorded with the flag or variable it came from. */
+export function optionReader(raw: RawOptions, problems: string[]) {
+  return <T>(flag: string, parse: (text: string) => Parsed<T>): T | undefined => {
+    const value = raw.values.get(flag);
+    if (!value) return undefined;
+    const parsed = parse(value.text);
+    if ("problem" in parsed) {
+      problems.push(`${value.source}: ${parsed.problem}`);
+      return undefined;
+    }
+    return parsed.value;
+  };
+}
+
+export function noArguments(command: string, raw: RawOptions, problems: string[]): void {
+  if (raw.positionals.length > 0) {
+    problems.push(
+      `pglease ${command} takes no arguments, got ${raw.positionals.map((p) => JSON.stringify(p)).join(" ")}`,
+    );
+  }
 }
 
 export function optionHelp(specs: readonly OptionSpec[]): string {

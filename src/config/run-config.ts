@@ -3,7 +3,14 @@
 import { resolveTiming, type Timing } from "../election/timing.ts";
 import { type PublishConfigField, validatePublishConfig } from "../kube/publish-config.ts";
 import { DATABASE_OPTIONS, type DatabaseConfig, readDatabaseConfig } from "./database.ts";
-import { type OptionSpec, type RawOptions, readOptions, UsageError } from "./options.ts";
+import {
+  noArguments,
+  type OptionSpec,
+  optionReader,
+  type RawOptions,
+  readOptions,
+  UsageError,
+} from "./options.ts";
 import {
   type Address,
   type LogLevel,
@@ -199,21 +206,8 @@ const PUBLISH_FLAGS: Partial<Record<PublishConfigField, string>> = {
 export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): RunConfig {
   const raw = readOptions(RUN_OPTIONS, argv, env);
   const problems = [...raw.problems];
-  if (raw.positionals.length > 0) {
-    problems.push(
-      `pglease run takes no arguments, got ${raw.positionals.map((p) => JSON.stringify(p)).join(" ")}`,
-    );
-  }
-  const get = <T>(flag: string, parse: (text: string) => Parsed<T>): T | undefined => {
-    const value = raw.values.get(flag);
-    if (!value) return undefined;
-    const parsed = parse(value.text);
-    if ("problem" in parsed) {
-      problems.push(`${value.source}: ${parsed.problem}`);
-      return undefined;
-    }
-    return parsed.value;
-  };
+  noArguments("run", raw, problems);
+  const get = optionReader(raw, problems);
 
   const leases = get("lease", parseLeaseNames);
   if (!raw.values.has("lease"))

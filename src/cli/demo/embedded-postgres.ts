@@ -12,11 +12,18 @@ export interface EmbeddedServer {
   port: number;
   /** The temporary folder holding the data directory; removed by stop(). */
   dir: string;
-  /** The postmaster's process id. */
-  pid: number | undefined;
+  /** The postmaster's process id (a new one after restart()). */
+  readonly pid: number | undefined;
+  /**
+   * Stops the server and starts it again on the same data directory and port. "fast" (default)
+   * disconnects clients and checkpoints; "immediate" stops like a crash and recovers from the WAL.
+   */
+  restart(options?: { mode?: RestartMode }): Promise<void>;
   /** Stops the server (bounded) and removes the folder; safe to call twice, and after the server died. */
   stop(): Promise<void>;
 }
+
+export type RestartMode = "fast" | "immediate";
 
 export interface EmbeddedOptions {
   /**
@@ -143,20 +150,45 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     return stopping;
   };
 
-  try {
-    await pg.initialise();
-    await pg.start();
-  } catch (error) {
-    await stop();
-    throw error instanceof Error
-      ? error
-      : new Error(`embedded PostgreSQL did not start${error ? `: ${String(error)}` : ""}`);
-  }
+  const start = async (first: boolean) => {
+    try {
+      if (first) await pg.initialise();
+      await pg.start();
+    } catch (error) {
+      await stop();
+      throw error instanceof Error
+        ? error
+        : new Error(`embedded PostgreSQL did not start${error ? `: ${String(error)}` : ""}`);
+    }
+  };
+
+  // Not pg.stop(): with persistent: false it deletes the data directory.
+  const restart = async ({ mode = "fast" }: { mode?: RestartMode } = {}) => {
+    if (stopping) throw new Error("embedded PostgreSQL: restart() after stop()");
+    const child = postmaster();
+    if (!exited(child)) {
+      const gone = new Promise<void>((resolve) => child?.once("exit", () => resolve()));
+      // SIGINT: fast shutdown; SIGQUIT: immediate shutdown, recovered from the WAL at the next start.
+      child?.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
+      const bound = new Promise<void>((resolve) => setTimeout(resolve, STOP_BOUND_MS).unref());
+      await Promise.race([gone, bound]);
+      if (!exited(child)) {
+        child?.kill("SIGKILL");
+        await gone;
+      }
+    }
+    await start(false);
+  };
+
+  await start(true);
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     port,
     dir,
-    pid: postmaster()?.pid,
+    get pid() {
+      return postmaster()?.pid;
+    },
+    restart,
     stop,
   };
 }

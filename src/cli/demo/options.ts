@@ -1,5 +1,12 @@
 // The demo's flags, read and validated at once: every problem reported together (exit 2).
-import { type OptionSpec, optionHelp, readOptions, UsageError } from "../../config/options.ts";
+import {
+  noArguments,
+  type OptionSpec,
+  optionHelp,
+  optionReader,
+  readOptions,
+  UsageError,
+} from "../../config/options.ts";
 import { type Parsed, parseBoolean, parseDuration, parseInteger } from "../../config/values.ts";
 import { resolveTiming } from "../../election/timing.ts";
 
@@ -54,21 +61,8 @@ export function readDemoOptions(
 ): DemoOptions {
   const raw = readOptions(OPTIONS, argv, env);
   const problems = [...raw.problems];
-  if (raw.positionals.length > 0) {
-    problems.push(
-      `pglease demo takes no arguments, got ${raw.positionals.map((p) => JSON.stringify(p)).join(" ")}`,
-    );
-  }
-  const get = <T>(flag: string, parse: (text: string) => Parsed<T>): T | undefined => {
-    const value = raw.values.get(flag);
-    if (!value) return undefined;
-    const parsed = parse(value.text);
-    if ("problem" in parsed) {
-      problems.push(`${value.source}: ${parsed.problem}`);
-      return undefined;
-    }
-    return parsed.value;
-  };
+  noArguments("demo", raw, problems);
+  const get = optionReader(raw, problems);
 
   const replicas = get("replicas", (t) => parseInteger(t, 2, 9)) ?? 3;
   const durationMs = get("duration", parseDuration) ?? 3_000;
