@@ -8,6 +8,7 @@ import { holderIdentity } from "../election/identity.ts";
 import { decidePublishing } from "../kube/environment.ts";
 import { validatePublishConfig } from "../kube/publish-config.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
+import { BatchedRenewals } from "../lease/batched-renewals.ts";
 import { assertTablePresent, migrate } from "../lease/migrate.ts";
 import { asynchronousCommit, createLeasePool } from "../lease/pool.ts";
 import { PgReleaseFeed } from "../lease/release-feed.ts";
@@ -106,12 +107,14 @@ async function wire(
   });
   if (publisher) closers.push(() => publisher.stop());
 
+  // Leases renewed in the same tick go out as one statement.
+  const renewals = new BatchedRenewals(store);
   const electors = config.leases.map(
     (key) =>
       new Elector({
         key,
         holder,
-        store,
+        store: renewals,
         ...(feed ? { releases: feed } : {}),
         ...timing,
         stopTimeoutMs: Math.floor(config.gracePeriodMs / 3),

@@ -1,3 +1,4 @@
+export { BatchedRenewals, type BatchedRenewalsOptions } from "./batched-renewals.ts";
 export { assertTablePresent, LeaseTableMissingError, MIGRATION_LOCK_ID, migrate } from "./migrate.ts";
 export { asynchronousCommit, createLeasePool, type LeasePoolOptions } from "./pool.ts";
 export { PgReleaseFeed, type PgReleaseFeedOptions } from "./release-feed.ts";

@@ -82,7 +82,7 @@ const renewManySql = (t: LeaseTable) => `
   FROM now, unnest($3::text[], $4::bigint[]) AS term(key, fence)
   -- The same guard as a single renew, per row: holder, fence and still live.
   WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND lease.expires_at > now.t
-  RETURNING lease.key, lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
+  RETURNING lease.key, lease.fence::text, lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
 
 // Administrative release (pglease release): ends whoever holds it now, keeping the fence.
 const forceReleaseSql = (t: LeaseTable) => `
@@ -162,7 +162,7 @@ export class PgLeaseStore implements LeaseStore {
       text,
       values,
       query_timeout: this.#timeoutMs,
-      ...(this.#prepared ? { name: `pglease_${name}_${this.table.tag}` } : {}),
+      ...(this.#prepared && name !== "renewMany" ? { name: `pglease_${name}_${this.table.tag}` } : {}),
     };
     const result = await this.#pool.query<R>(config);
     return result.rows;
@@ -185,12 +185,16 @@ export class PgLeaseStore implements LeaseStore {
     return row ? { renewed: true, expiresAt: row.expires_at, ttlMs: row.ttl_ms } : { renewed: false };
   }
 
-  /** Renews many terms of one holder in one statement; answers the keys that were renewed. */
+  /**
+   * Renews many terms of one holder in one statement; answers the keys that were renewed.
+   * Always planned per call: a prepared generic plan can scan the table once per key when
+   * statistics are missing (measured: 64 s for 10,000 leases instead of ~0.1 s).
+   */
   async renewMany(
     holder: string,
     terms: ReadonlyArray<{ key: string; fence: number }>,
     durationMs: number,
-  ): Promise<Map<string, { expiresAt: Date; ttlMs: number }>> {
+  ): Promise<Map<string, { fence: number; expiresAt: Date; ttlMs: number }>> {
     assertDuration(durationMs);
     const rows = await this.#run<Row & { key: string }>("renewMany", [
       holder,
@@ -198,7 +202,12 @@ export class PgLeaseStore implements LeaseStore {
       terms.map((term) => term.key),
       terms.map((term) => String(term.fence)),
     ]);
-    return new Map(rows.map((row) => [row.key, { expiresAt: row.expires_at, ttlMs: row.ttl_ms }]));
+    return new Map(
+      rows.map((row) => [
+        row.key,
+        { fence: parseFence(row.fence), expiresAt: row.expires_at, ttlMs: row.ttl_ms },
+      ]),
+    );
   }
 
   async release(key: string, holder: string, fence: number): Promise<boolean> {

@@ -3,6 +3,7 @@
 import type pg from "pg";
 import { Elector, type ElectorOptions } from "../election/elector.ts";
 import { holderIdentity } from "../election/identity.ts";
+import { BatchedRenewals } from "../lease/batched-renewals.ts";
 import { assertTablePresent, migrate } from "../lease/migrate.ts";
 import { createLeasePool } from "../lease/pool.ts";
 import { PgReleaseFeed } from "../lease/release-feed.ts";
@@ -62,6 +63,8 @@ export async function openLeases(options: OpenLeasesOptions = {}): Promise<Lease
     throw error;
   }
   const holder = options.holder ?? holderIdentity();
+  // Leases renewed in the same tick go out as one statement.
+  const renewals = new BatchedRenewals(store);
   const electors: Elector[] = [];
   let closing: Promise<void> | undefined;
   return {
@@ -72,7 +75,7 @@ export async function openLeases(options: OpenLeasesOptions = {}): Promise<Lease
         ...campaignOptions,
         key,
         holder,
-        store,
+        store: renewals,
         ...(feed ? { releases: feed } : {}),
       });
       electors.push(elector);
