@@ -19,9 +19,23 @@ export interface PodWatchOptions {
   onReconnect: () => void;
 }
 
+// Like client-go's reflector: ask the server to end each watch after 5–10 minutes, so a quiet
+// pod costs a few requests an hour rather than one every 30 s.
+const MIN_WATCH_SECONDS = 300;
+
+/**
+ * client-node ends a watch after 30 s without a byte (a TypeScript-private field, a plain
+ * property at run time). A quiet pod sends nothing for minutes: wait as long as the server
+ * was asked to keep the watch, plus a margin, before calling it dead.
+ */
+function patientWatch(kubeConfig: KubeConfig, timeoutSeconds: number): Watch {
+  const watch = new Watch(kubeConfig);
+  Object.assign(watch, { requestTimeoutMs: (timeoutSeconds + 60) * 1000 });
+  return watch;
+}
+
 export function watchOwnPod(opts: PodWatchOptions): { stop(): void } {
   const stopping = new AbortController();
-  const watch = new Watch(opts.kubeConfig);
   const path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
   let current: AbortController | null = null;
 
@@ -32,10 +46,11 @@ export function watchOwnPod(opts: PodWatchOptions): { stop(): void } {
       let endWith: (err: unknown) => void = () => {};
       const ended = new Promise<unknown>((resolve) => (endWith = resolve));
       let sawEvent = false;
+      const timeoutSeconds = Math.floor(MIN_WATCH_SECONDS * (1 + opts.random()));
       try {
-        current = await watch.watch(
+        current = await patientWatch(opts.kubeConfig, timeoutSeconds).watch(
           path,
-          { fieldSelector: `metadata.name=${opts.podName}`, allowWatchBookmarks: true },
+          { fieldSelector: `metadata.name=${opts.podName}`, allowWatchBookmarks: true, timeoutSeconds },
           (phase, object: V1Pod) => {
             sawEvent = true;
             if (phase === "ADDED" || phase === "MODIFIED") opts.onPod(object);

@@ -35,7 +35,8 @@ export const PUBLISH_DEFAULTS = {
   leaseAnnotation: "pglease.io/lease",
   conditionType: "pglease.io/leader",
   peerSelector: null,
-  resyncIntervalMs: 30_000,
+  // A safety net behind the watch, which already restores hand-made changes at once.
+  resyncIntervalMs: 300_000,
 } as const satisfies Omit<PublishConfig, "namespace" | "podName">;
 
 export type PublishConfigInput = { [K in PublishConfigField]?: unknown };

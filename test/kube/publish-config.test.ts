@@ -23,7 +23,7 @@ describe("publish config", () => {
       holderAnnotation: "pglease.io/holder",
       leaseAnnotation: "pglease.io/lease",
       conditionType: "pglease.io/leader",
-      resyncIntervalMs: 30_000,
+      resyncIntervalMs: 300_000,
     });
   });
 
