@@ -70,13 +70,7 @@ export function nextAction(state: ElectionState, now: number, releaseAnnounced: 
 }
 
 /** After a claim sent at `sentAt` was answered at `receivedAt`. */
-export function afterClaim(
-  ctx: Context,
-  state: ElectionState,
-  answer: ClaimAnswer,
-  sentAt: number,
-  receivedAt: number,
-): Decision {
+export function afterClaim(ctx: Context, answer: ClaimAnswer, sentAt: number, receivedAt: number): Decision {
   const { key, timing } = ctx;
   if (answer.won) {
     const term: Term = {
@@ -85,12 +79,9 @@ export function afterClaim(
       expiresAt: answer.expiresAt,
       deadline: sentAt + answer.ttlMs - timing.safetyMarginMs,
     };
-    const resumed = state.role === "leader" && state.term?.fence === answer.fence;
     return {
-      outcome: resumed ? "renewed" : "acquired",
-      sentence: resumed
-        ? `renewed lease ${key} with fence ${answer.fence}, valid for ${seconds(answer.ttlMs)}`
-        : `acquired lease ${key} with fence ${answer.fence}`,
+      outcome: "acquired",
+      sentence: `acquired lease ${key} with fence ${answer.fence}`,
       state: { role: "leader", term, observed: null },
       wakeAt: sentAt + timing.renewIntervalMs,
     };

@@ -208,7 +208,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
       sentAt = this.#clock.now();
     }
     const answer = await this.#call(store.claim(this.key, this.holder, leaseDurationMs));
-    return afterClaim(this.#ctx, this.#state, answer, sentAt, this.#clock.now());
+    return afterClaim(this.#ctx, answer, sentAt, this.#clock.now());
   }
 
   /** A store call bounded on the elector's own clock, so a hung pool or socket costs one tick. */

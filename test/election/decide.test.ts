@@ -53,7 +53,7 @@ describe("timing", () => {
 describe("a follower", () => {
   it("claims when it knows nothing, reads while a live lease is observed, claims at its expiry", () => {
     expect(nextAction(initialState, 0, false)).toBe("claim");
-    const held = afterClaim(ctx, initialState, lostTo("other", 7, 9_000), 100, 110);
+    const held = afterClaim(ctx, lostTo("other", 7, 9_000), 100, 110);
     expect(held.outcome).toBe("held-by-other");
     expect(held.sentence).toBe("lease orders-sync is held by other with fence 7, for another 9.0s");
     expect(held.wakeAt).toBe(110 + timing.retryIntervalMs);
@@ -64,12 +64,12 @@ describe("a follower", () => {
   });
 
   it("wakes exactly at the observed expiry when that comes before the next poll", () => {
-    const held = afterClaim(ctx, initialState, lostTo("other", 7, 500), 0, 20);
+    const held = afterClaim(ctx, lostTo("other", 7, 500), 0, 20);
     expect(held.wakeAt).toBe(520);
   });
 
   it("claims at once when a release is announced", () => {
-    const held = afterClaim(ctx, initialState, lostTo("other", 7, 9_000), 0, 0);
+    const held = afterClaim(ctx, lostTo("other", 7, 9_000), 0, 0);
     expect(nextAction(held.state, 1, true)).toBe("claim");
   });
 
@@ -96,7 +96,7 @@ describe("a follower", () => {
 });
 
 describe("a leader", () => {
-  const lead = (sentAt: number): Decision => afterClaim(ctx, initialState, won(42), sentAt, sentAt + 5);
+  const lead = (sentAt: number): Decision => afterClaim(ctx, won(42), sentAt, sentAt + 5);
 
   it("sets its local deadline from the send time, the server's ttl and the margin", () => {
     const d = lead(1_000);
@@ -142,13 +142,13 @@ describe("a leader", () => {
       outcomes.push(d.outcome);
       state = d.state;
     };
-    step(afterClaim(ctx, state, won(1), 0, 2));
+    step(afterClaim(ctx, won(1), 0, 2));
     step(afterRenew(ctx, state, { renewed: true, expiresAt: at(20_000), ttlMs: 15_000 }, 5_000, 5_002));
     step(afterError(ctx, state, "renew", new Error("down"), 10_000));
     step(afterError(ctx, state, "renew", new Error("down"), 11_000));
     step(stepDown(ctx, state, 15_000));
-    step(afterClaim(ctx, state, lostTo("other", 2, 14_000), 17_000, 17_001));
-    step(afterClaim(ctx, state, won(3), 31_001, 31_003));
+    step(afterClaim(ctx, lostTo("other", 2, 14_000), 17_000, 17_001));
+    step(afterClaim(ctx, won(3), 31_001, 31_003));
     expect(outcomes).toEqual([
       "acquired",
       "renewed",
