@@ -2,6 +2,7 @@
 // tick runs one store call, turns the answer into a Decision (decide.ts) and applies it.
 // A separate deadline timer ends leadership locally even while a call hangs.
 import { EventEmitter } from "node:events";
+import { settledWithin, withDeadline } from "./bounded.ts";
 import { type Clock, monotonicClock, type Timer } from "./clock.ts";
 import {
   type Action,
@@ -18,6 +19,7 @@ import {
   released,
   stepDown,
 } from "./decide.ts";
+import { type RunningWork, startLeaderWork } from "./leader-work.ts";
 import type { LeaseStore, ReleaseFeed } from "./ports.ts";
 import { type Timing, type TimingInput, timingOrThrow } from "./timing.ts";
 
@@ -99,7 +101,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
   #stopping = false;
   #stopped: Promise<void> | null = null;
   #unsubscribe: (() => void) | null = null;
-  #work: { controller: AbortController; done: Promise<void> } | null = null;
+  #work: RunningWork | null = null;
 
   constructor(options: ElectorOptions) {
     super();
@@ -213,21 +215,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
 
   /** A store call bounded on the elector's own clock, so a hung pool or socket costs one tick. */
   #call<T>(operation: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = this.#clock.setTimer(this.timing.callTimeoutMs, () =>
-        reject(new Error(`no answer within ${this.timing.callTimeoutMs} ms`)),
-      );
-      operation.then(
-        (value) => {
-          timer.cancel();
-          resolve(value);
-        },
-        (error: unknown) => {
-          timer.cancel();
-          reject(error);
-        },
-      );
-    });
+    return withDeadline(this.#clock, this.timing.callTimeoutMs, operation);
   }
 
   #apply(decision: Decision, action: TickReport["action"], durationMs: number, schedule = true): void {
@@ -263,31 +251,18 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#generation++;
     this.#deadline?.cancel();
     this.#deadline = null;
-    this.#work?.controller.abort(new Error(reason));
+    this.#work?.abort(reason);
   }
 
   #startWork(): void {
     const lead = this.#opts.lead;
     const term = this.#state.term;
     if (!lead || !term) return;
-    const controller = new AbortController();
-    const done = Promise.resolve()
-      .then(() =>
-        lead({
-          key: this.key,
-          holder: this.holder,
-          fence: term.fence,
-          acquiredAt: term.acquiredAt,
-          signal: controller.signal,
-        }),
-      )
-      .then(
-        () => {},
-        (error: unknown) => {
-          if (!controller.signal.aborted) this.emit("work-error", error);
-        },
-      );
-    this.#work = { controller, done };
+    this.#work = startLeaderWork(
+      lead,
+      { key: this.key, holder: this.holder, fence: term.fence, acquiredAt: term.acquiredAt },
+      (error) => this.emit("work-error", error),
+    );
   }
 
   #noteLeader(): void {
@@ -316,16 +291,15 @@ export class Elector extends EventEmitter<ElectorEvents> {
     const term = this.#state.role === "leader" ? this.#state.term : null;
     const bound = this.#opts.stopTimeoutMs ?? 5_000;
     if (this.#work) {
-      this.#work.controller.abort(new Error(`stopping: releasing lease ${this.key}`));
-      await this.#bounded(this.#work.done, bound);
+      this.#work.abort(`stopping: releasing lease ${this.key}`);
+      await settledWithin(this.#clock, bound, this.#work.done);
     }
     if (!term) return;
     const demote = this.#opts.beforeRelease;
-    if (demote)
-      await this.#bounded(
-        demote({ key: this.key, fence: term.fence }).catch(() => {}),
-        bound,
-      );
+    if (demote) {
+      const demoted = Promise.resolve().then(() => demote({ key: this.key, fence: term.fence }));
+      await settledWithin(this.#clock, bound, demoted);
+    }
     const sentAt = this.#clock.now();
     let ended = false;
     try {
@@ -346,21 +320,5 @@ export class Elector extends EventEmitter<ElectorEvents> {
       this.#clock.now() - sentAt,
       false,
     );
-  }
-
-  #bounded(promise: Promise<unknown>, ms: number): Promise<unknown> {
-    return new Promise((resolve) => {
-      const timer = this.#clock.setTimer(ms, () => resolve(undefined));
-      promise.then(
-        () => {
-          timer.cancel();
-          resolve(undefined);
-        },
-        () => {
-          timer.cancel();
-          resolve(undefined);
-        },
-      );
-    });
   }
 }
