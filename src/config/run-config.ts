@@ -2,15 +2,9 @@
 // every problem reported together (exit code 2), nothing silently adjusted.
 import { resolveTiming, type Timing } from "../election/timing.ts";
 import { type PublishConfigField, validatePublishConfig } from "../kube/publish-config.ts";
-import { DATABASE_OPTIONS, type DatabaseConfig, readDatabaseConfig } from "./database.ts";
-import {
-  noArguments,
-  type OptionSpec,
-  optionReader,
-  type RawOptions,
-  readOptions,
-  UsageError,
-} from "./options.ts";
+import { type DatabaseConfig, readDatabaseConfig } from "./database.ts";
+import { noArguments, optionReader, type RawOptions, readOptions, UsageError } from "./options.ts";
+import { RUN_OPTIONS } from "./run-options.ts";
 import {
   type Address,
   type LogLevel,
@@ -22,143 +16,6 @@ import {
   parseLeaseNames,
   parseLogLevel,
 } from "./values.ts";
-
-export const RUN_OPTIONS: readonly OptionSpec[] = [
-  {
-    flag: "lease",
-    env: "PGLEASE_LEASE",
-    value: "NAME[,NAME…]",
-    repeatable: true,
-    help: "lease(s) to campaign for; repeatable or comma-separated",
-  },
-  {
-    flag: "duration",
-    env: "PGLEASE_DURATION",
-    value: "DURATION",
-    help: "lease duration",
-    defaultText: "15s",
-  },
-  {
-    flag: "renew-interval",
-    env: "PGLEASE_RENEW_INTERVAL",
-    value: "DURATION",
-    help: "how often the leader renews",
-    defaultText: "duration/3",
-  },
-  {
-    flag: "retry-interval",
-    env: "PGLEASE_RETRY_INTERVAL",
-    value: "DURATION",
-    help: "how often a follower looks at the lease",
-    defaultText: "2s",
-  },
-  {
-    flag: "safety-margin",
-    env: "PGLEASE_SAFETY_MARGIN",
-    value: "DURATION",
-    help: "step down this long before the earliest server-side expiry",
-    defaultText: "renew interval",
-  },
-  {
-    flag: "statement-timeout",
-    env: "PGLEASE_STATEMENT_TIMEOUT",
-    value: "DURATION",
-    help: "deadline of each lease statement, at most half the renew interval",
-    defaultText: "renew interval/2",
-  },
-  {
-    flag: "publish-lease",
-    env: "PGLEASE_PUBLISH_LEASE",
-    value: "NAME",
-    help: "the lease shown on the pod",
-    defaultText: "the first --lease",
-  },
-  {
-    flag: "http-addr",
-    env: "PGLEASE_HTTP_ADDR",
-    value: "HOST:PORT",
-    help: "address of /healthz, /readyz, /leader, /status, /metrics",
-    defaultText: "0.0.0.0:8484",
-  },
-  {
-    flag: "notify",
-    env: "PGLEASE_NOTIFY",
-    boolean: true,
-    help: "LISTEN for releases (off behind a transaction-mode PgBouncer)",
-    defaultText: "true",
-  },
-  {
-    flag: "migrate",
-    env: "PGLEASE_MIGRATE",
-    boolean: true,
-    help: "create the lease table at start",
-    defaultText: "true",
-  },
-  ...DATABASE_OPTIONS,
-  {
-    flag: "pool-size",
-    env: "PGLEASE_POOL_SIZE",
-    value: "N",
-    help: "database connections at most",
-    defaultText: "4",
-  },
-  {
-    flag: "role-label",
-    env: "PGLEASE_ROLE_LABEL",
-    value: "KEY",
-    help: "pod label for the role",
-    defaultText: "pglease.io/role",
-  },
-  {
-    flag: "condition-type",
-    env: "PGLEASE_CONDITION_TYPE",
-    value: "TYPE",
-    help: "pod condition for leadership",
-    defaultText: "pglease.io/leader",
-  },
-  {
-    flag: "fence-annotation",
-    env: "PGLEASE_FENCE_ANNOTATION",
-    value: "KEY",
-    help: "pod annotation with the fence",
-    defaultText: "pglease.io/fence",
-  },
-  {
-    flag: "holder-annotation",
-    env: "PGLEASE_HOLDER_ANNOTATION",
-    value: "KEY",
-    help: "pod annotation with the holder",
-    defaultText: "pglease.io/holder",
-  },
-  {
-    flag: "lease-annotation",
-    env: "PGLEASE_LEASE_ANNOTATION",
-    value: "KEY",
-    help: "pod annotation with the lease name",
-    defaultText: "pglease.io/lease",
-  },
-  {
-    flag: "peer-selector",
-    env: "PGLEASE_PEER_SELECTOR",
-    value: "SELECTOR",
-    help: "label selector of the pods competing for the lease",
-    defaultText: "the pod's app.kubernetes.io/name and /instance",
-  },
-  {
-    flag: "grace-period",
-    env: "PGLEASE_GRACE_PERIOD",
-    value: "DURATION",
-    help: "shutdown budget: stop work, demote, release",
-    defaultText: "20s",
-  },
-  {
-    flag: "log-level",
-    env: "PGLEASE_LOG_LEVEL",
-    value: "LEVEL",
-    help: "fatal … trace, or silent",
-    defaultText: "info",
-  },
-];
 
 export interface RunConfig {
   leases: string[];
@@ -306,4 +163,4 @@ function readPublish(raw: RawOptions, env: NodeJS.ProcessEnv, problems: string[]
   };
 }
 
-export { UsageError };
+export { type RUN_OPTIONS, UsageError };
