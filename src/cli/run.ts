@@ -1,7 +1,8 @@
 // `pglease run`: the controller a pod runs, and its shutdown: the first SIGTERM (or SIGINT)
 // stops gracefully within the grace period; a second one, or the period running out, exits at once.
 import { optionHelp } from "../config/options.ts";
-import { RUN_OPTIONS, readRunConfig } from "../config/run-config.ts";
+import { readRunConfig } from "../config/run-config.ts";
+import { RUN_OPTIONS } from "../config/run-options.ts";
 import { startController } from "../controller/controller.ts";
 import { createLogger, secretsFrom } from "../controller/logger.ts";
 

@@ -162,5 +162,3 @@ function readPublish(raw: RawOptions, env: NodeJS.ProcessEnv, problems: string[]
     peerSelector: c.peerSelector,
   };
 }
-
-export { type RUN_OPTIONS, UsageError };

@@ -17,8 +17,9 @@ export interface EmbeddedServer {
   /**
    * Stops the server and starts it again on the same data directory and port. "fast" (default)
    * disconnects clients and checkpoints; "immediate" stops like a crash and recovers from the WAL.
+   * `downMs` keeps it stopped that long before the start.
    */
-  restart(options?: { mode?: RestartMode }): Promise<void>;
+  restart(options?: { mode?: RestartMode; downMs?: number }): Promise<void>;
   /** Stops the server (bounded) and removes the folder; safe to call twice, and after the server died. */
   stop(): Promise<void>;
 }
@@ -163,7 +164,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   };
 
   // Not pg.stop(): with persistent: false it deletes the data directory.
-  const restart = async ({ mode = "fast" }: { mode?: RestartMode } = {}) => {
+  const restart = async ({ mode = "fast", downMs = 0 }: { mode?: RestartMode; downMs?: number } = {}) => {
     if (stopping) throw new Error("embedded PostgreSQL: restart() after stop()");
     const child = postmaster();
     if (!exited(child)) {
@@ -177,6 +178,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
         await gone;
       }
     }
+    if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
     await start(false);
   };
 

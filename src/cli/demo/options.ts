@@ -7,7 +7,7 @@ import {
   readOptions,
   UsageError,
 } from "../../config/options.ts";
-import { type Parsed, parseBoolean, parseDuration, parseInteger } from "../../config/values.ts";
+import { parseBoolean, parseDuration, parseInteger } from "../../config/values.ts";
 import { resolveTiming } from "../../election/timing.ts";
 
 /** Rounds run when the output is not a terminal and --rounds is not given: two of each kind. */
