@@ -1,0 +1,142 @@
+// One chaos run: start the cluster, wait for a labelled leader, play the seeded schedule (each
+// slot: its faults, then quiet until recovery is certain to be visible), stop, read the database's
+// change logs, and judge the history. Cleans up on every path, an abort (Ctrl-C) included.
+import { setTimeout as sleep } from "node:timers/promises";
+import { type CheckResult, checkHistory } from "./checker.ts";
+import { ChaosCluster } from "./cluster.ts";
+import { runFault } from "./faults.ts";
+import type { History, Slot } from "./history.ts";
+import { buildHistory, Recorder } from "./recorder.ts";
+import { type FaultKind, type PlannedSlot, planSchedule } from "./schedule.ts";
+
+export interface ChaosOptions {
+  seed: string;
+  /** Length of the fault phase; start-up and shutdown come on top. */
+  durationMs: number;
+  replicas: number;
+  leaseMs: number;
+  retryMs: number;
+  /** Writes through the fence guard (true) or straight into the table: the deliberately unsafe variant. */
+  guarded: boolean;
+  kinds?: readonly FaultKind[];
+  signal?: AbortSignal;
+  /** Progress, one line at a time. */
+  progress?(line: string): void;
+}
+
+/** Thrown when the run was aborted (Ctrl-C): everything is cleaned up, nothing was judged. */
+export class ChaosInterrupted extends Error {
+  constructor() {
+    super("interrupted: every process was stopped and the temporary files removed; nothing was checked");
+    this.name = "ChaosInterrupted";
+  }
+}
+
+export interface ChaosOutcome {
+  schedule: PlannedSlot[];
+  history: History;
+  result: CheckResult;
+  /** Things that happened that are not violations but a reader should know (unexpected exits…). */
+  notes: string[];
+  writeErrors: Record<string, number>;
+  elapsedMs: number;
+}
+
+const LEASE = "chaos";
+const FIRST_LEADER_TIMEOUT_MS = 30_000;
+
+export const renewIntervalOf = (leaseMs: number) => Math.floor(leaseMs / 3);
+/** Longer than the lease: the others must take over while the loop is stuck. */
+export const blockDurationOf = (leaseMs: number) => Math.round(leaseMs * 1.5);
+
+async function firstLabelledLeader(cluster: ChaosCluster, signal: AbortSignal): Promise<void> {
+  const deadline = Date.now() + FIRST_LEADER_TIMEOUT_MS;
+  while (cluster.labelledLeader() === null) {
+    if (Date.now() > deadline)
+      throw new Error(`no labelled leader within ${FIRST_LEADER_TIMEOUT_MS} ms of start`);
+    await sleep(20, undefined, { signal });
+  }
+}
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
+  const began = Date.now();
+  const signal = options.signal ?? new AbortController().signal;
+  const progress = options.progress ?? (() => {});
+  const schedule = planSchedule({
+    seed: options.seed,
+    durationMs: options.durationMs,
+    replicas: options.replicas,
+    leaseMs: options.leaseMs,
+    renewMs: renewIntervalOf(options.leaseMs),
+    blockMs: blockDurationOf(options.leaseMs),
+    kinds: options.kinds,
+  });
+  const notes: string[] = [];
+  const recorder = new Recorder();
+  const cluster = new ChaosCluster(
+    {
+      replicas: options.replicas,
+      lease: LEASE,
+      leaseMs: options.leaseMs,
+      retryMs: options.retryMs,
+      blockMs: blockDurationOf(options.leaseMs),
+      guarded: options.guarded,
+      note: (message) => {
+        notes.push(message);
+        progress(`note: ${message}`);
+      },
+    },
+    recorder,
+  );
+  const slots: Slot[] = [];
+  try {
+    await cluster.start();
+    await firstLabelledLeader(cluster, signal).catch((error: unknown) => {
+      throw signal.aborted ? new ChaosInterrupted() : error;
+    });
+    const from = Date.now();
+    progress(`${cluster.labelledLeader()} leads; ${schedule.length} fault slots planned`);
+    for (const planned of schedule) {
+      if (signal.aborted) break;
+      const faults = await Promise.all(planned.faults.map((f) => runFault(cluster, f, signal)));
+      const slot: Slot = {
+        index: planned.index,
+        kind: planned.kind,
+        startedAt: Math.min(...faults.map((f) => f.startedAt)),
+        healedAt: Math.max(...faults.map((f) => f.healedAt)),
+        faults,
+      };
+      slots.push(slot);
+      const at = ((slot.startedAt - from) / 1000).toFixed(1);
+      progress(
+        `[${at}s] ${planned.kind}: ${faults.map((f) => `${f.detail} (${f.target ?? "all"})`).join(" + ")}`,
+      );
+      cluster.kube?.clearRequests();
+      await sleep(planned.settleMs, undefined, { signal }).catch(() => {});
+    }
+    const to = Date.now();
+    await cluster.stopReplicas();
+    if (signal.aborted) throw new ChaosInterrupted();
+    if (!cluster.admin) throw new Error("the cluster has no database pool");
+    const database = await recorder.readDatabase(cluster.admin);
+    const history = buildHistory(recorder, {
+      lease: LEASE,
+      leaseMs: options.leaseMs,
+      window: { from, to },
+      pods: Object.fromEntries(cluster.podNames().map((name) => [name, name])),
+      labels: cluster.labels?.changes ?? [],
+      slots,
+      ...database,
+    });
+    return {
+      schedule,
+      history,
+      result: checkHistory(history),
+      notes,
+      writeErrors: Object.fromEntries(recorder.writeErrors),
+      elapsedMs: Date.now() - began,
+    };
+  } finally {
+    await cluster.stop();
+  }
+}

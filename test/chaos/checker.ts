@@ -1,0 +1,255 @@
+// The safety checker: a pure function from a recorded chaos history to its violations and the
+// failover figures. It trusts nothing but the history: log lines, the database's own change logs
+// (lease rows and accepted writes, both in commit order) and the API server's label changes.
+import type { History } from "./history.ts";
+import type { FaultKind } from "./schedule.ts";
+import { type Belief, beliefs, LeadershipView } from "./timeline.ts";
+
+export type Rule =
+  | "stale-write"
+  | "fence-order"
+  | "fence-not-granted"
+  | "two-believers"
+  | "two-labelled"
+  | "liveness";
+
+export interface Violation {
+  rule: Rule;
+  at: number;
+  detail: string;
+}
+
+export interface SlotOutcome {
+  index: number;
+  kind: FaultKind;
+  /** From the first instant without a labelled, running leader during the fault to the next one with. */
+  failoverMs: number | null;
+  /** From the heal to the first instant with a labelled, running leader (0: there was one). */
+  recoveryMs: number | null;
+}
+
+export interface CheckResult {
+  violations: Violation[];
+  slots: SlotOutcome[];
+  writesAccepted: number;
+  writesRejected: number;
+  /** Believing leaders woken from a pause while another led, and how long the stale belief lasted. */
+  staleWakeups: { count: number; maxMs: number };
+}
+
+export interface CheckOptions {
+  /** Log times are whole milliseconds taken just after the change: overlaps up to this are rounding. */
+  toleranceMs?: number;
+  /** After a pause, the first turn of the event loop (where the local deadline fires) may take this long. */
+  wakeGraceMs?: number;
+  /** A leader must be labelled within this long after a heal; default lease duration + 1 s. */
+  livenessBoundMs?: number;
+}
+
+export const DEFAULT_TOLERANCE_MS = 2;
+export const DEFAULT_WAKE_GRACE_MS = 50;
+
+/** Accepted writes in commit order: a fence below one already accepted must never get in. */
+export function staleWrites(history: History): Violation[] {
+  // One violation per replica, stale fence and the fence it came after, with the count and span.
+  const groups = new Map<
+    string,
+    { replica: string; fence: number; highest: number; first: number; last: number; count: number }
+  >();
+  let highest = 0;
+  for (const w of [...history.writes].sort((a, b) => a.seq - b.seq)) {
+    if (w.fence >= highest) {
+      highest = w.fence;
+      continue;
+    }
+    const key = `${w.replica} ${w.fence} ${highest}`;
+    const group = groups.get(key);
+    if (group) {
+      group.count++;
+      group.last = w.issuedAt;
+    } else {
+      groups.set(key, {
+        replica: w.replica,
+        fence: w.fence,
+        highest,
+        first: w.issuedAt,
+        last: w.issuedAt,
+        count: 1,
+      });
+    }
+  }
+  return [...groups.values()].map((g) => ({
+    rule: "stale-write",
+    at: g.first,
+    detail: `${g.count} write(s) by ${g.replica} with fence ${g.fence} accepted after fence ${g.highest}, issued over ${g.last - g.first} ms`,
+  }));
+}
+
+/** Fences strictly increase across terms, in the lease table and in what the replicas log. */
+export function fenceViolations(history: History): Violation[] {
+  const out: Violation[] = [];
+  const previous = new Map<string, History["leaseRows"][number]>();
+  for (const row of [...history.leaseRows].sort((a, b) => a.seq - b.seq)) {
+    const before = previous.get(row.key);
+    previous.set(row.key, row);
+    if (!before) continue;
+    const sameTerm = before.holder === row.holder && before.acquiredAt === row.acquiredAt;
+    if (sameTerm ? row.fence !== before.fence : row.fence <= before.fence) {
+      out.push({
+        rule: "fence-order",
+        at: row.acquiredAt,
+        detail: `lease ${row.key}: row ${row.seq} gives ${row.holder} fence ${row.fence} after ${before.holder}'s ${before.fence}${sameTerm ? " in the same term" : ""}`,
+      });
+    }
+  }
+  const holderOf = new Map(history.incarnations.map((i) => [i.pid, i.holder]));
+  const granted = new Set(history.leaseRows.map((r) => `${r.holder} ${r.fence}`));
+  const acquisitions = history.transitions
+    .filter((t) => t.outcome === "acquired" && t.time <= history.window.to)
+    .map((t) => ({ ...t, holder: holderOf.get(t.pid) ?? `pid ${t.pid}` }))
+    .sort((a, b) => a.time - b.time || (a.fence ?? 0) - (b.fence ?? 0));
+  let last: (typeof acquisitions)[number] | null = null;
+  for (const a of acquisitions) {
+    if (!granted.has(`${a.holder} ${a.fence}`)) {
+      out.push({
+        rule: "fence-not-granted",
+        at: a.time,
+        detail: `${a.holder} logged fence ${a.fence}, which the lease table never gave it`,
+      });
+    }
+    // The same holder may take its own live term back with the same fence; anyone else needs a higher one.
+    const ok =
+      last === null ||
+      (a.holder === last.holder ? (a.fence ?? 0) >= (last.fence ?? 0) : (a.fence ?? 0) > (last.fence ?? 0));
+    if (!ok && last) {
+      out.push({
+        rule: "fence-order",
+        at: a.time,
+        detail: `${a.holder} acquired fence ${a.fence} after ${last.holder} acquired fence ${last.fence}`,
+      });
+    }
+    last = a;
+  }
+  return out;
+}
+
+/** No two processes that could act believed they led at the same instant. */
+export function overlappingBeliefs(
+  history: History,
+  list: readonly Belief[],
+  toleranceMs: number,
+): Violation[] {
+  const intervals = list
+    .flatMap((b) => b.running.map((i) => ({ ...i, who: b.incarnation })))
+    .sort((a, b) => a.from - b.from);
+  const out: Violation[] = [];
+  for (let i = 0; i < intervals.length; i++) {
+    const a = intervals[i];
+    if (!a) continue;
+    for (let j = i + 1; j < intervals.length; j++) {
+      const b = intervals[j];
+      if (!b || b.from >= a.to) break;
+      const overlap = Math.min(a.to, b.to) - b.from;
+      if (a.who.pid === b.who.pid || overlap <= toleranceMs) continue;
+      out.push({
+        rule: "two-believers",
+        at: b.from,
+        detail: `${a.who.replica} (pid ${a.who.pid}) and ${b.who.replica} (pid ${b.who.pid}) both believed they led for ${overlap} ms while running`,
+      });
+    }
+  }
+  return out.filter((v) => v.at <= history.window.to);
+}
+
+/** At every state the API server went through, at most one pod carried the leader label. */
+export function overlappingLabels(history: History): Violation[] {
+  const out: Violation[] = [];
+  const roles = new Map<string, string | null>();
+  let published = false;
+  let open: { at: number; pods: Set<string> } | null = null;
+  for (const change of [...history.labels].sort((a, b) => a.resourceVersion - b.resourceVersion)) {
+    if (change.time > history.window.to) break;
+    roles.set(change.pod, change.role);
+    published ||= change.role === "leader";
+    const leaders = [...roles].filter(([, role]) => role === "leader").map(([pod]) => pod);
+    if (published && leaders.length > 1) {
+      open ??= { at: change.time, pods: new Set() };
+      for (const pod of leaders) open.pods.add(pod);
+    } else if (open) {
+      out.push({
+        rule: "two-labelled",
+        at: open.at,
+        detail: `pods ${[...open.pods].join(", ")} carried the leader label together for ${change.time - open.at} ms`,
+      });
+      open = null;
+    }
+  }
+  if (open) {
+    out.push({
+      rule: "two-labelled",
+      at: open.at,
+      detail: `pods ${[...open.pods].join(", ")} still both labelled leader`,
+    });
+  }
+  return out;
+}
+
+/** Pauses that ended while the process still believed and someone else led: how long until it stepped down. */
+function staleWakeups(history: History, list: readonly Belief[]): CheckResult["staleWakeups"] {
+  let count = 0;
+  let maxMs = 0;
+  for (const pause of history.pauses) {
+    const end = pause.to;
+    const mine = list.find((b) => b.incarnation.pid === pause.pid);
+    const stale = end === null ? undefined : mine?.believed.find((i) => i.from <= end && end < i.to);
+    if (end === null || !stale) continue;
+    const othersLed = list.some((b) => b !== mine && b.running.some((i) => i.from < stale.to && end < i.to));
+    if (!othersLed) continue;
+    count++;
+    maxMs = Math.max(maxMs, stale.to - end);
+  }
+  return { count, maxMs };
+}
+
+export function checkHistory(history: History, options: CheckOptions = {}): CheckResult {
+  const toleranceMs = options.toleranceMs ?? DEFAULT_TOLERANCE_MS;
+  const wakeGraceMs = options.wakeGraceMs ?? DEFAULT_WAKE_GRACE_MS;
+  const bound = options.livenessBoundMs ?? history.leaseMs + 1_000;
+  const list = beliefs(history, wakeGraceMs);
+  const view = new LeadershipView(history, list);
+  const violations: Violation[] = [
+    ...staleWrites(history),
+    ...fenceViolations(history),
+    ...overlappingBeliefs(history, list, toleranceMs),
+    ...overlappingLabels(history),
+  ];
+  const slots = [...history.slots].sort((a, b) => a.startedAt - b.startedAt);
+  const outcomes = slots.map((slot, i): SlotOutcome => {
+    const nextStart = slots[i + 1]?.startedAt ?? history.window.to;
+    const back = view.firstWhen(slot.healedAt, nextStart, (leader) => leader !== null);
+    const recoveryMs = back === null ? null : back - slot.healedAt;
+    if (recoveryMs === null || recoveryMs > bound) {
+      violations.push({
+        rule: "liveness",
+        at: slot.healedAt,
+        detail: `slot ${slot.index} (${slot.kind}): ${recoveryMs === null ? "no" : `a leader only ${recoveryMs} ms after the heal; no`} labelled, running leader within ${bound} ms`,
+      });
+    }
+    const gone = view.firstWhen(slot.startedAt, slot.healedAt, (leader) => leader === null);
+    const regained = gone === null ? null : view.firstWhen(gone, nextStart, (leader) => leader !== null);
+    return {
+      index: slot.index,
+      kind: slot.kind,
+      failoverMs: gone === null || regained === null ? null : regained - gone,
+      recoveryMs,
+    };
+  });
+  const inWindow = (t: number) => t >= history.window.from && t <= history.window.to;
+  return {
+    violations: violations.sort((a, b) => a.at - b.at),
+    slots: outcomes,
+    writesAccepted: history.writes.filter((w) => inWindow(w.issuedAt)).length,
+    writesRejected: history.rejections.filter((r) => inWindow(r.time)).length,
+    staleWakeups: staleWakeups(history, list),
+  };
+}

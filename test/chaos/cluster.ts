@@ -1,0 +1,163 @@
+// The chaos run's world: its own PostgreSQL (restartable without disturbing other tests), the
+// in-process API server with one seeded pod per replica, the label recorder, and the replicas.
+// stop() takes all of it down, whatever state a failed start or a Ctrl-C left it in.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { type EmbeddedServer, startEmbeddedPostgres } from "../../src/cli/demo/embedded-postgres.ts";
+import { createFenceGuard } from "../../src/fence/index.ts";
+import { runPglease } from "../support/cli.ts";
+import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { type LabelWatch, watchRoleLabels } from "./label-watch.ts";
+import type { Recorder } from "./recorder.ts";
+import { Replica } from "./replica.ts";
+
+export const NAMESPACE = "chaos";
+export const ROLE_LABEL = "pglease.io/role";
+const TOKEN = "chaos-run-token";
+
+// The lease table's change log. AFTER ROW runs while the statement holds the row's lock, so seq
+// (drawn here) follows the order in which the claims, renewals and releases committed.
+const CREATE_LEASE_LOG = `
+  CREATE TABLE chaos_lease_log (
+    seq BIGSERIAL PRIMARY KEY, key TEXT NOT NULL, holder TEXT NOT NULL, fence BIGINT NOT NULL,
+    acquired_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL,
+    logged_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());
+  CREATE FUNCTION chaos_log_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    INSERT INTO chaos_lease_log (key, holder, fence, acquired_at, expires_at)
+    VALUES (NEW.key, NEW.holder, NEW.fence, NEW.acquired_at, NEW.expires_at);
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER chaos_log_lease AFTER INSERT OR UPDATE ON pglease_leases
+    FOR EACH ROW EXECUTE FUNCTION chaos_log_lease()`;
+
+// The workloads' writes. Under the guard, seq is drawn after the guard row's lock is taken, so
+// seq order is the order in which the guarded transactions committed.
+const CREATE_WRITES = `
+  CREATE TABLE chaos_writes (
+    seq BIGSERIAL PRIMARY KEY, replica TEXT NOT NULL, fence BIGINT NOT NULL, issued_ms BIGINT NOT NULL,
+    committed_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())`;
+
+export interface ClusterSettings {
+  replicas: number;
+  lease: string;
+  leaseMs: number;
+  retryMs: number;
+  blockMs: number;
+  guarded: boolean;
+  note(message: string): void;
+}
+
+export class ChaosCluster {
+  readonly settings: ClusterSettings;
+  readonly recorder: Recorder;
+  readonly replicas: Replica[] = [];
+  postgres: EmbeddedServer | null = null;
+  kube: KubeApiServer | null = null;
+  admin: pg.Pool | null = null;
+  labels: LabelWatch | null = null;
+  #dir: string | null = null;
+  #stopped: Promise<void> | null = null;
+
+  constructor(settings: ClusterSettings, recorder: Recorder) {
+    this.settings = settings;
+    this.recorder = recorder;
+  }
+
+  /** Starts everything; on failure stops what did start and rethrows. */
+  async start(): Promise<void> {
+    try {
+      await this.#start();
+    } catch (error) {
+      await this.stop();
+      throw error;
+    }
+  }
+
+  async #start(): Promise<void> {
+    const s = this.settings;
+    this.#dir = await mkdtemp(join(tmpdir(), "pglease-chaos-"));
+    this.postgres = await startEmbeddedPostgres({ exitHooks: false });
+    const migrated = await runPglease(["migrate"], { DATABASE_URL: this.postgres.url });
+    if (migrated.code !== 0) throw new Error(`pglease migrate failed: ${migrated.stderr.trim()}`);
+    this.admin = new pg.Pool({ connectionString: this.postgres.url, max: 2 });
+    this.admin.on("error", () => {});
+    await this.admin.query(CREATE_LEASE_LOG);
+    await this.admin.query(CREATE_WRITES);
+    await createFenceGuard({ pool: this.admin }).migrate();
+
+    this.kube = await startKubeApiServer({ token: TOKEN });
+    for (const pod of this.podNames()) {
+      this.kube.seedPod({
+        metadata: {
+          name: pod,
+          namespace: NAMESPACE,
+          labels: { "app.kubernetes.io/name": "chaos", "app.kubernetes.io/instance": "run" },
+        },
+      });
+    }
+    this.labels = watchRoleLabels({
+      serverUrl: this.kube.url,
+      token: TOKEN,
+      namespace: NAMESPACE,
+      roleLabel: ROLE_LABEL,
+    });
+    const apiPort = Number(new URL(this.kube.url).port);
+    for (const name of this.podNames()) {
+      this.replicas.push(
+        await Replica.start({
+          name,
+          namespace: NAMESPACE,
+          lease: s.lease,
+          leaseMs: s.leaseMs,
+          retryMs: s.retryMs,
+          blockMs: s.blockMs,
+          databaseUrl: this.postgres.url,
+          database: { host: "127.0.0.1", port: this.postgres.port },
+          api: { host: "127.0.0.1", port: apiPort, token: TOKEN },
+          dir: this.#dir,
+          guarded: s.guarded,
+          recorder: this.recorder,
+          note: s.note,
+        }),
+      );
+    }
+  }
+
+  /** Pod names are the replica names. */
+  podNames(): string[] {
+    return Array.from({ length: this.settings.replicas }, (_, i) => `chaos-${i}`);
+  }
+
+  replica(name: string): Replica {
+    const found = this.replicas.find((r) => r.name === name);
+    if (!found) throw new Error(`no replica ${name}`);
+    return found;
+  }
+
+  /** The replica that believes it leads and whose pod carries the leader label, if any. */
+  labelledLeader(): string | null {
+    const believed = this.recorder.believedLeader();
+    return believed && this.labels?.roles.get(believed) === "leader" ? believed : null;
+  }
+
+  /** Stops every replica process and proxy; the database and the API server stay up. */
+  async stopReplicas(): Promise<void> {
+    await Promise.allSettled(this.replicas.map((r) => r.stop()));
+    this.labels?.close();
+  }
+
+  /** Idempotent; never throws: every part is taken down even when another fails. */
+  stop(): Promise<void> {
+    this.#stopped ??= (async () => {
+      await this.stopReplicas();
+      await this.admin?.end().catch(() => {});
+      await this.kube?.close().catch(() => {});
+      await this.postgres?.stop().catch(() => {});
+      if (this.#dir) await rm(this.#dir, { recursive: true, force: true });
+    })();
+    return this.#stopped;
+  }
+}

@@ -1,0 +1,156 @@
+// Injects one planned fault into the running cluster, keeps it on for its duration, heals it,
+// and says what it did and when. A fault whose target is down (killed a moment ago by the other
+// fault of a pair) is skipped and says so.
+import { setTimeout as sleep } from "node:timers/promises";
+import type { ChaosCluster } from "./cluster.ts";
+import type { InjectedFault } from "./history.ts";
+import type { Replica } from "./replica.ts";
+import type { PlannedFault } from "./schedule.ts";
+
+type Active = Omit<InjectedFault, "healedAt"> & { heal(): Promise<number> };
+
+function targetOf(cluster: ChaosCluster, fault: PlannedFault): Replica {
+  const leader = fault.target === "leader" ? cluster.recorder.believedLeader() : null;
+  return cluster.replica(leader ?? cluster.podNames()[fault.fallback] ?? "chaos-0");
+}
+
+/** How the report names the target: whether it led when hit is what makes a fault hurt. */
+function roleOf(cluster: ChaosCluster, replica: Replica): string {
+  return cluster.recorder.believedLeader() === replica.name ? "leader" : "follower";
+}
+
+/** Requests about this pod: its own patches and gets, and a new leader's demotion of it. */
+const aboutPod = (pod: string) => (request: { path: string }) =>
+  request.path.endsWith(`/pods/${pod}`) || request.path.endsWith(`/pods/${pod}/status`);
+
+const healedNow = async () => Date.now();
+
+async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Active> {
+  const replica = targetOf(cluster, fault);
+  const role = roleOf(cluster, replica);
+  const base = { kind: fault.kind, target: `${replica.name} (${role})`, startedAt: Date.now() };
+  const skipped = (why: string): Active => ({ ...base, detail: `skipped: ${why}`, heal: healedNow });
+  const kube = cluster.kube;
+  const postgres = cluster.postgres;
+  if (!kube || !postgres) throw new Error("faults: the cluster is not started");
+  switch (fault.kind) {
+    case "sigkill": {
+      if (!replica.killSidecar()) return skipped("sidecar not running");
+      return {
+        ...base,
+        detail: `SIGKILL, restarted after ${fault.durationMs} ms`,
+        heal: async () => {
+          replica.startSidecar();
+          return Date.now();
+        },
+      };
+    }
+    case "sigstop": {
+      const token = replica.pause(fault.scope);
+      if (!token) return skipped("sidecar not running");
+      return {
+        ...base,
+        detail: `SIGSTOP of the ${fault.scope} for ${fault.durationMs} ms`,
+        heal: async () => {
+          token.end();
+          return Date.now();
+        },
+      };
+    }
+    case "loop-block": {
+      const window = replica.blockLoop();
+      return {
+        ...base,
+        detail: `event loop blocked for ${fault.durationMs} ms`,
+        heal: async () => (await window)?.to ?? Date.now(),
+      };
+    }
+    case "db-cut":
+    case "db-blackhole":
+    case "db-delay": {
+      const proxy = replica.dbProxy;
+      if (fault.kind === "db-cut") proxy.cut();
+      else if (fault.kind === "db-blackhole") proxy.blackhole();
+      else proxy.delay(fault.latencyMs);
+      const what = fault.kind === "db-delay" ? `delayed ${fault.latencyMs} ms each way` : fault.kind.slice(3);
+      return {
+        ...base,
+        detail: `database link ${what} for ${fault.durationMs} ms`,
+        heal: async () => {
+          proxy.heal();
+          return Date.now();
+        },
+      };
+    }
+    case "pg-restart": {
+      // Started now, healed when the server accepts connections again.
+      const restarted = postgres.restart({ mode: fault.restartMode, downMs: fault.durationMs });
+      return {
+        ...base,
+        target: null,
+        detail: `PostgreSQL ${fault.restartMode} stop, down ${fault.durationMs} ms, then started`,
+        heal: async () => {
+          await restarted;
+          return Date.now();
+        },
+      };
+    }
+    case "api-500": {
+      let on = true;
+      const matches = aboutPod(replica.name);
+      kube.faults.failNext({ status: 500, count: Number.MAX_SAFE_INTEGER, match: (r) => on && matches(r) });
+      return {
+        ...base,
+        detail: `API server answers 500 about pod ${replica.name} for ${fault.durationMs} ms`,
+        heal: async () => {
+          on = false;
+          return Date.now();
+        },
+      };
+    }
+    case "api-hang": {
+      const hang = kube.faults.hang({ match: aboutPod(replica.name) });
+      return {
+        ...base,
+        detail: `API server holds requests about pod ${replica.name} for ${fault.durationMs} ms`,
+        heal: async () => {
+          hang.release();
+          return Date.now();
+        },
+      };
+    }
+    case "api-unreachable": {
+      replica.apiProxy.cut();
+      return {
+        ...base,
+        detail: `API server unreachable from ${replica.name} for ${fault.durationMs} ms`,
+        heal: async () => {
+          replica.apiProxy.heal();
+          return Date.now();
+        },
+      };
+    }
+  }
+}
+
+/** Waits the fault's delay, injects it, keeps it on for its duration, heals it. */
+export async function runFault(
+  cluster: ChaosCluster,
+  fault: PlannedFault,
+  signal: AbortSignal,
+): Promise<InjectedFault> {
+  await sleep(fault.delayMs, undefined, { signal });
+  const active = await inject(cluster, fault);
+  // pg-restart keeps itself down for its duration; the others are held here.
+  if (fault.kind !== "pg-restart" && fault.kind !== "loop-block") {
+    await sleep(fault.durationMs, undefined, { signal }).catch(() => {});
+  }
+  const healedAt = await active.heal();
+  return {
+    kind: active.kind,
+    target: active.target,
+    startedAt: active.startedAt,
+    healedAt,
+    detail: active.detail,
+  };
+}

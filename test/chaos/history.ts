@@ -1,0 +1,101 @@
+// What a chaos run records, as plain data: the checker is a pure function of this. Every time
+// is milliseconds since the epoch on this machine's clock, which the replicas' log lines, the
+// workloads, the fault injector and the label recorder all share.
+import type { FaultKind, SingleFaultKind } from "./schedule.ts";
+
+/** One `pglease run` process. A restart is a new incarnation with a new holder identity. */
+export interface Incarnation {
+  replica: string;
+  pid: number;
+  /** From its first log line; null if it died before saying. */
+  holder: string | null;
+  startedAt: number;
+  /** When it died (SIGKILL sent, or its exit seen); null while it ran to the end of the window. */
+  endedAt: number | null;
+}
+
+/** A log line with an election outcome (acquired, renewed, lost, stepped-down, released, …). */
+export interface Transition {
+  pid: number;
+  time: number;
+  outcome: string;
+  fence: number | null;
+}
+
+/** A window in which a process could not run: SIGSTOPped, or its event loop blocked. */
+export interface Pause {
+  pid: number;
+  kind: "sigstop" | "loop-block";
+  from: number;
+  /** When it could run again; null if it never did within the window (killed while paused). */
+  to: number | null;
+}
+
+/** A row of the lease table's change log, in commit order (one per claim, renew, release). */
+export interface LeaseRow {
+  seq: number;
+  key: string;
+  holder: string;
+  fence: number;
+  /** Server time of the term's start, ms. */
+  acquiredAt: number;
+}
+
+/** A row the workload wrote, in commit order (seq). */
+export interface AcceptedWrite {
+  seq: number;
+  replica: string;
+  fence: number;
+  issuedAt: number;
+}
+
+export interface RejectedWrite {
+  replica: string;
+  fence: number;
+  currentFence: number | null;
+  time: number;
+}
+
+/** The role label of one pod after one change in the API server, in resourceVersion order. */
+export interface LabelChange {
+  resourceVersion: number;
+  time: number;
+  pod: string;
+  role: string | null;
+}
+
+export interface InjectedFault {
+  kind: SingleFaultKind;
+  /** The replica it hit and its role then, e.g. "chaos-1 (leader)"; null for the shared database. */
+  target: string | null;
+  startedAt: number;
+  healedAt: number;
+  detail: string;
+}
+
+export interface Slot {
+  index: number;
+  kind: FaultKind;
+  startedAt: number;
+  /** When the last of its faults healed. */
+  healedAt: number;
+  faults: InjectedFault[];
+}
+
+export interface History {
+  /** The lease key, which is also the guarded resource. */
+  lease: string;
+  leaseMs: number;
+  /** Only what happened inside it is judged: before is start-up, after is shutdown. */
+  window: { from: number; to: number };
+  /** Replica name → its pod's name. */
+  pods: Record<string, string>;
+  incarnations: Incarnation[];
+  transitions: Transition[];
+  pauses: Pause[];
+  leaseRows: LeaseRow[];
+  writes: AcceptedWrite[];
+  rejections: RejectedWrite[];
+  labels: LabelChange[];
+  slots: Slot[];
+}

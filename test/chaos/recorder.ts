@@ -1,0 +1,130 @@
+// Collects the chaos run's history as it happens (log lines, pauses, deaths, rejected writes) and,
+// at the end, the database's own change logs, then hands the checker one History.
+import type pg from "pg";
+import type { History, Incarnation, LeaseRow, Pause, RejectedWrite, Slot, Transition } from "./history.ts";
+
+const LEADING = new Set(["acquired", "renewed"]);
+
+// seq is drawn inside the writing transaction while it holds the row's lock, so it is commit order.
+const READ_LEASE_LOG = `
+  SELECT seq, key, holder, fence::text, extract(epoch FROM acquired_at) * 1000 AS acquired_ms
+    FROM chaos_lease_log ORDER BY seq`;
+const READ_WRITES = "SELECT seq, replica, fence::text, issued_ms::text FROM chaos_writes ORDER BY seq";
+
+export class Recorder {
+  readonly incarnations: Incarnation[] = [];
+  readonly transitions: Transition[] = [];
+  readonly pauses: Pause[] = [];
+  readonly rejections: RejectedWrite[] = [];
+  /** Workload errors other than refusals, by message: how often the links failed. */
+  readonly writeErrors = new Map<string, number>();
+  /** Replica name → the outcome of its current process's last transition. */
+  readonly #lastOutcome = new Map<string, string>();
+
+  sidecarStarted(replica: string, pid: number, at: number): void {
+    this.incarnations.push({ replica, pid, holder: null, startedAt: at, endedAt: null });
+    this.#lastOutcome.delete(replica);
+  }
+
+  sidecarEnded(pid: number, at: number): void {
+    const incarnation = this.#incarnation(pid);
+    if (incarnation && incarnation.endedAt === null) incarnation.endedAt = at;
+    if (incarnation) this.#lastOutcome.delete(incarnation.replica);
+  }
+
+  sidecarLine(pid: number, line: Record<string, unknown>): void {
+    const incarnation = this.#incarnation(pid);
+    if (!incarnation) return;
+    if (incarnation.holder === null && typeof line.holder === "string") incarnation.holder = line.holder;
+    const time = typeof line.time === "string" ? Date.parse(line.time) : Number.NaN;
+    if (line.chaos === "loop-block") {
+      this.pauses.push({
+        pid,
+        kind: "loop-block",
+        from: Number(line.blockedFrom),
+        to: Number(line.blockedTo),
+      });
+      return;
+    }
+    if (typeof line.outcome !== "string" || Number.isNaN(time)) return;
+    const fence = typeof line.fence === "number" ? line.fence : null;
+    this.transitions.push({ pid, time, outcome: line.outcome, fence });
+    this.#lastOutcome.set(incarnation.replica, line.outcome);
+  }
+
+  pauseStarted(pid: number, kind: Pause["kind"], at: number): Pause {
+    const pause: Pause = { pid, kind, from: at, to: null };
+    this.pauses.push(pause);
+    return pause;
+  }
+
+  workloadLine(line: Record<string, unknown>): void {
+    if (line.event === "rejected") {
+      this.rejections.push({
+        replica: String(line.replica),
+        fence: Number(line.fence),
+        currentFence: typeof line.currentFence === "number" ? line.currentFence : null,
+        time: Number(line.time),
+      });
+    } else if (line.event === "write-error") {
+      const message = String(line.err);
+      this.writeErrors.set(message, (this.writeErrors.get(message) ?? 0) + 1);
+    }
+  }
+
+  /** The replica whose running process last said it leads, if any. */
+  believedLeader(): string | null {
+    for (const [replica, outcome] of this.#lastOutcome) if (LEADING.has(outcome)) return replica;
+    return null;
+  }
+
+  async readDatabase(pool: pg.Pool): Promise<{ leaseRows: LeaseRow[]; writes: History["writes"] }> {
+    const lease = await pool.query<{
+      seq: string;
+      key: string;
+      holder: string;
+      fence: string;
+      acquired_ms: number;
+    }>(READ_LEASE_LOG);
+    const writes = await pool.query<{ seq: string; replica: string; fence: string; issued_ms: string }>(
+      READ_WRITES,
+    );
+    return {
+      leaseRows: lease.rows.map((r) => ({
+        seq: Number(r.seq),
+        key: r.key,
+        holder: r.holder,
+        fence: Number(r.fence),
+        acquiredAt: Number(r.acquired_ms),
+      })),
+      writes: writes.rows.map((w) => ({
+        seq: Number(w.seq),
+        replica: w.replica,
+        fence: Number(w.fence),
+        issuedAt: Number(w.issued_ms),
+      })),
+    };
+  }
+
+  #incarnation(pid: number): Incarnation | undefined {
+    for (let i = this.incarnations.length - 1; i >= 0; i--) {
+      if (this.incarnations[i]?.pid === pid) return this.incarnations[i];
+    }
+    return undefined;
+  }
+}
+
+export function buildHistory(
+  recorder: Recorder,
+  parts: Pick<History, "lease" | "leaseMs" | "window" | "pods" | "leaseRows" | "writes" | "labels"> & {
+    slots: Slot[];
+  },
+): History {
+  return {
+    ...parts,
+    incarnations: recorder.incarnations,
+    transitions: recorder.transitions,
+    pauses: recorder.pauses,
+    rejections: recorder.rejections,
+  };
+}

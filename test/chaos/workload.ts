@@ -1,0 +1,98 @@
+// The leader-only app container of a chaos replica: polls its sidecar's /status and, while the
+// last answer says leader, writes as fast as it can with that answer's fence, each write one row
+// (replica, fence, time) in chaos_writes inside the guard's transaction. When the sidecar does
+// not answer, the last answer stands: the least cautious reading, so stale fences really reach
+// the guard. A guard refusal is final for that fence (the README's rule) and is logged as a line.
+// CHAOS_GUARD=off writes the same rows without the guard: the deliberately unsafe variant.
+import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
+import { createFenceGuard, readStatusEndpoint, StaleFenceError } from "../../src/fence/index.ts";
+
+// The row the checker reads in seq order. Under the guard, seq is drawn after the guard row's lock
+// is taken, so seq order is the order in which the guarded transactions committed.
+const INSERT_WRITE = "INSERT INTO chaos_writes (replica, fence, issued_ms) VALUES ($1, $2, $3)";
+
+const env = (name: string): string => {
+  const value = process.env[name];
+  if (!value) throw new Error(`chaos workload: ${name} is required`);
+  return value;
+};
+
+const statusUrl = env("CHAOS_STATUS_URL");
+const replica = env("CHAOS_REPLICA");
+const resource = env("CHAOS_RESOURCE");
+const guarded = process.env.CHAOS_GUARD !== "off";
+const POLL_EVERY_MS = 25;
+const STATUS_TIMEOUT_MS = 150;
+
+function logLine(fields: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify({ time: Date.now(), replica, ...fields })}\n`);
+}
+
+const pool = new pg.Pool({
+  connectionString: env("DATABASE_URL"),
+  max: 2,
+  connectionTimeoutMillis: 1_000,
+  query_timeout: 1_000,
+  // A writer frozen inside its transaction holds the guard row; the server ends that transaction
+  // after a second so the next leader is not blocked behind it (the README's advice).
+  options: "-c idle_in_transaction_session_timeout=1000 -c statement_timeout=1000",
+});
+pool.on("error", () => {});
+const guard = createFenceGuard({ pool, lockTimeoutMs: 1_000 });
+
+let reading: { role: "leader" | "follower"; fence: number | null } = { role: "follower", fence: null };
+const refused = new Set<number>();
+let lastError = "";
+
+async function pollStatus(): Promise<never> {
+  for (;;) {
+    try {
+      const next = await readStatusEndpoint(statusUrl, { timeoutMs: STATUS_TIMEOUT_MS });
+      if (next.role !== reading.role || next.fence !== reading.fence) {
+        logLine({ event: "reading", role: next.role, fence: next.fence });
+      }
+      reading = { role: next.role, fence: next.fence };
+    } catch {
+      // No answer is not a "no": keep the last reading.
+    }
+    await sleep(POLL_EVERY_MS);
+  }
+}
+
+async function writeOnce(fence: number): Promise<void> {
+  const values = [replica, fence, Date.now()];
+  if (guarded) await guard.run(resource, fence, (client) => client.query(INSERT_WRITE, values));
+  else await pool.query(INSERT_WRITE, values);
+}
+
+async function writeWhileLeading(): Promise<never> {
+  for (;;) {
+    const { role, fence } = reading;
+    if (role !== "leader" || fence === null || refused.has(fence)) {
+      await sleep(5);
+      continue;
+    }
+    try {
+      await writeOnce(fence);
+      lastError = "";
+    } catch (error) {
+      if (error instanceof StaleFenceError) {
+        refused.add(fence);
+        logLine({ event: "rejected", fence, currentFence: error.currentFence });
+        continue;
+      }
+      const message = error instanceof Error ? error.message : String(error);
+      if (message !== lastError) logLine({ event: "write-error", fence, err: message });
+      lastError = message;
+      await sleep(20);
+    }
+  }
+}
+
+// The chaos run holds our stdin open; its end means the run is gone.
+process.stdin.on("end", () => process.exit(0));
+process.stdin.resume();
+logLine({ event: "started", guarded });
+void pollStatus();
+void writeWhileLeading();
