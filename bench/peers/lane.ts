@@ -1,0 +1,316 @@
+// One election under test: three candidate processes of one system, with a database and an API
+// server of their own (so what they cost is counted for them alone), and the trials that stop
+// the leader and time the handover on the servers' clocks.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import pg from "pg";
+import { FailoverTimer } from "../../src/cli/demo/failover-timer.ts";
+import { type KubeApiServer, startKubeApiServer } from "../../test/support/kube-apiserver/index.ts";
+import { type BenchDatabase, createBenchDatabase } from "../database.ts";
+import { Candidate } from "./candidates.ts";
+import { argsFor, type PeerTiming, pgleaseRenewMs, type SystemSpec } from "./systems.ts";
+
+export const NAMESPACE = "bench";
+const LEASE = "bench-election";
+const LOCK_KEY = 4242;
+const ROLE_LABEL = "pglease.io/role";
+const CANDIDATES = 3;
+const POLL_MS = 5;
+
+/** The chart's Role (charts/pglease/templates/role.yaml) plus what client-go's election needs on Leases. */
+const ROLE = {
+  metadata: { namespace: NAMESPACE },
+  rules: [
+    { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "patch"] },
+    { apiGroups: [""], resources: ["pods/status"], verbs: ["patch"] },
+    { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create"] },
+    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
+  ],
+};
+
+// Both instants on the database server's clock, as text for FailoverTimer and as epoch ms.
+const SERVER_CLOCK = `SELECT t::text AS text, (extract(epoch FROM t) * 1000)::float8 AS ms FROM clock_timestamp() AS t`;
+// The dead leader's last expiry: its term (key and fence) can no longer be renewed by anyone.
+const TERM_EXPIRY =
+  "SELECT expires_at::text AS expires_at FROM public.pglease_leases WHERE key = $1 AND fence = $2";
+
+export interface TrialResult {
+  lane: string;
+  /** Stop signal sent → a new leader holds the lease (pglease: acquired_at; client-go: its acquired; advisory: the lock's take). */
+  holdsMs: number;
+  /** → the new leader's pod labelled (pglease) / the Lease object names it (client-go); null for the advisory lock. */
+  publishedMs: number | null;
+  /** pglease after a crash: the dead leader's server-side expiry → the new claim. */
+  expiryToClaimMs: number | null;
+}
+
+export interface LaneEnvironment {
+  /** The bench's database: lanes create databases of their own beside it. */
+  benchDatabaseUrl: string;
+  signal: AbortSignal;
+}
+
+async function until<T>(
+  what: string,
+  timeoutMs: number,
+  signal: AbortSignal,
+  probe: () => T | null | undefined,
+): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    signal.throwIfAborted();
+    const found = probe();
+    if (found !== null && found !== undefined) return found;
+    if (performance.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms`);
+    await delay(POLL_MS, undefined, { signal });
+  }
+}
+
+export class Lane {
+  readonly name: string;
+  readonly system: SystemSpec;
+  readonly timing: PeerTiming;
+  readonly candidates: Candidate[] = [];
+  kube: KubeApiServer | null = null;
+  database: BenchDatabase | null = null;
+  readonly #env: LaneEnvironment;
+  #admin: pg.Pool | null = null;
+  #timer: FailoverTimer | null = null;
+  #configDir: string | null = null;
+  #childEnv: NodeJS.ProcessEnv = {};
+
+  private constructor(name: string, system: SystemSpec, timing: PeerTiming, env: LaneEnvironment) {
+    this.name = name;
+    this.system = system;
+    this.timing = timing;
+    this.#env = env;
+  }
+
+  /** Starts the servers and three candidates; close() undoes whatever was started, also after a failure here. */
+  static async open(
+    name: string,
+    system: SystemSpec,
+    timing: PeerTiming,
+    env: LaneEnvironment,
+  ): Promise<Lane> {
+    const lane = new Lane(name, system, timing, env);
+    try {
+      await lane.#start();
+    } catch (error) {
+      await lane.close();
+      throw error;
+    }
+    return lane;
+  }
+
+  get timeoutMs(): number {
+    return this.timing.leaseMs + 6 * this.timing.retryMs + 20_000;
+  }
+
+  async #start(): Promise<void> {
+    const { kind } = this.system;
+    if (kind !== "client-go") {
+      this.database = await createBenchDatabase(this.#env.benchDatabaseUrl);
+      this.#admin = new pg.Pool({
+        connectionString: this.database.url,
+        max: 1,
+        application_name: "pglease-bench",
+      });
+      this.#childEnv.DATABASE_URL = this.database.url;
+      if (kind === "pglease") this.#timer = new FailoverTimer(this.database.url, LEASE);
+    }
+    if (kind !== "advisory-lock") {
+      this.kube = await startKubeApiServer({ role: ROLE, user: `system:serviceaccount:${NAMESPACE}:bench` });
+      this.#configDir = await mkdtemp(join(tmpdir(), "pglease-bench-kube-"));
+      const path = join(this.#configDir, "config");
+      await writeFile(path, this.kube.kubeConfig({ namespace: NAMESPACE }).exportConfig());
+      Object.assign(this.#childEnv, { KUBECONFIG: path, POD_NAMESPACE: NAMESPACE });
+    }
+    for (let i = 1; i <= CANDIDATES; i++) {
+      const pod = `${this.name}-${i}`;
+      if (kind === "pglease") this.#seedPod(pod);
+      this.candidates.push(this.#spawn(pod));
+    }
+  }
+
+  #seedPod(pod: string): void {
+    this.kube?.seedPod({
+      metadata: {
+        name: pod,
+        namespace: NAMESPACE,
+        labels: { "app.kubernetes.io/name": "bench", "app.kubernetes.io/instance": this.name },
+      },
+      spec: { containers: [{ name: "app", image: "app:1" }] },
+    });
+  }
+
+  #spawn(pod: string): Candidate {
+    return new Candidate(
+      this.system.kind,
+      pod,
+      argsFor(this.system, this.timing, LEASE, LOCK_KEY),
+      this.#childEnv,
+    );
+  }
+
+  /** The running candidate that most recently acquired and has not lost since. */
+  leader(): Candidate | null {
+    let best: { candidate: Candidate; at: number } | null = null;
+    for (const candidate of this.candidates) {
+      if (!candidate.running) continue;
+      const last = candidate.lines.findLast((line) => line.event !== null);
+      if (last?.event === "acquired" && (!best || last.receivedAt > best.at))
+        best = { candidate, at: last.receivedAt };
+    }
+    return best?.candidate ?? null;
+  }
+
+  #label(pod: string): string | undefined {
+    return this.kube?.pod(NAMESPACE, pod)?.metadata?.labels?.[ROLE_LABEL];
+  }
+
+  /** Every candidate campaigning, one leader, and (pglease) only the leader's pod labelled leader. */
+  async settle(): Promise<Candidate> {
+    return until(`${this.name}: no settled leader`, this.timeoutMs, this.#env.signal, () => {
+      if (!this.candidates.every((c) => c.running && c.lines.some((l) => l.event === "started"))) return null;
+      const leader = this.leader();
+      if (!leader || this.system.kind !== "pglease") return leader;
+      const labelled = this.candidates.filter((c) => this.#label(c.pod) === "leader");
+      return labelled.length === 1 && labelled[0] === leader ? leader : null;
+    });
+  }
+
+  async #serverClock(): Promise<{ text: string; ms: number }> {
+    const { rows } = await (this.#admin as pg.Pool).query<{ text: string; ms: number }>(SERVER_CLOCK);
+    const row = rows[0];
+    if (!row) throw new Error("the server did not tell its clock");
+    return row;
+  }
+
+  /** Stops the leader with `signal` at a random phase of its renew cycle, times the handover, restarts it. */
+  async trial(signal: "SIGKILL" | "SIGTERM"): Promise<TrialResult> {
+    const leader = await this.settle();
+    // A uniformly random moment within the renew cycle: a crash right after a renewal waits longest.
+    await delay(Math.random() * pgleaseRenewMs(this.timing), undefined, { signal: this.#env.signal });
+    const oldFence = this.#timer ? ((await this.#timer.read())?.fence ?? 0) : 0;
+    const server = this.#admin ? await this.#serverClock() : null;
+    const wallAt = Date.now();
+    const mark = this.kube?.requests.length ?? 0;
+    const oldIdentity = leader.identity;
+    await leader.kill(signal);
+    const slot = this.candidates.indexOf(leader);
+    try {
+      return await this.#measure({
+        server,
+        wallAt,
+        mark,
+        oldFence,
+        oldIdentity,
+        crash: signal === "SIGKILL",
+      });
+    } finally {
+      // The pod's container is restarted, as the kubelet would: a new process, a new identity.
+      this.candidates[slot] = this.#spawn(leader.pod);
+    }
+  }
+
+  async #measure(start: {
+    server: { text: string; ms: number } | null;
+    wallAt: number;
+    mark: number;
+    oldFence: number;
+    oldIdentity: string | null;
+    crash: boolean;
+  }): Promise<TrialResult> {
+    const { signal } = this.#env;
+    const after = (at: number, since: number) => at - since;
+    if (this.system.kind === "advisory-lock") {
+      const taken = await this.#firstAcquired(start.wallAt, () => true);
+      return {
+        lane: this.name,
+        holdsMs: after(Number(taken.fields.serverAtMs), start.server?.ms ?? 0),
+        publishedMs: null,
+        expiryToClaimMs: null,
+      };
+    }
+    if (this.system.kind === "client-go") {
+      const taken = await this.#firstAcquired(start.wallAt, (c) => c.identity !== start.oldIdentity);
+      const shown = await until(
+        `${this.name}: the Lease never named a new holder`,
+        this.timeoutMs,
+        signal,
+        () =>
+          this.kube?.requests.slice(start.mark).find((r) => {
+            const holder = (r.body as { spec?: { holderIdentity?: string } } | undefined)?.spec
+              ?.holderIdentity;
+            return (
+              r.resource === "leases" &&
+              (r.status === 200 || r.status === 201) &&
+              !!holder &&
+              holder !== start.oldIdentity
+            );
+          }),
+      );
+      return {
+        lane: this.name,
+        holdsMs: after(Number(taken.fields.at), start.wallAt),
+        publishedMs: after(shown.at, start.wallAt),
+        expiryToClaimMs: null,
+      };
+    }
+    const timer = this.#timer as FailoverTimer;
+    const expiry = start.crash
+      ? (await (this.#admin as pg.Pool).query<{ expires_at: string }>(TERM_EXPIRY, [LEASE, start.oldFence]))
+          .rows[0]?.expires_at
+      : undefined;
+    const term = await timer.waitForNewTerm(start.oldFence, start.server?.text ?? "", this.timeoutMs, signal);
+    const fromExpiry = expiry === undefined ? null : ((await timer.read(expiry))?.acquiredAfterMs ?? null);
+    const pod = this.candidates.find((c) => c.identity === term.holder)?.pod;
+    const labelled = await until(
+      `${this.name}: the new leader's pod was never labelled`,
+      this.timeoutMs,
+      signal,
+      () =>
+        this.kube?.requests
+          .slice(start.mark)
+          .find(
+            (r) =>
+              r.method === "PATCH" &&
+              r.name === pod &&
+              r.subresource === undefined &&
+              r.status === 200 &&
+              JSON.stringify(r.body ?? null).includes(`"${ROLE_LABEL}":"leader"`),
+          ),
+    );
+    return {
+      lane: this.name,
+      holdsMs: term.failoverMs,
+      publishedMs: after(labelled.at, start.wallAt),
+      expiryToClaimMs: fromExpiry,
+    };
+  }
+
+  /** The first acquisition since `since` (Date.now()) by a running candidate that `eligible` accepts. */
+  #firstAcquired(since: number, eligible: (candidate: Candidate) => boolean) {
+    const { signal } = this.#env;
+    const contenders = this.candidates.filter((c) => c.running && eligible(c));
+    const controller = new AbortController();
+    const both = AbortSignal.any([signal, controller.signal]);
+    return Promise.any(
+      contenders.map((c) =>
+        c.waitFor((l) => l.event === "acquired" && l.receivedAt >= since, this.timeoutMs, both),
+      ),
+    ).finally(() => controller.abort());
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.candidates.map((c) => c.kill("SIGKILL")));
+    await this.#timer?.close();
+    await this.#admin?.end();
+    await this.kube?.close();
+    await this.database?.drop();
+    if (this.#configDir) await rm(this.#configDir, { recursive: true, force: true });
+  }
+}

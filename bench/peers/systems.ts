@@ -1,0 +1,113 @@
+// The election systems the bench runs side by side, and the timings they run with.
+import type { PeerKind } from "./candidates.ts";
+
+export type SystemId = "pglease" | "pglease-no-notify" | "client-go" | "client-go-release" | "advisory-lock";
+
+export interface SystemSpec {
+  id: SystemId;
+  label: string;
+  kind: PeerKind;
+  /** pglease: LISTEN for release notices. */
+  notify: boolean;
+  /** client-go: ReleaseOnCancel, the opt-in graceful release. */
+  releaseOnCancel: boolean;
+}
+
+export const SYSTEMS: Record<SystemId, SystemSpec> = {
+  pglease: { id: "pglease", label: "pglease", kind: "pglease", notify: true, releaseOnCancel: false },
+  "pglease-no-notify": {
+    id: "pglease-no-notify",
+    label: "pglease --no-notify",
+    kind: "pglease",
+    notify: false,
+    releaseOnCancel: false,
+  },
+  "client-go": {
+    id: "client-go",
+    label: "client-go Lease, no release",
+    kind: "client-go",
+    notify: false,
+    releaseOnCancel: false,
+  },
+  "client-go-release": {
+    id: "client-go-release",
+    label: "client-go Lease, release on cancel",
+    kind: "client-go",
+    notify: false,
+    releaseOnCancel: true,
+  },
+  "advisory-lock": {
+    id: "advisory-lock",
+    label: "advisory lock (pinned connection)",
+    kind: "advisory-lock",
+    notify: false,
+    releaseOnCancel: false,
+  },
+};
+
+/**
+ * One timing for every system, where the system allows it: the lease duration, client-go's renew
+ * deadline and the retry period (client-go's, pglease's follower retry, the advisory poll).
+ * pglease renews at a third of the lease, its default; client-go's leader renews every retry period.
+ */
+export interface PeerTiming {
+  name: string;
+  leaseMs: number;
+  renewDeadlineMs: number;
+  retryMs: number;
+}
+
+/** client-go's defaults, which are also pglease's: the headline figures. */
+export const CLIENT_GO_DEFAULTS: PeerTiming = {
+  name: "client-go defaults (lease 15 s, renew deadline 10 s, retry 2 s)",
+  leaseMs: 15_000,
+  renewDeadlineMs: 10_000,
+  retryMs: 2_000,
+};
+
+/** The defaults scaled down five times, to keep --quick quick. */
+export const SHORT_TIMING: PeerTiming = {
+  name: "short (lease 3 s, renew deadline 2 s, retry 400 ms)",
+  leaseMs: 3_000,
+  renewDeadlineMs: 2_000,
+  retryMs: 400,
+};
+
+/** pglease's renew interval at this timing (its default: a third of the lease). */
+export function pgleaseRenewMs(timing: PeerTiming): number {
+  return Math.round(timing.leaseMs / 3);
+}
+
+export function argsFor(system: SystemSpec, timing: PeerTiming, lease: string, lockKey: number): string[] {
+  switch (system.kind) {
+    case "pglease":
+      return [
+        "run",
+        "--lease",
+        lease,
+        "--http-addr",
+        "127.0.0.1:0",
+        "--duration",
+        `${timing.leaseMs}ms`,
+        "--retry-interval",
+        `${timing.retryMs}ms`,
+        "--log-level",
+        "info",
+        ...(system.notify ? [] : ["--no-notify"]),
+      ];
+    case "client-go":
+      return [
+        "--lease",
+        lease,
+        "--lease-duration",
+        String(timing.leaseMs),
+        "--renew-deadline",
+        String(timing.renewDeadlineMs),
+        "--retry-period",
+        String(timing.retryMs),
+        ...(system.releaseOnCancel ? ["--release-on-cancel"] : []),
+      ];
+    case "advisory-lock":
+      return ["--key", String(lockKey), "--retry-period", String(timing.retryMs)];
+  }
+}
