@@ -2,7 +2,7 @@
 // slot: its faults, then quiet until recovery is certain to be visible), stop, read the database's
 // change logs, and judge the history. Cleans up on every path, an abort (Ctrl-C) included.
 import { setTimeout as sleep } from "node:timers/promises";
-import { type CheckResult, checkHistory } from "./checker.ts";
+import { type CheckOptions, type CheckResult, checkHistory } from "./checker.ts";
 import { ChaosCluster } from "./cluster.ts";
 import { runFault } from "./faults.ts";
 import type { History, Slot } from "./history.ts";
@@ -18,6 +18,8 @@ export interface ChaosOptions {
   retryMs: number;
   /** Writes through the fence guard (true) or straight into the table: the deliberately unsafe variant. */
   guarded: boolean;
+  /** Passed to the checker (tolerance, wake-up grace, liveness bound). */
+  check?: CheckOptions;
   kinds?: readonly FaultKind[];
   signal?: AbortSignal;
   /** Progress, one line at a time. */
@@ -49,11 +51,17 @@ export const renewIntervalOf = (leaseMs: number) => Math.floor(leaseMs / 3);
 /** Longer than the lease: the others must take over while the loop is stuck. */
 export const blockDurationOf = (leaseMs: number) => Math.round(leaseMs * 1.5);
 
-async function firstLabelledLeader(cluster: ChaosCluster, signal: AbortSignal): Promise<void> {
+// The first fault must find a leader that is labelled and whose workload is writing already.
+const ANY_WRITE = "SELECT EXISTS (SELECT 1 FROM chaos_writes) AS written";
+
+async function steadyLeader(cluster: ChaosCluster, signal: AbortSignal): Promise<void> {
   const deadline = Date.now() + FIRST_LEADER_TIMEOUT_MS;
-  while (cluster.labelledLeader() === null) {
-    if (Date.now() > deadline)
-      throw new Error(`no labelled leader within ${FIRST_LEADER_TIMEOUT_MS} ms of start`);
+  const written = async () =>
+    (await cluster.admin?.query<{ written: boolean }>(ANY_WRITE))?.rows[0]?.written === true;
+  while (cluster.labelledLeader() === null || !(await written())) {
+    if (Date.now() > deadline) {
+      throw new Error(`no labelled, writing leader within ${FIRST_LEADER_TIMEOUT_MS} ms of start`);
+    }
     await sleep(20, undefined, { signal });
   }
 }
@@ -91,7 +99,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   const slots: Slot[] = [];
   try {
     await cluster.start();
-    await firstLabelledLeader(cluster, signal).catch((error: unknown) => {
+    await steadyLeader(cluster, signal).catch((error: unknown) => {
       throw signal.aborted ? new ChaosInterrupted() : error;
     });
     const from = Date.now();
@@ -131,7 +139,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     return {
       schedule,
       history,
-      result: checkHistory(history),
+      result: checkHistory(history, options.check),
       notes,
       writeErrors: Object.fromEntries(recorder.writeErrors),
       elapsedMs: Date.now() - began,

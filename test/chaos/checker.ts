@@ -35,6 +35,8 @@ export interface CheckResult {
   writesRejected: number;
   /** Believing leaders woken from a pause while another led, and how long the stale belief lasted. */
   staleWakeups: { count: number; maxMs: number };
+  /** The bounds this result was judged with. */
+  bounds: Required<CheckOptions>;
 }
 
 export interface CheckOptions {
@@ -251,5 +253,6 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     writesAccepted: history.writes.filter((w) => inWindow(w.issuedAt)).length,
     writesRejected: history.rejections.filter((r) => inWindow(r.time)).length,
     staleWakeups: staleWakeups(history, list),
+    bounds: { toleranceMs, wakeGraceMs, livenessBoundMs: bound },
   };
 }

@@ -28,6 +28,7 @@ export interface Summary {
   acquisitions: number;
   highestFence: number;
   staleWakeups: { count: number; maxMs: number };
+  bounds: ChaosOutcome["result"]["bounds"];
   violations: ChaosOutcome["result"]["violations"];
   notes: string[];
   writeErrors: Record<string, number>;
@@ -82,6 +83,7 @@ export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary
     acquisitions: acquisitions.length,
     highestFence: Math.max(0, ...history.leaseRows.map((r) => r.fence)),
     staleWakeups: result.staleWakeups,
+    bounds: result.bounds,
     violations: result.violations,
     notes: outcome.notes,
     writeErrors: outcome.writeErrors,
@@ -135,7 +137,8 @@ export function formatSummary(s: Summary): string {
     `writes accepted: ${s.writes.accepted} (${Object.entries(s.writes.byReplica)
       .map(([r, n]) => `${r} ${n}`)
       .join(", ")}); rejected by the guard as stale: ${s.writes.rejected}`,
-    `stale beliefs after a pause (woken leader, someone else leading): ${s.staleWakeups.count}, longest ${s.staleWakeups.maxMs} ms before stepping down`,
+    `stale beliefs after a pause (woken leader, someone else leading): ${s.staleWakeups.count}, longest ${s.staleWakeups.maxMs} ms before stepping down (grace ${s.bounds.wakeGraceMs} ms)`,
+    `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal`,
     `violations: ${s.violations.length}`,
     ...s.violations.slice(0, 30).map((v) => `  - ${v.rule} at ${new Date(v.at).toISOString()}: ${v.detail}`),
     ...(s.violations.length > 30 ? [`  … and ${s.violations.length - 30} more (see --json)`] : []),
