@@ -1,0 +1,89 @@
+// What the README promises behind PgBouncer in transaction mode (1.18 here: no prepared
+// statements): every lease statement with --no-prepared-statements, the fence guard, and a
+// controller handover with --no-notify, followers polling.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
+import { createFenceGuard, StaleFenceError } from "../../src/fence/index.ts";
+import { migrate } from "../../src/lease/migrate.ts";
+import { createLeasePool } from "../../src/lease/pool.ts";
+import { PgLeaseStore } from "../../src/lease/store.ts";
+import { startPglease } from "../support/cli.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
+
+if (!PGBOUNCER) {
+  const message = "[pgbouncer suite] skipped: pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)";
+  if (process.env.CI === "true") throw new Error(message.replace("skipped", "cannot run in CI"));
+  console.warn(message);
+}
+
+describe.skipIf(!PGBOUNCER)("behind PgBouncer in transaction mode", () => {
+  let db: TestDatabase;
+  let bouncer: Bouncer;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    bouncer = await startPgBouncer(db.url, 2);
+  });
+
+  afterAll(async () => {
+    await bouncer?.stop();
+    await db?.drop();
+  });
+
+  it("every lease statement works with unnamed statements, many callers sharing two server connections", async () => {
+    const pool = createLeasePool({ connectionString: bouncer.url, max: 6 });
+    try {
+      const store = new PgLeaseStore({ pool, statementTimeoutMs: 5_000, preparedStatements: false });
+      await migrate(pool, store.table);
+      for (let round = 0; round < 20; round++) {
+        const answers = await Promise.all(
+          Array.from({ length: 6 }, (_, i) => store.claim(`bounced-${i}`, `holder-${round}`, 10_000)),
+        );
+        for (const [i, answer] of answers.entries()) {
+          if (round === 0) expect(answer).toMatchObject({ won: true, fence: 1 });
+          if (!answer.won) continue;
+          expect(await store.renew(`bounced-${i}`, `holder-${round}`, answer.fence, 10_000)).toMatchObject({
+            renewed: true,
+          });
+          expect(await store.release(`bounced-${i}`, `holder-${round}`, answer.fence)).toBe(true);
+        }
+      }
+      expect((await store.read("bounced-0"))?.fence).toBe(20);
+      expect((await store.renewMany("nobody", [{ key: "bounced-0", fence: 20 }], 1_000)).size).toBe(0);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("the fence guard's transaction holds together through it", async () => {
+    const pool = createLeasePool({ connectionString: bouncer.url, max: 4 });
+    try {
+      const guard = createFenceGuard({ pool });
+      await guard.migrate();
+      await guard.run("bounced-resource", 5, async (client) => {
+        await client.query("SELECT 1");
+      });
+      await expect(guard.run("bounced-resource", 4, async () => {})).rejects.toBeInstanceOf(StaleFenceError);
+      expect(await guard.current("bounced-resource")).toBe(5);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("pglease run hands over with --no-notify --no-prepared-statements, the follower finding out by polling", async () => {
+    const flags = ["--no-notify", "--no-prepared-statements", "--duration", "3s", "--retry-interval", "200ms"];
+    const env = { DATABASE_URL: bouncer.url };
+    const a = startPglease(["run", "--lease", "bounced", "--http-addr", `127.0.0.1:${await freePort()}`, ...flags], env);
+    const b = startPglease(["run", "--lease", "bounced", "--http-addr", `127.0.0.1:${await freePort()}`, ...flags], env);
+    try {
+      await a.waitForLog(/^acquired lease bounced with fence 1$/);
+      await b.waitForLog(/^lease bounced is held by/);
+      expect((await a.stop("SIGTERM")).code).toBe(0);
+      await b.waitForLog(/^acquired lease bounced with fence 2$/);
+    } finally {
+      await a.stop("SIGKILL");
+      await b.stop("SIGKILL");
+    }
+  });
+});
