@@ -12,7 +12,8 @@ import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
 
 if (!PGBOUNCER) {
-  const message = "[pgbouncer suite] skipped: pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)";
+  const message =
+    "[pgbouncer suite] skipped: pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)";
   if (process.env.CI === "true") throw new Error(message.replace("skipped", "cannot run in CI"));
   console.warn(message);
 }
@@ -72,10 +73,23 @@ describe.skipIf(!PGBOUNCER)("behind PgBouncer in transaction mode", () => {
   });
 
   it("pglease run hands over with --no-notify --no-prepared-statements, the follower finding out by polling", async () => {
-    const flags = ["--no-notify", "--no-prepared-statements", "--duration", "3s", "--retry-interval", "200ms"];
+    const flags = [
+      "--no-notify",
+      "--no-prepared-statements",
+      "--duration",
+      "3s",
+      "--retry-interval",
+      "200ms",
+    ];
     const env = { DATABASE_URL: bouncer.url };
-    const a = startPglease(["run", "--lease", "bounced", "--http-addr", `127.0.0.1:${await freePort()}`, ...flags], env);
-    const b = startPglease(["run", "--lease", "bounced", "--http-addr", `127.0.0.1:${await freePort()}`, ...flags], env);
+    const a = startPglease(
+      ["run", "--lease", "bounced", "--http-addr", `127.0.0.1:${await freePort()}`, ...flags],
+      env,
+    );
+    const b = startPglease(
+      ["run", "--lease", "bounced", "--http-addr", `127.0.0.1:${await freePort()}`, ...flags],
+      env,
+    );
     try {
       await a.waitForLog(/^acquired lease bounced with fence 1$/);
       await b.waitForLog(/^lease bounced is held by/);
