@@ -91,6 +91,7 @@ function planFault(
   shape: ScheduleShape,
   kind: SingleFaultKind,
   delayMs: number,
+  atLeader: boolean,
 ): PlannedFault {
   const { leaseMs, renewMs } = shape;
   const durations: Record<SingleFaultKind, () => number> = {
@@ -109,7 +110,7 @@ function planFault(
   };
   const durationMs = durations[kind]();
   // Most faults hit the leader, where they hurt; some hit any replica, which must not hurt at all.
-  const target = kind === "pg-restart" || random() < 0.75 ? "leader" : "replica";
+  const target = atLeader || random() < 0.75 ? "leader" : "replica";
   return {
     kind,
     target,
@@ -123,16 +124,21 @@ function planFault(
   };
 }
 
-/** One fault, or two that overlap in time. */
-function slotFaults(random: Random, shape: ScheduleShape, kind: FaultKind): PlannedFault[] {
-  if (kind !== "two-at-once") return [planFault(random, shape, kind, 0)];
+/** One fault, or two that overlap in time; `atLeader` aims the (first) one at the leader. */
+function slotFaults(
+  random: Random,
+  shape: ScheduleShape,
+  kind: FaultKind,
+  atLeader: boolean,
+): PlannedFault[] {
+  if (kind !== "two-at-once") return [planFault(random, shape, kind, 0, atLeader)];
   const [first, second] = shuffled(random, SINGLE_FAULT_KINDS).slice(0, 2) as [
     SingleFaultKind,
     SingleFaultKind,
   ];
-  const a = planFault(random, shape, first, 0);
+  const a = planFault(random, shape, first, 0, atLeader);
   // The second starts while the first is still on.
-  const b = planFault(random, shape, second, between(random, 0, Math.floor(a.durationMs / 2)));
+  const b = planFault(random, shape, second, between(random, 0, Math.floor(a.durationMs / 2)), false);
   return [a, b];
 }
 
@@ -145,12 +151,13 @@ export function planSchedule(shape: ScheduleShape): PlannedSlot[] {
   if (kinds.length === 0) throw new Error("schedule: at least one fault kind is needed");
   const settleMs = shape.leaseMs + 1_000 + 1_500;
   const slots: PlannedSlot[] = [];
-  // Every kind once, in a seeded order, then seeded picks: a short run still sees each kind.
+  // Every kind once at the leader, in a seeded order, then seeded picks at any target: a short
+  // run still sees each kind where it hurts.
   const queue = shuffled(random, kinds);
   let startMs = 0;
   for (let index = 0; ; index++) {
     const kind = queue[index] ?? pick(random, kinds);
-    const faults = slotFaults(random, shape, kind);
+    const faults = slotFaults(random, shape, kind, index < queue.length);
     const healMs = Math.max(
       ...faults.map((f) => f.delayMs + f.durationMs + (f.kind === "pg-restart" ? PG_START_ALLOWANCE_MS : 0)),
     );

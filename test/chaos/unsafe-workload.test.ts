@@ -9,7 +9,7 @@ import { runChaos } from "./chaos-run.ts";
 describe("chaos run with an unguarded workload", () => {
   it("reports the stale writes as the only violation", async () => {
     const outcome = await runChaos({
-      // This seed's one slot blocks the leader (not a follower): see planSchedule.
+      // One slot: the first pass of every schedule aims each kind at the leader (planSchedule).
       seed: "unsafe",
       durationMs: 8_000,
       replicas: 2,
