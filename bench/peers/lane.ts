@@ -10,6 +10,7 @@ import { FailoverTimer } from "../../src/cli/demo/failover-timer.ts";
 import { type KubeApiServer, startKubeApiServer } from "../../test/support/kube-apiserver/index.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";
+import { type StatementCounter, startStatementCounter } from "./statement-counter.ts";
 import { argsFor, type PeerTiming, pgleaseRenewMs, type SystemSpec } from "./systems.ts";
 
 export const NAMESPACE = "bench";
@@ -75,6 +76,8 @@ export class Lane {
   readonly candidates: Candidate[] = [];
   kube: KubeApiServer | null = null;
   database: BenchDatabase | null = null;
+  /** Set when the lane counts its candidates' statements: they then reach the database through it. */
+  counter: StatementCounter | null = null;
   readonly #env: LaneEnvironment;
   #admin: pg.Pool | null = null;
   #timer: FailoverTimer | null = null;
@@ -94,10 +97,11 @@ export class Lane {
     system: SystemSpec,
     timing: PeerTiming,
     env: LaneEnvironment,
+    options: { countStatements?: boolean } = {},
   ): Promise<Lane> {
     const lane = new Lane(name, system, timing, env);
     try {
-      await lane.#start();
+      await lane.#start(options.countStatements ?? false);
     } catch (error) {
       await lane.close();
       throw error;
@@ -109,7 +113,7 @@ export class Lane {
     return this.timing.leaseMs + 6 * this.timing.retryMs + 20_000;
   }
 
-  async #start(): Promise<void> {
+  async #start(countStatements: boolean): Promise<void> {
     const { kind } = this.system;
     if (kind !== "client-go") {
       this.database = await createBenchDatabase(this.#env.benchDatabaseUrl);
@@ -118,7 +122,8 @@ export class Lane {
         max: 1,
         application_name: "pglease-bench",
       });
-      this.#childEnv.DATABASE_URL = this.database.url;
+      if (countStatements) this.counter = await startStatementCounter(this.database.url);
+      this.#childEnv.DATABASE_URL = this.counter ? this.counter.url(this.database.url) : this.database.url;
       if (kind === "pglease") this.#timer = new FailoverTimer(this.database.url, LEASE);
     }
     if (kind !== "advisory-lock") {
@@ -310,6 +315,7 @@ export class Lane {
     await this.#timer?.close();
     await this.#admin?.end();
     await this.kube?.close();
+    await this.counter?.close();
     await this.database?.drop();
     if (this.#configDir) await rm(this.#configDir, { recursive: true, force: true });
   }

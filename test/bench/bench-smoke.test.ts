@@ -30,6 +30,19 @@ const TINY: Budget = {
   batchedTicks: 2,
   oneEachTicks: 1,
   startups: 2,
+  peerTiming: {
+    name: "tiny (lease 2 s, renew deadline 1.5 s, retry 300 ms)",
+    leaseMs: 2_000,
+    renewDeadlineMs: 1_500,
+    retryMs: 300,
+  },
+  crashTrials: 1,
+  gracefulTrials: 1,
+  slowLanes: 1,
+  steadyWindowMs: 2_000,
+  cliStartups: 1,
+  electorCounts: [1, 20],
+  electorRenewIntervals: 2,
 };
 
 let db: TestDatabase;

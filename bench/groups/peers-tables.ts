@@ -1,0 +1,190 @@
+// The peers group's ratios, targets and tables.
+import type { Table } from "../group.ts";
+import { pgleaseRenewMs, SYSTEMS, type SystemId } from "../peers/systems.ts";
+import { count, mb, ms, ratioText } from "../report.ts";
+import type { FailoverSeries, HandoverEvent, PeerFigures, Spread } from "./peers.ts";
+import type { SteadyCost } from "./steady-cost.ts";
+
+export interface SeriesRatio {
+  comparison: string;
+  /** How many times faster (or fewer) pglease's figure is than the reference's; below 1: slower (more). */
+  factor: number;
+  text: string;
+}
+
+export interface Target {
+  target: string;
+  measured: string;
+  met: boolean;
+}
+
+const EXPIRY_TARGET_MS = 100;
+const GRACEFUL_TARGET_MS = 150;
+
+function find(series: FailoverSeries[], system: SystemId, event: HandoverEvent): FailoverSeries | undefined {
+  return series.find((s) => s.system === system && s.event === event);
+}
+
+/** "3.2× fewer" / "1.5× more": for counts, where smaller is better. */
+function fewerText(factor: number): string {
+  if (!Number.isFinite(factor) || factor <= 0) return "n/a";
+  const [value, word] = factor >= 1 ? [factor, "fewer"] : [1 / factor, "more"];
+  return `${value >= 10 ? value.toFixed(0) : value.toFixed(1)}× ${word}`;
+}
+
+export function ratiosOf(series: FailoverSeries[], steady: SteadyCost[]): SeriesRatio[] {
+  const ratios: SeriesRatio[] = [];
+  const add = (comparison: string, ours: number | undefined, theirs: number | undefined, counts = false) => {
+    if (ours === undefined || theirs === undefined || ours <= 0) return;
+    const factor = theirs / ours;
+    ratios.push({ comparison, factor, text: counts ? fewerText(factor) : ratioText(factor) });
+  };
+  const pairs: Array<[HandoverEvent, SystemId, SystemId]> = [
+    ["crash", "pglease", "client-go"],
+    ["crash", "pglease", "advisory-lock"],
+    ["graceful", "pglease", "client-go-release"],
+    ["graceful", "pglease", "client-go"],
+    ["graceful", "pglease", "advisory-lock"],
+    ["graceful", "pglease-no-notify", "client-go-release"],
+  ];
+  for (const [event, ours, theirs] of pairs) {
+    const a = find(series, ours, event);
+    const b = find(series, theirs, event);
+    const name = `${event}: ${SYSTEMS[ours].label} vs ${SYSTEMS[theirs].label}`;
+    add(`${name}, new leader holds`, a?.holds.p50Ms, b?.holds.p50Ms);
+    if (b?.published) add(`${name}, labelled vs Lease shows holder`, a?.published?.p50Ms, b.published.p50Ms);
+  }
+  const cost = (id: SystemId) => steady.find((s) => s.system === id);
+  add(
+    "steady state: API requests per pod-hour, pglease vs client-go Lease",
+    cost("pglease")?.apiRequests?.perPodPerHour,
+    cost("client-go")?.apiRequests?.perPodPerHour,
+    true,
+  );
+  add(
+    "steady state: database statements per pod-hour, pglease vs advisory lock",
+    cost("pglease")?.statements?.perPodPerHour,
+    cost("advisory-lock")?.statements?.perPodPerHour,
+    true,
+  );
+  return ratios;
+}
+
+export function targetsOf(series: FailoverSeries[]): Target[] {
+  const targets: Target[] = [];
+  const expiry = find(series, "pglease", "crash")?.expiryToClaim;
+  if (expiry) {
+    targets.push({
+      target: `pglease crash: new claim within ${EXPIRY_TARGET_MS} ms of the dead leader's server-side expiry (p99)`,
+      measured: `p50 ${ms(expiry.p50Ms)} ms, p99 ${ms(expiry.p99Ms)} ms, max ${ms(expiry.maxMs)} ms`,
+      met: expiry.p99Ms <= EXPIRY_TARGET_MS,
+    });
+  }
+  for (const system of ["pglease", "pglease-no-notify"] as const) {
+    const published = find(series, system, "graceful")?.published;
+    if (!published) continue;
+    targets.push({
+      target: `${SYSTEMS[system].label} graceful: new leader holds and is labelled, p99 < ${GRACEFUL_TARGET_MS} ms`,
+      measured: `p50 ${ms(published.p50Ms)} ms, p99 ${ms(published.p99Ms)} ms`,
+      met: published.p99Ms < GRACEFUL_TARGET_MS,
+    });
+  }
+  return targets;
+}
+
+const pair = (s: Spread | null) => (s ? [ms(s.p50Ms), ms(s.p99Ms)] : ["—", "—"]);
+
+function failoverTable(figures: PeerFigures): Table {
+  const { timing } = figures;
+  return {
+    title: `Failover: leader stopped → new leader, ${timing.name}`,
+    columns: [
+      "stop",
+      "system",
+      "trials",
+      "holds p50 ms",
+      "holds p99 ms",
+      "labelled / Lease p50 ms",
+      "labelled / Lease p99 ms",
+      "from expiry p50 ms",
+      "from expiry p99 ms",
+    ],
+    rows: figures.series.map((s) => [
+      s.event === "crash" ? "SIGKILL" : "SIGTERM",
+      s.event === "crash" && s.system === "client-go" ? "client-go Lease" : s.label,
+      count(s.trials.length),
+      ...pair(s.holds),
+      ...pair(s.published),
+      ...pair(s.expiryToClaim),
+    ]),
+    notes: [
+      `${figures.candidatesPerElection} candidate processes per election; the leader is stopped at a uniformly random moment of a ${(pgleaseRenewMs(timing) / 1000).toFixed(1)} s window after things settle, then restarted.`,
+      "holds: signal sent → the new leader holds (pglease: the claim's acquired_at and the advisory lock's take, on PostgreSQL's clock; client-go: its own acquired).",
+      "labelled / Lease: → pglease's new leader pod labelled leader (the API server's arrival time of the PATCH) / the Lease names the new holder.",
+      "from expiry: pglease after SIGKILL, the dead leader's expires_at → the new claim's acquired_at, both on the server.",
+      "After SIGKILL nothing runs, so client-go's release setting does not matter there; without it a SIGTERM waits out the lease too.",
+      "With n trials, p99 is the largest but at most one of them; the JSON has every trial.",
+    ],
+  };
+}
+
+function ratiosTable(figures: PeerFigures): Table {
+  return {
+    title: "pglease against the alternatives (medians; counts per pod-hour)",
+    columns: ["comparison", "pglease"],
+    rows: figures.ratios.map((r) => [r.comparison, r.text]),
+    notes: [
+      "Failover ratios compare medians of the table above; steady-state ratios the measured rates below.",
+    ],
+  };
+}
+
+function steadyTable(figures: PeerFigures): Table {
+  const window = figures.steady[0]?.windowMs ?? 0;
+  const orDash = (value: number | undefined, format: (v: number) => string) =>
+    value === undefined ? "—" : format(value);
+  return {
+    title: `Steady state per pod per hour (3 pods, one leader, ${ms(window / 1000)} s window, ${figures.timing.name})`,
+    columns: [
+      "system",
+      "DB statements/h",
+      "expected",
+      "new DB connections/h",
+      "API requests/h",
+      "expected",
+      "DB connections pinned / total",
+      "RSS MB",
+    ],
+    rows: figures.steady.map((s) => [
+      s.label,
+      orDash(s.statements?.perPodPerHour, count),
+      orDash(s.statements?.expectedPerPodPerHour, count),
+      orDash(s.sessionsOpened?.perPodPerHour, count),
+      orDash(s.apiRequests?.perPodPerHour, count),
+      orDash(s.apiRequests?.expectedPerPodPerHour, count),
+      s.connections
+        ? `${s.connections.pinnedPerPod.toFixed(1)} / ${s.connections.totalPerPod.toFixed(1)}`
+        : "—",
+      orDash(s.rssMbPerPod ?? undefined, mb),
+    ]),
+    notes: [
+      "Measured: counted in the window, × 1 h ÷ window ÷ pods. Statements and new connections: counted on the wire by a proxy in front of a database of the system's own.",
+      "Expected, per pod: pglease's leader renews every lease/3 and followers read every retry; client-go's leader writes every retry and followers read every 1.6 retries on average (jitter 1.2); the advisory lock's followers try every retry.",
+      "pglease's API traffic when quiet is periodic: a resync GET every 5 min and a watch renewed every 5–10 min (then a GET), 28 requests/h expected; a window shorter than those periods sees at most one of each, so its scaled figure is coarse: the JSON has every request by kind.",
+      "Pinned: pglease's LISTEN connection (pool connections go back to the pool after each statement); the advisory lock's own connection.",
+    ],
+  };
+}
+
+function targetsTable(figures: PeerFigures): Table {
+  return {
+    title: "Targets",
+    columns: ["target", "measured", "met"],
+    rows: figures.targets.map((t) => [t.target, t.measured, t.met ? "yes" : "no"]),
+    notes: ["Without notify, followers find a release at their next read: up to one retry period later."],
+  };
+}
+
+export function peersTables(figures: PeerFigures): Table[] {
+  return [failoverTable(figures), ratiosTable(figures), steadyTable(figures), targetsTable(figures)];
+}

@@ -1,0 +1,161 @@
+// Steady-state cost of a quiet election, per pod: database statements and new connections
+// (counted on the wire by a proxy in front of a database each system has to itself), API
+// requests (the test API server's request log), connections held and resident memory. Three pods per system, one leader,
+// nothing failing, watched for a fixed window and scaled to an hour.
+import { setTimeout as delay } from "node:timers/promises";
+import type pg from "pg";
+import { Lane, type LaneEnvironment } from "../peers/lane.ts";
+import { type PeerTiming, pgleaseRenewMs, SYSTEMS, type SystemId } from "../peers/systems.ts";
+
+const HOUR_MS = 3_600_000;
+/** client-go's acquire loop waits retry × (1 + U·1.2): 1.6 retry periods on average. */
+const CLIENT_GO_MEAN_FOLLOWER_WAIT = 1.6;
+/** pglease's publisher (src/kube): a resync GET every 5 min, a watch renewed every 5–10 min and re-read after. */
+const PGLEASE_RESYNC_MS = 300_000;
+const PGLEASE_MEAN_WATCH_MS = 450_000;
+const STEADY_SYSTEMS: SystemId[] = ["pglease", "client-go", "advisory-lock"];
+
+// Connections the candidates hold, the bench's own left out; a LISTEN session is pinned for good.
+const CONNECTIONS = `SELECT count(*)::int AS total,
+    count(*) FILTER (WHERE query ILIKE 'LISTEN%')::int AS listening,
+    count(*) FILTER (WHERE application_name = 'bench-advisory')::int AS advisory
+  FROM pg_stat_activity
+  WHERE datname = $1 AND backend_type = 'client backend' AND application_name NOT IN ('pglease-bench', 'pglease-demo')`;
+
+export interface PerPodHour {
+  /** Counted in the window. */
+  inWindow: number;
+  /** inWindow × one hour ÷ window ÷ pods. */
+  perPodPerHour: number;
+  /** What the algorithm's periods predict, per pod (mean over the pods) per hour. */
+  expectedPerPodPerHour: number;
+}
+
+export interface SteadyCost {
+  system: SystemId;
+  label: string;
+  pods: number;
+  windowMs: number;
+  statements: PerPodHour | null;
+  sessionsOpened: { inWindow: number; perPodPerHour: number } | null;
+  apiRequests: (PerPodHour & { byKind: Record<string, number> }) | null;
+  connections: { totalPerPod: number; pinnedPerPod: number } | null;
+  rssMbPerPod: number | null;
+}
+
+function expected(system: SystemId, timing: PeerTiming, pods: number): { statements: number; api: number } {
+  const perHour = (periodMs: number) => HOUR_MS / periodMs;
+  const followers = pods - 1;
+  switch (system) {
+    case "pglease":
+    case "pglease-no-notify":
+      return {
+        statements: (perHour(pgleaseRenewMs(timing)) + followers * perHour(timing.retryMs)) / pods,
+        api: perHour(PGLEASE_RESYNC_MS) + 2 * perHour(PGLEASE_MEAN_WATCH_MS),
+      };
+    case "client-go":
+    case "client-go-release":
+      return {
+        statements: 0,
+        api:
+          (perHour(timing.retryMs) + followers * perHour(CLIENT_GO_MEAN_FOLLOWER_WAIT * timing.retryMs)) /
+          pods,
+      };
+    case "advisory-lock":
+      return { statements: (followers * perHour(timing.retryMs)) / pods, api: 0 };
+  }
+}
+
+interface Snapshot {
+  at: number;
+  statements: number;
+  sessions: number;
+  requests: number;
+}
+
+function snapshot(lane: Lane): Snapshot {
+  const counts = lane.counter?.counts() ?? { statements: 0, connections: 0 };
+  return {
+    at: performance.now(),
+    statements: counts.statements,
+    sessions: counts.connections,
+    requests: lane.kube?.requests.length ?? 0,
+  };
+}
+
+async function costOf(pool: pg.Pool, lane: Lane, before: Snapshot, after: Snapshot): Promise<SteadyCost> {
+  const pods = lane.candidates.length;
+  const windowMs = after.at - before.at;
+  const scale = (n: number) => (n * HOUR_MS) / windowMs / pods;
+  const model = expected(lane.system.id, lane.timing, pods);
+  const byKind: Record<string, number> = {};
+  for (const r of lane.kube?.requests.slice(before.requests, after.requests) ?? []) {
+    const kind = `${r.verb ?? r.method} ${r.resource ?? r.path}${r.subresource ? `/${r.subresource}` : ""}`;
+    byKind[kind] = (byKind[kind] ?? 0) + 1;
+  }
+  let connections: SteadyCost["connections"] = null;
+  if (lane.database) {
+    const { rows } = await pool.query<{ total: number; listening: number; advisory: number }>(CONNECTIONS, [
+      lane.database.name,
+    ]);
+    const row = rows[0] ?? { total: 0, listening: 0, advisory: 0 };
+    const pinned = lane.system.kind === "advisory-lock" ? row.advisory : row.listening;
+    connections = { totalPerPod: row.total / pods, pinnedPerPod: pinned / pods };
+  }
+  const rss = (await Promise.all(lane.candidates.map((c) => c.rssMb()))).filter(
+    (v): v is number => v !== null,
+  );
+  const requests = after.requests - before.requests;
+  const statements = after.statements - before.statements;
+  const sessions = after.sessions - before.sessions;
+  return {
+    system: lane.system.id,
+    label: lane.system.label,
+    pods,
+    windowMs,
+    statements: lane.database
+      ? { inWindow: statements, perPodPerHour: scale(statements), expectedPerPodPerHour: model.statements }
+      : null,
+    sessionsOpened: lane.database ? { inWindow: sessions, perPodPerHour: scale(sessions) } : null,
+    apiRequests: lane.kube
+      ? { inWindow: requests, perPodPerHour: scale(requests), expectedPerPodPerHour: model.api, byKind }
+      : null,
+    connections,
+    rssMbPerPod: rss.length === pods ? rss.reduce((a, b) => a + b, 0) / pods : null,
+  };
+}
+
+/**
+ * Opens one quiet election per system, lets start-up traffic pass, then counts over `windowMs`.
+ * `benchPool` reads pg_stat_activity from outside the measured databases.
+ */
+export async function measureSteadyCost(
+  env: LaneEnvironment,
+  benchPool: pg.Pool,
+  timing: PeerTiming,
+  windowMs: number,
+  progress: (line: string) => void,
+): Promise<SteadyCost[]> {
+  const opened = await Promise.allSettled(
+    STEADY_SYSTEMS.map((id) =>
+      Lane.open(`steady-${id}`, SYSTEMS[id], timing, env, { countStatements: true }),
+    ),
+  );
+  const lanes = opened.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  try {
+    const failed = opened.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed) throw failed.reason;
+    await Promise.all(lanes.map((lane) => lane.settle()));
+    // Start-up traffic (first claims, the first publish, the watch) stays out of the window.
+    await delay(2 * timing.retryMs + 1_000, undefined, { signal: env.signal });
+    const before = lanes.map(snapshot);
+    progress(`peers: steady state: counting for ${(windowMs / 1000).toFixed(0)} s`);
+    await delay(windowMs, undefined, { signal: env.signal });
+    const after = lanes.map(snapshot);
+    return await Promise.all(
+      lanes.map((lane, i) => costOf(benchPool, lane, before[i] as Snapshot, after[i] as Snapshot)),
+    );
+  } finally {
+    await Promise.all(lanes.map((lane) => lane.close()));
+  }
+}
