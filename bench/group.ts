@@ -96,6 +96,6 @@ export const QUICK_BUDGET: Budget = {
   slowLanes: 1,
   steadyWindowMs: 20_000,
   cliStartups: 3,
-  electorCounts: [1, 100, 1_000, 10_000],
-  electorRenewIntervals: 3,
+  electorCounts: [1, 1_000],
+  electorRenewIntervals: 1,
 };

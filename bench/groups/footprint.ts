@@ -1,6 +1,6 @@
 // Figure group "footprint": how long the library takes from `new Elector` + `start()` to its
 // first `acquired`, with a pool that is already connected and with a brand-new one (connect +
-// migrate, as a process start pays). The CLI's idle RSS joins this group once the CLI exists.
+// migrate, as a process start pays); and `pglease run` as a process (cli-footprint.ts).
 import { Elector, type TickReport } from "../../src/election/elector.ts";
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
@@ -9,6 +9,7 @@ import { leaseTable } from "../../src/lease/table.ts";
 import type { BenchContext, FigureGroup, GroupResult, Table } from "../group.ts";
 import { type LatencyStats, latencyStats, timeRepeated } from "../measure.ts";
 import { count, ms } from "../report.ts";
+import { type CliVariantFigures, cliFootprintTable, measureCliFootprint } from "./cli-footprint.ts";
 
 const TABLE = "bench_footprint";
 const TIMING = { leaseDurationMs: 15_000, renewIntervalMs: 5_000, retryIntervalMs: 2_000 };
@@ -20,6 +21,8 @@ export interface FootprintFigures {
     /** new pool + migrate (table present) + new Elector + start() → acquired. */
     newPool: LatencyStats;
   };
+  /** `pglease run`: spawn → first acquired, and idle RSS, outside a cluster and publishing. */
+  cli: CliVariantFigures[];
 }
 
 /** Starts an elector on a free key and resolves at its first `acquired`; stops it (releasing) afterwards. */
@@ -75,10 +78,13 @@ export async function runFootprint(context: BenchContext): Promise<GroupResult<F
       const ownStore = new PgLeaseStore({ pool: ownPool, table: TABLE, statementTimeoutMs: 2_000 });
       undo.push(await startUntilAcquired(ownStore, `new-pool-${i}`));
     });
+    await undoAll();
+    const cli = await measureCliFootprint(context);
     const figures: FootprintFigures = {
       startup: { connectedPool: latencyStats(connected, 1), newPool: latencyStats(newPool, 1) },
+      cli,
     };
-    return { group: "footprint", figures, tables: [tableOf(figures)] };
+    return { group: "footprint", figures, tables: [tableOf(figures), cliFootprintTable(cli)] };
   } finally {
     await undoAll();
   }
@@ -105,6 +111,6 @@ function tableOf(figures: FootprintFigures): Table {
 
 export const footprintGroup: FigureGroup = {
   name: "footprint",
-  description: "library start-up until the first acquired lease",
+  description: "library and pglease run start-up until the first acquired lease, idle RSS of pglease run",
   run: runFootprint,
 };

@@ -17,6 +17,7 @@ import {
 } from "../measure.ts";
 import { count, mb, ms, type Ratio, ratio } from "../report.ts";
 import { HOLDER, LEASE_MS } from "./lease-workloads.ts";
+import { type ElectorScaleFigure, electorsTable, measureElectors } from "./scale-electors.ts";
 
 const TABLE = "bench_scale";
 const POOL_SIZE = 4;
@@ -45,6 +46,8 @@ export interface ScaleFigures {
   poolSize: number;
   defaultRenewIntervalMs: number;
   sizes: ScaleFigure[];
+  /** The library's own path: openLeases campaigning for that many leases, batched renewals. */
+  electors: ElectorScaleFigure[];
 }
 
 /** Counts the statements sent through a pool, so "one statement per tick" is measured, not assumed. */
@@ -194,12 +197,14 @@ export async function runScale(context: BenchContext): Promise<GroupResult<Scale
       // Each size starts from an empty table, as a process holding only those leases would see it.
       await pool.query(`DELETE FROM ${leaseRows.qualified}`);
     }
+    const electors = await measureElectors(context);
     const figures: ScaleFigures = {
       poolSize: POOL_SIZE,
       defaultRenewIntervalMs: DEFAULT_RENEW_INTERVAL_MS,
       sizes,
+      electors,
     };
-    return { group: "scale", figures, tables: [scaleTable(figures)] };
+    return { group: "scale", figures, tables: [scaleTable(figures), electorsTable(electors)] };
   } finally {
     await pool.end();
   }
@@ -207,6 +212,7 @@ export async function runScale(context: BenchContext): Promise<GroupResult<Scale
 
 export const scaleGroup: FigureGroup = {
   name: "scale",
-  description: "1 to 10,000 leases in one process: renewMany vs one renew each, CPU and memory",
+  description:
+    "1 to 10,000 leases in one process: renewMany vs one each, CPU, memory, openLeases' batched renewals",
   run: runScale,
 };

@@ -21,7 +21,7 @@ const CANDIDATES = 3;
 const POLL_MS = 5;
 
 /** The chart's Role (charts/pglease/templates/role.yaml) plus what client-go's election needs on Leases. */
-const ROLE = {
+export const ROLE = {
   metadata: { namespace: NAMESPACE },
   rules: [
     { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "patch"] },

@@ -1,0 +1,139 @@
+// The footprint group's CLI half: `pglease run` as a process, outside a cluster and publishing
+// to the test API server. Start-up is timed from spawn to its first `acquired` log line (a free
+// lease each time); resident memory is read from /proc once every started process has idled.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { type KubeApiServer, startKubeApiServer } from "../../test/support/kube-apiserver/index.ts";
+import type { BenchContext, Table } from "../group.ts";
+import { type LatencyStats, latencyStats } from "../measure.ts";
+import { Candidate } from "../peers/candidates.ts";
+import { NAMESPACE, ROLE } from "../peers/lane.ts";
+import { count, mb, ms } from "../report.ts";
+
+const START_TIMEOUT_MS = 30_000;
+/** How long the started processes idle (past their first renewals) before their memory is read. */
+const IDLE_MS = 4_000;
+
+export interface CliVariantFigures {
+  variant: string;
+  /** spawn → first `acquired` line. */
+  startup: LatencyStats;
+  /** Resident memory of each idle process, MB. */
+  rssMb: { samples: number; meanMb: number; maxMb: number };
+}
+
+interface Variant {
+  label: string;
+  env: (pod: string) => NodeJS.ProcessEnv;
+}
+
+async function measureVariant(
+  context: BenchContext,
+  variant: Variant,
+  index: number,
+): Promise<CliVariantFigures> {
+  const started: Candidate[] = [];
+  const durations: number[] = [];
+  try {
+    for (let i = 0; i < context.budget.cliStartups && !context.signal.aborted; i++) {
+      const pod = `footprint-${index}-${i}`;
+      const args = [
+        "run",
+        "--lease",
+        `footprint-${index}-${i}`,
+        "--http-addr",
+        "127.0.0.1:0",
+        "--log-level",
+        "info",
+      ];
+      const spawnedAt = Date.now();
+      const candidate = new Candidate("pglease", pod, args, variant.env(pod));
+      started.push(candidate);
+      const acquired = await candidate.waitFor(
+        (l) => l.event === "acquired",
+        START_TIMEOUT_MS,
+        context.signal,
+      );
+      durations.push(acquired.receivedAt - spawnedAt);
+    }
+    context.signal.throwIfAborted();
+    await delay(IDLE_MS, undefined, { signal: context.signal });
+    const rss = (await Promise.all(started.map((c) => c.rssMb()))).filter((v): v is number => v !== null);
+    return {
+      variant: variant.label,
+      startup: latencyStats(durations, 1),
+      rssMb: {
+        samples: rss.length,
+        meanMb: rss.reduce((a, b) => a + b, 0) / Math.max(1, rss.length),
+        maxMb: Math.max(0, ...rss),
+      },
+    };
+  } finally {
+    await Promise.all(started.map((c) => c.kill("SIGTERM")));
+  }
+}
+
+export async function measureCliFootprint(context: BenchContext): Promise<CliVariantFigures[]> {
+  let kube: KubeApiServer | undefined;
+  let configDir: string | undefined;
+  try {
+    kube = await startKubeApiServer({ role: ROLE, user: `system:serviceaccount:${NAMESPACE}:bench` });
+    configDir = await mkdtemp(join(tmpdir(), "pglease-bench-kube-"));
+    const kubeconfig = join(configDir, "config");
+    await writeFile(kubeconfig, kube.kubeConfig({ namespace: NAMESPACE }).exportConfig());
+    const server = kube;
+    const variants: Variant[] = [
+      { label: "outside a cluster (publishing off)", env: () => ({ DATABASE_URL: context.databaseUrl }) },
+      {
+        label: "publishing to its pod (test API server)",
+        env: (pod) => {
+          server.seedPod({
+            metadata: { name: pod, namespace: NAMESPACE },
+            spec: { containers: [{ name: "app", image: "app:1" }] },
+          });
+          return { DATABASE_URL: context.databaseUrl, KUBECONFIG: kubeconfig, POD_NAMESPACE: NAMESPACE };
+        },
+      },
+    ];
+    const figures: CliVariantFigures[] = [];
+    for (const [index, variant] of variants.entries()) {
+      context.progress(`footprint: pglease run, ${variant.label}`);
+      figures.push(await measureVariant(context, variant, index));
+    }
+    return figures;
+  } finally {
+    await kube?.close();
+    if (configDir) await rm(configDir, { recursive: true, force: true });
+  }
+}
+
+export function cliFootprintTable(figures: CliVariantFigures[]): Table {
+  return {
+    title: "pglease run: start-up (spawn → first acquired) and idle resident memory",
+    columns: [
+      "variant",
+      "start p50 ms",
+      "start p99 ms",
+      "start mean ms",
+      "starts",
+      "RSS mean MB",
+      "RSS max MB",
+    ],
+    rows: figures.map((f) => [
+      f.variant,
+      ms(f.startup.p50Ms),
+      ms(f.startup.p99Ms),
+      ms(f.startup.meanMs),
+      count(f.startup.samples),
+      mb(f.rssMb.meanMb),
+      mb(f.rssMb.maxMb),
+    ]),
+    notes: [
+      "Each start is a new process (node cmd/pglease.ts, type stripping) campaigning for a free lease: migrate, read, claim, log.",
+      `RSS from /proc after every started process has idled ${IDLE_MS / 1000} s as the leader of its own lease (renewing every 5 s).`,
+      "With publishing, a pod shows follower before it campaigns: the first claim waits for the Kubernetes client to load and that first patch.",
+    ],
+  };
+}

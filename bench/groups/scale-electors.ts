@@ -1,0 +1,158 @@
+// The scale group's second half: not renewMany called by hand, but the library's own path —
+// openLeases() campaigning for N leases in one process, every elector renewing on its own timer
+// through the batched renewals (src/lease/batched-renewals.ts). Counts the statements sent per
+// renew interval once all N are held, by kind, and how long taking and giving back all N takes.
+import { setTimeout as delay } from "node:timers/promises";
+import type pg from "pg";
+import type { Elector } from "../../src/election/elector.ts";
+import { createLeasePool } from "../../src/lease/pool.ts";
+import { openLeases } from "../../src/library/open-leases.ts";
+import type { BenchContext, Table } from "../group.ts";
+import { memoryNow } from "../measure.ts";
+import { count, mb, ms } from "../report.ts";
+
+const TABLE = "bench_electors";
+const POOL_SIZE = 4;
+/** The library's defaults: renews every 5 s. */
+const TIMING = { leaseDurationMs: 15_000 };
+const RENEW_MS = 5_000;
+
+type StatementKind = "renewMany" | "renew" | "other";
+
+export interface ElectorScaleFigure {
+  leases: number;
+  /** campaign() for every key → every elector leading; null when not all led within the cap. */
+  acquireAllMs: number | null;
+  /** Electors leading when the acquisition ended (all of them, or at the cap). */
+  leadingAfterAcquire: number;
+  renewIntervals: number;
+  statements: Record<StatementKind, number>;
+  /** Renew statements (batched or single) per renew interval: the target is one. */
+  renewStatementsPerInterval: number;
+  /** Every elector still leading at the end of the window. */
+  allLeading: boolean;
+  /** close(): every elector stopped and its lease released. */
+  closeAllMs: number;
+  rssMb: number;
+}
+
+/** Counts what goes through the pool, by kind: one renewMany, single renews, everything else. */
+function countByKind(pool: pg.Pool): Record<StatementKind, number> {
+  const counts: Record<StatementKind, number> = { renewMany: 0, renew: 0, other: 0 };
+  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+  pool.query = ((...args: unknown[]) => {
+    const config = args[0] as { name?: string; text?: string } | string;
+    const text = typeof config === "string" ? config : (config.text ?? "");
+    const name = typeof config === "string" ? "" : (config.name ?? "");
+    if (text.includes("unnest(")) counts.renewMany++;
+    else if (name.startsWith("pglease_renew_")) counts.renew++;
+    else counts.other++;
+    return query(...args);
+  }) as typeof pool.query;
+  return counts;
+}
+
+/** Bounds the acquisition of all N, so a slow host reports a figure rather than holding the bench. */
+const ACQUIRE_CAP_MS = 90_000;
+
+function leadingCount(electors: Elector[]): number {
+  return electors.reduce((n, e) => n + (e.isLeader() ? 1 : 0), 0);
+}
+
+async function allLeading(electors: Elector[], signal: AbortSignal): Promise<boolean> {
+  const deadline = performance.now() + ACQUIRE_CAP_MS;
+  while (performance.now() < deadline) {
+    signal.throwIfAborted();
+    if (leadingCount(electors) === electors.length) return true;
+    await delay(20, undefined, { signal });
+  }
+  return false;
+}
+
+async function measureCount(context: BenchContext, leases: number): Promise<ElectorScaleFigure> {
+  const pool = createLeasePool({
+    connectionString: context.databaseUrl,
+    max: POOL_SIZE,
+    applicationName: "pglease-bench",
+  });
+  const counts = countByKind(pool);
+  let library: Awaited<ReturnType<typeof openLeases>> | undefined;
+  try {
+    library = await openLeases({ pool, table: TABLE, notify: false, holder: `bench-electors-${leases}` });
+    const t0 = performance.now();
+    const open = library;
+    const electors = Array.from({ length: leases }, (_, i) =>
+      open.campaign(`electors-${leases}-${i}`, TIMING),
+    );
+    const acquired = await allLeading(electors, context.signal);
+    const acquireAllMs = acquired ? performance.now() - t0 : null;
+    const leadingAfterAcquire = leadingCount(electors);
+    // One full interval first, so every elector has renewed once on its own schedule.
+    await delay(RENEW_MS, undefined, { signal: context.signal });
+    const intervals = context.budget.electorRenewIntervals;
+    Object.assign(counts, { renewMany: 0, renew: 0, other: 0 });
+    await delay(intervals * RENEW_MS, undefined, { signal: context.signal });
+    const statements = { ...counts };
+    const leading = leadingCount(electors) === leases;
+    const rssMb = memoryNow().rssMb;
+    const t1 = performance.now();
+    await library.close();
+    return {
+      leases,
+      acquireAllMs,
+      leadingAfterAcquire,
+      renewIntervals: intervals,
+      statements,
+      renewStatementsPerInterval: (statements.renewMany + statements.renew) / intervals,
+      allLeading: leading,
+      closeAllMs: performance.now() - t1,
+      rssMb,
+    };
+  } finally {
+    // Idempotent: a second close() after the timed one only waits for it.
+    await library?.close();
+    if (library) await pool.query(`DELETE FROM public.${TABLE}`);
+    await pool.end();
+  }
+}
+
+export async function measureElectors(context: BenchContext): Promise<ElectorScaleFigure[]> {
+  const figures: ElectorScaleFigure[] = [];
+  for (const leases of context.budget.electorCounts) {
+    context.progress(`scale: ${count(leases)} electors through openLeases`);
+    figures.push(await measureCount(context, leases));
+  }
+  return figures;
+}
+
+export function electorsTable(figures: ElectorScaleFigure[]): Table {
+  return {
+    title: `One process campaigning for many leases through openLeases (pool of ${POOL_SIZE}, renew every 5 s)`,
+    columns: [
+      "leases",
+      "all leading after ms",
+      "renew statements per interval",
+      "renewMany / single renew / other",
+      "still all leading",
+      "close() ms",
+      "RSS MB",
+    ],
+    rows: figures.map((f) => [
+      count(f.leases),
+      f.acquireAllMs === null
+        ? `${count(f.leadingAfterAcquire)} leading at ${ACQUIRE_CAP_MS / 1000} s`
+        : ms(f.acquireAllMs),
+      f.renewStatementsPerInterval.toFixed(1),
+      `${count(f.statements.renewMany)} / ${count(f.statements.renew)} / ${count(f.statements.other)}`,
+      f.allLeading ? "yes" : "no",
+      ms(f.closeAllMs),
+      mb(f.rssMb),
+    ]),
+    notes: [
+      "Every elector started at once on a free key, with the library's default timing (lease 15 s, renew 5 s).",
+      "Statements counted through the pool over the stated renew intervals, after one interval that lets every elector renew once.",
+      "Target: one renew statement per interval for all of them (renews asked for in one event-loop turn go out as one UPDATE … FROM unnest).",
+      "close() stops every elector and releases each lease with a statement of its own.",
+    ],
+  };
+}
