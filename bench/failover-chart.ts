@@ -2,6 +2,7 @@
 // axis: one row per system and stop signal, every trial a dot, a box from the 25th to the 75th
 // percentile with the median, whiskers to the extremes. Plain SVG, no dependency.
 import type { FailoverSeries, PeerFigures } from "./groups/peers.ts";
+import { seriesLabel } from "./groups/peers-tables.ts";
 import type { PeerKind } from "./peers/candidates.ts";
 import { SYSTEMS } from "./peers/systems.ts";
 
@@ -11,7 +12,7 @@ const PLOT_LEFT = LABEL_WIDTH + 10;
 const PLOT_RIGHT = WIDTH - 30;
 const ROW_HEIGHT = 36;
 const SECTION_HEIGHT = 30;
-const TOP = 56;
+const TOP = 72;
 const AXIS_HEIGHT = 50;
 const COLOURS: Record<PeerKind, string> = {
   pglease: "#1f6fb4",
@@ -47,7 +48,7 @@ function row(series: FailoverSeries, y: number, x: (msValue: number) => number):
   const colour = COLOURS[SYSTEMS[series.system].kind];
   const mid = y + ROW_HEIGHT / 2;
   const parts = [
-    `<text x="${LABEL_WIDTH}" y="${mid + 4}" text-anchor="end">${escapeXml(series.label)} (n=${values.length})</text>`,
+    `<text x="${LABEL_WIDTH}" y="${mid + 4}" text-anchor="end">${escapeXml(seriesLabel(series))} (n=${values.length})</text>`,
   ];
   if (sorted.length === 0) return parts;
   const [p25, p50, p75] = [0.25, 0.5, 0.75].map((q) => quantile(sorted, q)) as [number, number, number];
@@ -105,7 +106,8 @@ export function failoverSvg(figures: PeerFigures): string {
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="${WIDTH}" height="${height}" fill="#fff"/>`,
     `<text x="10" y="22" font-size="15" font-weight="bold">Failover time per system (log scale), ${escapeXml(figures.timing.name)}</text>`,
-    `<text x="10" y="40" fill-opacity="0.7">Dots: trials. Box: 25th–75th percentile, thick line: median, whiskers: min–max. pglease and the advisory lock on PostgreSQL's clock, client-go on the API server's.</text>`,
+    `<text x="10" y="40" fill-opacity="0.7">Dots: trials. Box: 25th–75th percentile, thick line: median, whiskers: min–max.</text>`,
+    `<text x="10" y="56" fill-opacity="0.7">pglease and the advisory lock timed on PostgreSQL's clock, client-go on the host's (where its API server runs).</text>`,
     ...ticks,
     ...parts,
     `<text x="${(PLOT_LEFT + PLOT_RIGHT) / 2}" y="${plotBottom + 38}" text-anchor="middle">time from the stop signal to the new leader holding the lease</text>`,

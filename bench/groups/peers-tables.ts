@@ -92,6 +92,11 @@ export function targetsOf(series: FailoverSeries[]): Target[] {
   return targets;
 }
 
+/** After SIGKILL nothing runs, so client-go's release setting plays no part: one name for both. */
+export function seriesLabel(series: FailoverSeries): string {
+  return series.event === "crash" && series.system === "client-go" ? "client-go Lease" : series.label;
+}
+
 const pair = (s: Spread | null) => (s ? [ms(s.p50Ms), ms(s.p99Ms)] : ["—", "—"]);
 
 function failoverTable(figures: PeerFigures): Table {
@@ -111,7 +116,7 @@ function failoverTable(figures: PeerFigures): Table {
     ],
     rows: figures.series.map((s) => [
       s.event === "crash" ? "SIGKILL" : "SIGTERM",
-      s.event === "crash" && s.system === "client-go" ? "client-go Lease" : s.label,
+      seriesLabel(s),
       count(s.trials.length),
       ...pair(s.holds),
       ...pair(s.published),

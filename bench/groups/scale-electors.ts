@@ -13,9 +13,6 @@ import { count, mb, ms } from "../report.ts";
 
 const TABLE = "bench_electors";
 const POOL_SIZE = 4;
-/** The library's defaults: renews every 5 s. */
-const TIMING = { leaseDurationMs: 15_000 };
-const RENEW_MS = 5_000;
 
 type StatementKind = "renewMany" | "renew" | "other";
 
@@ -81,17 +78,20 @@ async function measureCount(context: BenchContext, leases: number): Promise<Elec
     library = await openLeases({ pool, table: TABLE, notify: false, holder: `bench-electors-${leases}` });
     const t0 = performance.now();
     const open = library;
+    // The peers' lease (the library's default in full runs), renewed at its default third.
+    const leaseDurationMs = context.budget.peerTiming.leaseMs;
+    const renewMs = leaseDurationMs / 3;
     const electors = Array.from({ length: leases }, (_, i) =>
-      open.campaign(`electors-${leases}-${i}`, TIMING),
+      open.campaign(`electors-${leases}-${i}`, { leaseDurationMs }),
     );
     const acquired = await allLeading(electors, context.signal);
     const acquireAllMs = acquired ? performance.now() - t0 : null;
     const leadingAfterAcquire = leadingCount(electors);
     // One full interval first, so every elector has renewed once on its own schedule.
-    await delay(RENEW_MS, undefined, { signal: context.signal });
+    await delay(renewMs, undefined, { signal: context.signal });
     const intervals = context.budget.electorRenewIntervals;
     Object.assign(counts, { renewMany: 0, renew: 0, other: 0 });
-    await delay(intervals * RENEW_MS, undefined, { signal: context.signal });
+    await delay(intervals * renewMs, undefined, { signal: context.signal });
     const statements = { ...counts };
     const leading = leadingCount(electors) === leases;
     const rssMb = memoryNow().rssMb;
@@ -125,9 +125,9 @@ export async function measureElectors(context: BenchContext): Promise<ElectorSca
   return figures;
 }
 
-export function electorsTable(figures: ElectorScaleFigure[]): Table {
+export function electorsTable(figures: ElectorScaleFigure[], leaseMs: number): Table {
   return {
-    title: `One process campaigning for many leases through openLeases (pool of ${POOL_SIZE}, renew every 5 s)`,
+    title: `One process campaigning for many leases through openLeases (pool of ${POOL_SIZE}, lease ${leaseMs / 1000} s, renew every ${(leaseMs / 3000).toFixed(1)} s)`,
     columns: [
       "leases",
       "all leading after ms",
@@ -149,7 +149,7 @@ export function electorsTable(figures: ElectorScaleFigure[]): Table {
       mb(f.rssMb),
     ]),
     notes: [
-      "Every elector started at once on a free key, with the library's default timing (lease 15 s, renew 5 s).",
+      "Every elector started at once on a free key; the timing is the peers group's (the library's default in full runs).",
       "Statements counted through the pool over the stated renew intervals, after one interval that lets every elector renew once.",
       "Target: one renew statement per interval for all of them (renews asked for in one event-loop turn go out as one UPDATE … FROM unnest).",
       "close() stops every elector and releases each lease with a statement of its own.",

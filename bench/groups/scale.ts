@@ -204,7 +204,11 @@ export async function runScale(context: BenchContext): Promise<GroupResult<Scale
       sizes,
       electors,
     };
-    return { group: "scale", figures, tables: [scaleTable(figures), electorsTable(electors)] };
+    return {
+      group: "scale",
+      figures,
+      tables: [scaleTable(figures), electorsTable(electors, context.budget.peerTiming.leaseMs)],
+    };
   } finally {
     await pool.end();
   }

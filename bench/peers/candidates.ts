@@ -39,6 +39,11 @@ process.on("exit", () => {
   for (const child of live) child.kill("SIGKILL");
 });
 
+/** Candidate processes started and not yet exited. */
+export function liveCandidates(): number {
+  return live.size;
+}
+
 function eventOf(kind: PeerKind, fields: Record<string, unknown>): ElectionEvent | null {
   if (kind === "pglease") {
     if (typeof fields.http === "string") return "started";

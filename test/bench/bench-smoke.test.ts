@@ -7,12 +7,15 @@ import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeDatabase } from "../../bench/database.ts";
+import { failoverSvg } from "../../bench/failover-chart.ts";
 import type { BenchContext, Budget, GroupResult } from "../../bench/group.ts";
 import { runFootprint } from "../../bench/groups/footprint.ts";
 import { runLeaseOps } from "../../bench/groups/lease-ops.ts";
 import type { LeaseOpsFigures } from "../../bench/groups/lease-ops-tables.ts";
+import { type PeerFigures, runPeers } from "../../bench/groups/peers.ts";
 import { runScale } from "../../bench/groups/scale.ts";
 import type { LatencyStats } from "../../bench/measure.ts";
+import { liveCandidates } from "../../bench/peers/candidates.ts";
 import {
   type ResultsDocument,
   ratioText,
@@ -86,7 +89,12 @@ beforeAll(async () => {
     signal: new AbortController().signal,
     progress: () => {},
   };
-  results.push(await runLeaseOps(context), await runScale(context), await runFootprint(context));
+  results.push(
+    await runLeaseOps(context),
+    await runScale(context),
+    await runFootprint(context),
+    await runPeers(context),
+  );
   const path = join(outDir, "results", "latest.json");
   await writeResults(
     path,
@@ -100,7 +108,7 @@ beforeAll(async () => {
     }),
   );
   document = JSON.parse(await readFile(path, "utf8")) as ResultsDocument;
-}, 120_000);
+}, 180_000);
 
 afterAll(async () => {
   await rm(outDir, { recursive: true, force: true });
@@ -117,7 +125,7 @@ describe("bench results document", () => {
     expect(document.database.version).toMatch(/^\d+/);
     expect(document.database.settings.synchronous_commit).toBeDefined();
     expect(JSON.stringify(document)).not.toContain(db.url);
-    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint"]);
+    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint", "peers"]);
   });
 
   it("has every lease statement, ours and the advisory lock's, in every setup, with positive figures", () => {
@@ -172,10 +180,32 @@ describe("bench results document", () => {
     }
   });
 
+  it("runs openLeases' electors at every count: all leading, renew statements counted by kind", () => {
+    const scale = document.groups.scale as Awaited<ReturnType<typeof runScale>>["figures"];
+    expect(scale.electors.map((e) => e.leases)).toEqual([1, 20]);
+    for (const figure of scale.electors) {
+      expect(figure.allLeading).toBe(true);
+      expect(figure.acquireAllMs).toBeGreaterThan(0);
+      expect(figure.renewStatementsPerInterval).toBeGreaterThan(0);
+      expect(figure.statements.renew + figure.statements.renewMany).toBeGreaterThan(0);
+      expect(figure.closeAllMs).toBeGreaterThan(0);
+    }
+  });
+
   it("times elector start-up until the first acquired, on a connected and on a new pool", () => {
     const footprint = document.groups.footprint as Awaited<ReturnType<typeof runFootprint>>["figures"];
     expectPositiveLatency(footprint.startup.connectedPool);
     expectPositiveLatency(footprint.startup.newPool);
+  });
+
+  it("times pglease run from spawn to acquired and reads its memory, outside a cluster and publishing", () => {
+    const footprint = document.groups.footprint as Awaited<ReturnType<typeof runFootprint>>["figures"];
+    expect(footprint.cli).toHaveLength(2);
+    for (const variant of footprint.cli) {
+      expectPositiveLatency(variant.startup);
+      expect(variant.rssMb.samples).toBe(1);
+      expect(variant.rssMb.meanMb).toBeGreaterThan(0);
+    }
   });
 
   it("renders every table with as many cells per row as columns", () => {
@@ -187,8 +217,64 @@ describe("bench results document", () => {
     }
   });
 
-  it("leaves no connection open in the bench database", async () => {
+  it("leaves no connection open in the bench database and no candidate process running", async () => {
     expect(await otherConnections()).toBe(0);
+    expect(liveCandidates()).toBe(0);
+  });
+});
+
+describe("peers: failover and steady-state cost side by side", () => {
+  const peers = () => document.groups.peers as PeerFigures;
+
+  it("times every system's crash and every variant's graceful handover, on the clocks that apply", () => {
+    expect(peers().series.map((s) => `${s.event}/${s.system}`)).toEqual([
+      "crash/pglease",
+      "crash/client-go",
+      "crash/advisory-lock",
+      "graceful/pglease",
+      "graceful/pglease-no-notify",
+      "graceful/client-go-release",
+      "graceful/client-go",
+      "graceful/advisory-lock",
+    ]);
+    for (const series of peers().series) {
+      expect(series.trials).toHaveLength(1);
+      expect(series.holds.p50Ms).toBeGreaterThan(0);
+      expect(series.holds.p99Ms).toBeGreaterThanOrEqual(series.holds.p50Ms);
+      // Labelled (pglease) or shown in the Lease (client-go); the advisory lock has nothing to show.
+      if (series.system === "advisory-lock") expect(series.published).toBeNull();
+      else expect(series.published?.p50Ms).toBeGreaterThan(0);
+      const fromExpiry = series.expiryToClaim;
+      if (series.event === "crash" && series.system === "pglease") {
+        // A claim can only win once the old term has expired on the server.
+        expect(fromExpiry?.minMs).toBeGreaterThanOrEqual(0);
+      } else {
+        expect(fromExpiry).toBeNull();
+      }
+    }
+  });
+
+  it("counts each system's steady-state cost per pod where it has one", () => {
+    const cost = (id: string) => peers().steady.find((s) => s.system === id);
+    expect(peers().steady.map((s) => s.system)).toEqual(["pglease", "client-go", "advisory-lock"]);
+    expect(cost("pglease")?.statements?.perPodPerHour).toBeGreaterThan(0);
+    expect(cost("pglease")?.connections?.pinnedPerPod).toBe(1);
+    expect(cost("client-go")?.statements).toBeNull();
+    expect(cost("client-go")?.apiRequests?.perPodPerHour).toBeGreaterThan(0);
+    expect(cost("advisory-lock")?.apiRequests).toBeNull();
+    expect(cost("advisory-lock")?.connections).toEqual({ totalPerPod: 1, pinnedPerPod: 1 });
+    for (const system of peers().steady) expect(system.rssMbPerPod).toBeGreaterThan(0);
+  });
+
+  it("states ratios and targets, and draws every trial in the chart", () => {
+    expect(peers().ratios.length).toBeGreaterThan(0);
+    for (const r of peers().ratios) expect(r.text).toMatch(/^\d+(\.\d)?× (faster|slower|fewer|more)$/);
+    expect(peers().targets.map((t) => t.target)).toHaveLength(3);
+    const svg = failoverSvg(peers());
+    expect(svg.startsWith("<svg")).toBe(true);
+    expect(svg.match(/<circle /g)).toHaveLength(peers().series.reduce((n, s) => n + s.trials.length, 0));
+    for (const series of peers().series)
+      expect(svg).toContain(series.label.replace(/&/g, "&amp;").slice(0, 10));
   });
 });
 
