@@ -1,15 +1,11 @@
 // The footprint group's CLI half: `pglease run` as a process, outside a cluster and publishing
 // to the test API server. Start-up is timed from spawn to its first `acquired` log line (a free
 // lease each time); resident memory is read from /proc once every started process has idled.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import { type KubeApiServer, startKubeApiServer } from "../../test/support/kube-apiserver/index.ts";
 import type { BenchContext, Table } from "../group.ts";
 import { type LatencyStats, latencyStats } from "../measure.ts";
 import { Candidate } from "../peers/candidates.ts";
-import { NAMESPACE, ROLE } from "../peers/lane.ts";
+import { type KubeFixture, startKubeFixture } from "../peers/kube-fixture.ts";
 import { count, mb, ms } from "../report.ts";
 
 const START_TIMEOUT_MS = 30_000;
@@ -81,24 +77,17 @@ async function measureVariant(
 }
 
 export async function measureCliFootprint(context: BenchContext): Promise<CliVariantFigures[]> {
-  let kube: KubeApiServer | undefined;
-  let configDir: string | undefined;
+  let kube: KubeFixture | undefined;
   try {
-    kube = await startKubeApiServer({ role: ROLE, user: `system:serviceaccount:${NAMESPACE}:bench` });
-    configDir = await mkdtemp(join(tmpdir(), "pglease-bench-kube-"));
-    const kubeconfig = join(configDir, "config");
-    await writeFile(kubeconfig, kube.kubeConfig({ namespace: NAMESPACE }).exportConfig());
-    const server = kube;
+    kube = await startKubeFixture();
+    const fixture = kube;
     const variants: Variant[] = [
       { label: "outside a cluster (publishing off)", env: () => ({ DATABASE_URL: context.databaseUrl }) },
       {
         label: "publishing to its pod (test API server)",
         env: (pod) => {
-          server.seedPod({
-            metadata: { name: pod, namespace: NAMESPACE },
-            spec: { containers: [{ name: "app", image: "app:1" }] },
-          });
-          return { DATABASE_URL: context.databaseUrl, KUBECONFIG: kubeconfig, POD_NAMESPACE: NAMESPACE };
+          fixture.seedPod(pod);
+          return { DATABASE_URL: context.databaseUrl, ...fixture.env };
         },
       },
     ];
@@ -110,7 +99,6 @@ export async function measureCliFootprint(context: BenchContext): Promise<CliVar
     return figures;
   } finally {
     await kube?.close();
-    if (configDir) await rm(configDir, { recursive: true, force: true });
   }
 }
 

@@ -1,35 +1,21 @@
 // One election under test: three candidate processes of one system, with a database and an API
 // server of their own (so what they cost is counted for them alone), and the trials that stop
 // the leader and time the handover on the servers' clocks.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import pg from "pg";
 import { FailoverTimer } from "../../src/cli/demo/failover-timer.ts";
-import { type KubeApiServer, startKubeApiServer } from "../../test/support/kube-apiserver/index.ts";
+import type { KubeApiServer } from "../../test/support/kube-apiserver/index.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";
+import { type KubeFixture, NAMESPACE, startKubeFixture } from "./kube-fixture.ts";
+import { leaseNamesNewHolder, podLabelledLeader, roleLabelOf } from "./request-log.ts";
 import { type StatementCounter, startStatementCounter } from "./statement-counter.ts";
 import { argsFor, type PeerTiming, pgleaseRenewMs, type SystemSpec } from "./systems.ts";
 
-export const NAMESPACE = "bench";
 const LEASE = "bench-election";
 const LOCK_KEY = 4242;
-const ROLE_LABEL = "pglease.io/role";
 const CANDIDATES = 3;
 const POLL_MS = 5;
-
-/** The chart's Role (charts/pglease/templates/role.yaml) plus what client-go's election needs on Leases. */
-export const ROLE = {
-  metadata: { namespace: NAMESPACE },
-  rules: [
-    { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "patch"] },
-    { apiGroups: [""], resources: ["pods/status"], verbs: ["patch"] },
-    { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create"] },
-    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
-  ],
-};
 
 // Both instants on the database server's clock, as text for FailoverTimer and as epoch ms.
 const SERVER_CLOCK = `SELECT t::text AS text, (extract(epoch FROM t) * 1000)::float8 AS ms FROM clock_timestamp() AS t`;
@@ -75,13 +61,13 @@ export class Lane {
   readonly timing: PeerTiming;
   readonly candidates: Candidate[] = [];
   kube: KubeApiServer | null = null;
+  #fixture: KubeFixture | null = null;
   database: BenchDatabase | null = null;
   /** Set when the lane counts its candidates' statements: they then reach the database through it. */
   counter: StatementCounter | null = null;
   readonly #env: LaneEnvironment;
   #admin: pg.Pool | null = null;
   #timer: FailoverTimer | null = null;
-  #configDir: string | null = null;
   #childEnv: NodeJS.ProcessEnv = {};
 
   private constructor(name: string, system: SystemSpec, timing: PeerTiming, env: LaneEnvironment) {
@@ -127,11 +113,9 @@ export class Lane {
       if (kind === "pglease") this.#timer = new FailoverTimer(this.database.url, LEASE);
     }
     if (kind !== "advisory-lock") {
-      this.kube = await startKubeApiServer({ role: ROLE, user: `system:serviceaccount:${NAMESPACE}:bench` });
-      this.#configDir = await mkdtemp(join(tmpdir(), "pglease-bench-kube-"));
-      const path = join(this.#configDir, "config");
-      await writeFile(path, this.kube.kubeConfig({ namespace: NAMESPACE }).exportConfig());
-      Object.assign(this.#childEnv, { KUBECONFIG: path, POD_NAMESPACE: NAMESPACE });
+      this.#fixture = await startKubeFixture();
+      this.kube = this.#fixture.server;
+      Object.assign(this.#childEnv, this.#fixture.env);
     }
     for (let i = 1; i <= CANDIDATES; i++) {
       const pod = `${this.name}-${i}`;
@@ -141,13 +125,9 @@ export class Lane {
   }
 
   #seedPod(pod: string): void {
-    this.kube?.seedPod({
-      metadata: {
-        name: pod,
-        namespace: NAMESPACE,
-        labels: { "app.kubernetes.io/name": "bench", "app.kubernetes.io/instance": this.name },
-      },
-      spec: { containers: [{ name: "app", image: "app:1" }] },
+    this.#fixture?.seedPod(pod, {
+      "app.kubernetes.io/name": "bench",
+      "app.kubernetes.io/instance": this.name,
     });
   }
 
@@ -173,7 +153,7 @@ export class Lane {
   }
 
   #label(pod: string): string | undefined {
-    return this.kube?.pod(NAMESPACE, pod)?.metadata?.labels?.[ROLE_LABEL];
+    return roleLabelOf(this.kube?.pod(NAMESPACE, pod)?.metadata?.labels);
   }
 
   /** Every candidate campaigning, one leader, and (pglease) only the leader's pod labelled leader. */
@@ -246,17 +226,7 @@ export class Lane {
         `${this.name}: the Lease never named a new holder`,
         this.timeoutMs,
         signal,
-        () =>
-          this.kube?.requests.slice(start.mark).find((r) => {
-            const holder = (r.body as { spec?: { holderIdentity?: string } } | undefined)?.spec
-              ?.holderIdentity;
-            return (
-              r.resource === "leases" &&
-              (r.status === 200 || r.status === 201) &&
-              !!holder &&
-              holder !== start.oldIdentity
-            );
-          }),
+        () => this.kube?.requests.slice(start.mark).find(leaseNamesNewHolder(start.oldIdentity)),
       );
       return {
         lane: this.name,
@@ -277,17 +247,7 @@ export class Lane {
       `${this.name}: the new leader's pod was never labelled`,
       this.timeoutMs,
       signal,
-      () =>
-        this.kube?.requests
-          .slice(start.mark)
-          .find(
-            (r) =>
-              r.method === "PATCH" &&
-              r.name === pod &&
-              r.subresource === undefined &&
-              r.status === 200 &&
-              JSON.stringify(r.body ?? null).includes(`"${ROLE_LABEL}":"leader"`),
-          ),
+      () => this.kube?.requests.slice(start.mark).find(podLabelledLeader(pod)),
     );
     return {
       lane: this.name,
@@ -310,13 +270,27 @@ export class Lane {
     ).finally(() => controller.abort());
   }
 
+  /**
+   * Kills the candidates first, then undoes the rest step by step; every step is tried even when
+   * one fails (after Ctrl-C the database server may already be gone), and the first error is thrown.
+   */
   async close(): Promise<void> {
-    await Promise.all(this.candidates.map((c) => c.kill("SIGKILL")));
-    await this.#timer?.close();
-    await this.#admin?.end();
-    await this.kube?.close();
-    await this.counter?.close();
-    await this.database?.drop();
-    if (this.#configDir) await rm(this.#configDir, { recursive: true, force: true });
+    const steps: Array<() => Promise<unknown> | undefined> = [
+      () => Promise.all(this.candidates.map((c) => c.kill("SIGKILL"))),
+      () => this.#timer?.close(),
+      () => this.#admin?.end(),
+      () => this.#fixture?.close(),
+      () => this.counter?.close(),
+      () => this.database?.drop(),
+    ];
+    let first: unknown;
+    for (const step of steps) {
+      try {
+        await step();
+      } catch (error) {
+        first ??= error;
+      }
+    }
+    if (first !== undefined) throw first;
   }
 }
