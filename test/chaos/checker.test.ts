@@ -145,9 +145,13 @@ describe("chaos checker", () => {
     history.pauses.push({ pid: 1, kind: "sigstop", from: 4_000, to: 7_500 });
     const result = checkHistory(history);
     expect(result.violations).toEqual([]);
-    expect(result.staleWakeups).toEqual({ count: 1, maxMs: 20 });
+    expect(result.staleWakeups).toEqual({
+      sigstop: { count: 1, maxMs: 20 },
+      "loop-block": { count: 0, maxMs: 0 },
+    });
 
-    history.transitions[2] = { pid: 1, time: 7_600, outcome: "stepped-down", fence: 1 };
+    // 160 ms after waking: 10 ms past the 150 ms grace.
+    history.transitions[2] = { pid: 1, time: 7_660, outcome: "stepped-down", fence: 1 };
     expect(rules(history)).toEqual(["two-believers"]);
   });
 

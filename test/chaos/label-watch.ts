@@ -3,6 +3,7 @@
 // missed, which polling could not promise. Runs in the chaos process, next to the server.
 import { request } from "node:http";
 import type { LabelChange } from "./history.ts";
+import { jsonLine } from "./recorder.ts";
 
 export interface LabelWatch {
   changes: LabelChange[];
@@ -57,7 +58,8 @@ export function watchRoleLabels(options: {
         while (newline >= 0) {
           const line = buffer.slice(0, newline);
           buffer = buffer.slice(newline + 1);
-          if (line.trim()) onEvent(JSON.parse(line) as WatchEvent);
+          const event = jsonLine(line);
+          if (event) onEvent(event as WatchEvent);
           newline = buffer.indexOf("\n");
         }
       });

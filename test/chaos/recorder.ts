@@ -11,6 +11,17 @@ const READ_LEASE_LOG = `
     FROM chaos_lease_log ORDER BY seq`;
 const READ_WRITES = "SELECT seq, replica, fence::text, issued_ms::text FROM chaos_writes ORDER BY seq";
 
+/** A JSON log line, or null for anything else (a line cut short by SIGKILL, say). */
+export function jsonLine(text: string): Record<string, unknown> | null {
+  if (!text.startsWith("{")) return null;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return typeof parsed === "object" && parsed !== null ? (parsed as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
 export class Recorder {
   readonly incarnations: Incarnation[] = [];
   readonly transitions: Transition[] = [];
@@ -18,8 +29,8 @@ export class Recorder {
   readonly rejections: RejectedWrite[] = [];
   /** Workload errors other than refusals, by message: how often the links failed. */
   readonly writeErrors = new Map<string, number>();
-  /** Replica name → the outcome of its current process's last transition. */
-  readonly #lastOutcome = new Map<string, string>();
+  /** Replica name → its current process's last transition. */
+  readonly #lastOutcome = new Map<string, { outcome: string; time: number }>();
 
   sidecarStarted(replica: string, pid: number, at: number): void {
     this.incarnations.push({ replica, pid, holder: null, startedAt: at, endedAt: null });
@@ -49,7 +60,7 @@ export class Recorder {
     if (typeof line.outcome !== "string" || Number.isNaN(time)) return;
     const fence = typeof line.fence === "number" ? line.fence : null;
     this.transitions.push({ pid, time, outcome: line.outcome, fence });
-    this.#lastOutcome.set(incarnation.replica, line.outcome);
+    this.#lastOutcome.set(incarnation.replica, { outcome: line.outcome, time });
   }
 
   pauseStarted(pid: number, kind: Pause["kind"], at: number): Pause {
@@ -72,10 +83,13 @@ export class Recorder {
     }
   }
 
-  /** The replica whose running process last said it leads, if any. */
+  /** The replica whose live process said it leads most recently (a woken old leader may still say so). */
   believedLeader(): string | null {
-    for (const [replica, outcome] of this.#lastOutcome) if (LEADING.has(outcome)) return replica;
-    return null;
+    let leader: { replica: string; time: number } | null = null;
+    for (const [replica, { outcome, time }] of this.#lastOutcome) {
+      if (LEADING.has(outcome) && (leader === null || time > leader.time)) leader = { replica, time };
+    }
+    return leader?.replica ?? null;
   }
 
   async readDatabase(pool: pg.Pool): Promise<{ leaseRows: LeaseRow[]; writes: History["writes"] }> {

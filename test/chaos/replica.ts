@@ -12,7 +12,7 @@ import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
 import { type Running, startPglease } from "../support/cli.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 import { exited, signal, terminate, track } from "./processes.ts";
-import type { Recorder } from "./recorder.ts";
+import { jsonLine, type Recorder } from "./recorder.ts";
 
 const PRELOAD = pathToFileURL(fileURLToPath(new URL("./block-loop-preload.ts", import.meta.url))).href;
 const WORKLOAD = fileURLToPath(new URL("./workload.ts", import.meta.url));
@@ -116,8 +116,8 @@ export class Replica {
     s.recorder.sidecarStarted(this.name, pid, Date.now());
     if (child.stdout) {
       createInterface({ input: child.stdout }).on("line", (text) => {
-        if (!text.startsWith("{")) return;
-        const line = JSON.parse(text) as Record<string, unknown>;
+        const line = jsonLine(text);
+        if (!line) return;
         s.recorder.sidecarLine(pid, line);
         if (line.chaos === "loop-block") {
           this.#blockDone?.({ from: Number(line.blockedFrom), to: Number(line.blockedTo) });
@@ -161,7 +161,8 @@ export class Replica {
     });
     if (child.stdout) {
       createInterface({ input: child.stdout }).on("line", (text) => {
-        if (text.startsWith("{")) s.recorder.workloadLine(JSON.parse(text) as Record<string, unknown>);
+        const line = jsonLine(text);
+        if (line) s.recorder.workloadLine(line);
       });
     }
     child.once("exit", (code, sig) => {

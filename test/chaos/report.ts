@@ -27,7 +27,7 @@ export interface Summary {
   writes: { accepted: number; rejected: number; byReplica: Record<string, number> };
   acquisitions: number;
   highestFence: number;
-  staleWakeups: { count: number; maxMs: number };
+  staleWakeups: ChaosOutcome["result"]["staleWakeups"];
   bounds: ChaosOutcome["result"]["bounds"];
   violations: ChaosOutcome["result"]["violations"];
   notes: string[];
@@ -137,7 +137,11 @@ export function formatSummary(s: Summary): string {
     `writes accepted: ${s.writes.accepted} (${Object.entries(s.writes.byReplica)
       .map(([r, n]) => `${r} ${n}`)
       .join(", ")}); rejected by the guard as stale: ${s.writes.rejected}`,
-    `stale beliefs after a pause (woken leader, someone else leading): ${s.staleWakeups.count}, longest ${s.staleWakeups.maxMs} ms before stepping down (grace ${s.bounds.wakeGraceMs} ms)`,
+    `stale beliefs after a pause (woken leader, someone else leading), longest before stepping down: ${Object.entries(
+      s.staleWakeups,
+    )
+      .map(([kind, w]) => `${kind} ${w.count}× ≤ ${w.maxMs} ms`)
+      .join(", ")} (grace ${s.bounds.wakeGraceMs} ms)`,
     `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal`,
     `violations: ${s.violations.length}`,
     ...s.violations.slice(0, 30).map((v) => `  - ${v.rule} at ${new Date(v.at).toISOString()}: ${v.detail}`),

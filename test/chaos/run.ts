@@ -16,7 +16,7 @@ const USAGE = `Usage: node test/chaos/run.ts --seed S --duration D [--replicas N
   --replicas N      pglease replicas, each with its workload and fault proxies (default 3)
   --lease D         lease duration of the replicas (default 2s; renew a third of it, retry 200ms)
   --faults K,K      only these kinds (${FAULT_KINDS.join(", ")})
-  --wake-grace D    how long a process woken from a pause may still believe it leads (default 50ms)
+  --wake-grace D    how long a process woken from a pause may still believe it leads (default 150ms)
   --unguarded       the deliberately unsafe variant: workloads write without the fence guard
   --json            print the summary as JSON instead of a table
   --history FILE    also write the whole recorded history (the checker's input) to FILE`;
@@ -42,7 +42,7 @@ function parse() {
       lease: { type: "string", default: "2s" },
       faults: { type: "string" },
       unguarded: { type: "boolean", default: false },
-      "wake-grace": { type: "string", default: "50ms" },
+      "wake-grace": { type: "string", default: "150ms" },
       json: { type: "boolean", default: false },
       history: { type: "string" },
       help: { type: "boolean", default: false },
@@ -90,6 +90,16 @@ const onSignal = (name: NodeJS.Signals) => {
 };
 process.on("SIGINT", onSignal);
 process.on("SIGTERM", onSignal);
+// A bug in the harness must not leave processes or folders behind: stop as on Ctrl-C, then fail.
+let crashed: unknown = null;
+const onCrash = (error: unknown) => {
+  crashed ??= error;
+  process.exitCode = 1;
+  process.stderr.write(`chaos: internal error, stopping: ${(error as Error)?.stack ?? error}\n`);
+  abort.abort();
+};
+process.on("uncaughtException", onCrash);
+process.on("unhandledRejection", onCrash);
 
 try {
   const outcome = await runChaos({
@@ -102,7 +112,9 @@ try {
   process.stdout.write(args.json ? `${JSON.stringify(summary, null, 2)}\n` : `${formatSummary(summary)}\n`);
   process.exitCode = summary.violations.length > 0 ? 1 : 0;
 } catch (error) {
-  if (abort.signal.aborted) {
+  if (crashed !== null) {
+    process.exitCode = 1;
+  } else if (abort.signal.aborted) {
     process.stderr.write(`chaos: ${new ChaosInterrupted().message}\n`);
     process.exitCode = 130;
   } else {
