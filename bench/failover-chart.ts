@@ -2,7 +2,6 @@
 // axis: one row per system and stop signal, every trial a dot, a box from the 25th to the 75th
 // percentile with the median, whiskers to the extremes. Plain SVG, no dependency.
 import type { FailoverSeries, PeerFigures } from "./groups/peers.ts";
-import { seriesLabel } from "./groups/peers-tables.ts";
 import type { PeerKind } from "./peers/candidates.ts";
 import { SYSTEMS } from "./peers/systems.ts";
 
@@ -48,7 +47,7 @@ function row(series: FailoverSeries, y: number, x: (msValue: number) => number):
   const colour = COLOURS[SYSTEMS[series.system].kind];
   const mid = y + ROW_HEIGHT / 2;
   const parts = [
-    `<text x="${LABEL_WIDTH}" y="${mid + 4}" text-anchor="end">${escapeXml(seriesLabel(series))} (n=${values.length})</text>`,
+    `<text x="${LABEL_WIDTH}" y="${mid + 4}" text-anchor="end">${escapeXml(series.label)} (n=${values.length})</text>`,
   ];
   if (sorted.length === 0) return parts;
   const [p25, p50, p75] = [0.25, 0.5, 0.75].map((q) => quantile(sorted, q)) as [number, number, number];
@@ -89,6 +88,8 @@ export function failoverSvg(figures: PeerFigures): string {
   }
   const plotBottom = y + 6;
   const ticks: string[] = [];
+  // Over many decades the 2 and 5 labels would run into each other: their lines stay.
+  const labelMinor = Math.log10(high / low) <= 3;
   for (let decade = low; decade <= high; decade *= 10) {
     for (const step of [1, 2, 5]) {
       const value = decade * step;
@@ -97,8 +98,12 @@ export function failoverSvg(figures: PeerFigures): string {
       const major = step === 1;
       ticks.push(
         `<line x1="${tx}" x2="${tx}" y1="${TOP}" y2="${plotBottom}" stroke="#000" stroke-opacity="${major ? 0.18 : 0.07}"/>`,
-        `<text x="${tx}" y="${plotBottom + 16}" text-anchor="middle" fill-opacity="${major ? 1 : 0.6}">${timeLabel(value)}</text>`,
       );
+      if (major || labelMinor) {
+        ticks.push(
+          `<text x="${tx}" y="${plotBottom + 16}" text-anchor="middle" fill-opacity="${major ? 1 : 0.6}">${timeLabel(value)}</text>`,
+        );
+      }
     }
   }
   const height = plotBottom + AXIS_HEIGHT;

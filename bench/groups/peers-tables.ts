@@ -50,7 +50,7 @@ export function ratiosOf(series: FailoverSeries[], steady: SteadyCost[]): Series
   for (const [event, ours, theirs] of pairs) {
     const a = find(series, ours, event);
     const b = find(series, theirs, event);
-    const name = `${event}: ${SYSTEMS[ours].label} vs ${SYSTEMS[theirs].label}`;
+    const name = `${event}: ${a?.label ?? SYSTEMS[ours].label} vs ${b?.label ?? SYSTEMS[theirs].label}`;
     add(`${name}, new leader holds`, a?.holds.p50Ms, b?.holds.p50Ms);
     if (b?.published) add(`${name}, labelled vs Lease shows holder`, a?.published?.p50Ms, b.published.p50Ms);
   }
@@ -92,11 +92,6 @@ export function targetsOf(series: FailoverSeries[]): Target[] {
   return targets;
 }
 
-/** After SIGKILL nothing runs, so client-go's release setting plays no part: one name for both. */
-export function seriesLabel(series: FailoverSeries): string {
-  return series.event === "crash" && series.system === "client-go" ? "client-go Lease" : series.label;
-}
-
 const pair = (s: Spread | null) => (s ? [ms(s.p50Ms), ms(s.p99Ms)] : ["—", "—"]);
 
 function failoverTable(figures: PeerFigures): Table {
@@ -116,7 +111,7 @@ function failoverTable(figures: PeerFigures): Table {
     ],
     rows: figures.series.map((s) => [
       s.event === "crash" ? "SIGKILL" : "SIGTERM",
-      seriesLabel(s),
+      s.label,
       count(s.trials.length),
       ...pair(s.holds),
       ...pair(s.published),

@@ -115,7 +115,10 @@ async function runPhase(plans: SeriesPlan[], context: BenchContext): Promise<Fai
     const trials = outcome?.status === "fulfilled" ? outcome.value.flat() : [];
     return {
       system: plan.system,
-      label: SYSTEMS[plan.system].label,
+      label:
+        plan.event === "graceful" && plan.system === "client-go"
+          ? `${SYSTEMS[plan.system].label}, no release`
+          : SYSTEMS[plan.system].label,
       event: plan.event,
       lanes: plan.lanes,
       trials,

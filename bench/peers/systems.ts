@@ -24,7 +24,8 @@ export const SYSTEMS: Record<SystemId, SystemSpec> = {
   },
   "client-go": {
     id: "client-go",
-    label: "client-go Lease, no release",
+    // After a crash and in a quiet election its release setting plays no part; graceful series say "no release".
+    label: "client-go Lease",
     kind: "client-go",
     notify: false,
     releaseOnCancel: false,
