@@ -81,8 +81,10 @@ async function wire(
   let feed: PgReleaseFeed | undefined;
   if (config.notify) {
     feed = new PgReleaseFeed({
-      connectionString: config.database.connectionString,
-      ssl: config.database.ssl,
+      connection: {
+        ...(config.database.connectionString ? { connectionString: config.database.connectionString } : {}),
+        ...(config.database.ssl !== undefined ? { ssl: config.database.ssl } : {}),
+      },
       table: store.table,
       onError: (error) =>
         log.warn({ err: error.message }, "release notices interrupted; polling until reconnected"),
@@ -109,6 +111,9 @@ async function wire(
 
   // Leases renewed in the same tick go out as one statement.
   const renewals = new BatchedRenewals(store);
+  // Once the pod is demoted for shutdown, nothing may label it leader again.
+  let demotedForShutdown = false;
+  const stepBudget = Math.floor(config.gracePeriodMs / 4);
   const electors = config.leases.map(
     (key) =>
       new Elector({
@@ -117,9 +122,14 @@ async function wire(
         store: renewals,
         ...(feed ? { releases: feed } : {}),
         ...timing,
-        stopTimeoutMs: Math.floor(config.gracePeriodMs / 3),
+        stopTimeoutMs: stepBudget,
         ...(publisher && key === config.publishLease
-          ? { beforeRelease: () => publisher.demote(Math.floor(config.gracePeriodMs / 3)) }
+          ? {
+              beforeRelease: () => {
+                demotedForShutdown = true;
+                return publisher.demote(stepBudget);
+              },
+            }
           : {}),
       }),
   );
@@ -139,15 +149,14 @@ async function wire(
       log.error({ lease: elector.key, err: String(error) }, "leader work failed"),
     );
     if (publisher && elector.key === config.publishLease) {
-      elector.on("transition", () => {
+      const publish = () => {
         const s = elector.status();
-        publisher.setDesired({
-          lease: s.key,
-          role: s.role,
-          fence: s.role === "leader" ? s.fence : null,
-          holder: s.leader ?? "",
-        });
-      });
+        if (demotedForShutdown && s.role === "leader") return;
+        publisher.setDesired({ lease: s.key, role: s.role, fence: s.fence, holder: s.leader ?? "" });
+      };
+      elector.on("transition", publish);
+      // A follower's holder annotation follows the leader it sees, even without a transition.
+      elector.on("leader-changed", publish);
     }
   }
 

@@ -22,8 +22,10 @@ export interface StatusDocument {
   leases: Array<{
     lease: string;
     role: "leader" | "follower";
+    /** This process's own fence: null unless it leads. */
     fence: number | null;
     leader: string | null;
+    leaderFence: number | null;
     expiresAt: string | null;
     lastOutcome: string | null;
     since: string;
@@ -41,6 +43,7 @@ export function statusDocument(sources: Pick<HttpSources, "electors" | "holder" 
         role: s.role,
         fence: s.fence,
         leader: s.leader,
+        leaderFence: s.leaderFence,
         expiresAt: s.expiresAt?.toISOString() ?? null,
         lastOutcome: s.lastOutcome,
         since: s.since.toISOString(),

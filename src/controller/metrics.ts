@@ -16,7 +16,7 @@ export class ControllerMetrics {
   });
   readonly #fence = new client.Gauge({
     name: "pglease_fence",
-    help: "Fence of the current term as last seen by this process",
+    help: "Fence of the current term (this process's own when it leads, else the leader's as last seen)",
     labelNames: ["lease"],
     registers: [this.registry],
   });
@@ -94,7 +94,7 @@ export class ControllerMetrics {
     const status = elector.status();
     this.#masterStatus.set({ name: elector.key }, status.role === "leader" ? 1 : 0);
     this.#remaining.set({ lease: elector.key }, (status.deadlineInMs ?? 0) / 1000);
-    if (status.fence !== null) this.#fence.set({ lease: elector.key }, status.fence);
+    if (status.leaderFence !== null) this.#fence.set({ lease: elector.key }, status.leaderFence);
   }
 
   watch(elector: Elector): void {

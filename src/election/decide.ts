@@ -59,14 +59,17 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 /**
  * What the next tick does:
  * 1. a leader renews (the deadline timer handles a passed deadline);
- * 2. a follower told of a release, or knowing nothing, or past the observed expiry, claims;
- * 3. any other follower only reads: a failed claim is still a write.
+ * 2. a follower told of a release, or knowing nothing yet, or past the observed expiry, claims;
+ * 3. any other follower only reads (a failed claim is still a write), including one that lost a
+ *    race without learning who won.
  */
 export function nextAction(state: ElectionState, now: number, releaseAnnounced: boolean): Action {
   if (state.role === "leader") return "renew";
-  const expiry = state.observed?.localExpiry ?? null;
-  if (releaseAnnounced || expiry === null || expiry <= now) return "claim";
-  return "read";
+  if (releaseAnnounced || state.observed === null) return "claim";
+  const expiry = state.observed.localExpiry;
+  // Lost a race without learning the winner: look before writing again.
+  if (expiry === null) return "read";
+  return expiry <= now ? "claim" : "read";
 }
 
 /** After a claim sent at `sentAt` was answered at `receivedAt`. */
@@ -160,7 +163,7 @@ export function afterRenew(
 export function afterError(
   ctx: Context,
   state: ElectionState,
-  action: Action | "release",
+  action: Action,
   error: unknown,
   now: number,
 ): Decision {
@@ -201,6 +204,17 @@ export function released(ctx: Context, fence: number, ended: boolean, now: numbe
     sentence: ended
       ? `released lease ${ctx.key} (fence ${fence})`
       : `released lease ${ctx.key} (fence ${fence}); it had already ended on the server`,
+    state: initialState,
+    wakeAt: now,
+  };
+}
+
+/** Stopping, the release itself failed: leadership ends here all the same. */
+export function releaseFailed(ctx: Context, fence: number, error: unknown, now: number): Decision {
+  const reason = error instanceof Error ? error.message : String(error);
+  return {
+    outcome: "stepped-down",
+    sentence: `stopped leading lease ${ctx.key} (fence ${fence}) but could not release it (${reason}); it ends on the server at its expiry`,
     state: initialState,
     wakeAt: now,
   };

@@ -17,6 +17,7 @@ import {
   nextAction,
   type Outcome,
   released,
+  releaseFailed,
   stepDown,
 } from "./decide.ts";
 import { type RunningWork, startLeaderWork } from "./leader-work.ts";
@@ -64,8 +65,11 @@ export interface ElectorStatus {
   key: string;
   holder: string;
   role: "leader" | "follower";
+  /** The fence of this process's own term; null unless it leads. Hand only this one to writes. */
   fence: number | null;
   leader: string | null;
+  /** The fence of whoever leads, as far as this process knows (its own when it leads). */
+  leaderFence: number | null;
   expiresAt: Date | null;
   lastOutcome: Outcome | null;
   since: Date;
@@ -96,6 +100,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
   #inflight: Promise<void> | null = null;
   #tickRequested = false;
   #releaseAnnounced = false;
+  /** The last claim got no answer: it may have committed all the same. */
+  #claimUncertain = false;
   #generation = 0;
   #started = false;
   #stopping = false;
@@ -122,8 +128,10 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#started = true;
     this.#unsubscribe =
       this.#opts.releases?.subscribe((key) => {
-        if (key !== this.key || this.#state.role === "leader" || this.#stopping) return;
-        this.#releaseAnnounced = true;
+        if (key !== this.key || this.#stopping) return;
+        // A leader told of a release of its own lease (an operator's) renews at once, finds no row
+        // and steps down, instead of leading on until its next scheduled renew.
+        if (this.#state.role !== "leader") this.#releaseAnnounced = true;
         this.#schedule(this.#clock.now());
       }) ?? null;
     this.#schedule(this.#clock.now());
@@ -139,8 +147,9 @@ export class Elector extends EventEmitter<ElectorEvents> {
       key: this.key,
       holder: this.holder,
       role,
-      fence: term?.fence ?? observed?.fence ?? null,
+      fence: term?.fence ?? null,
       leader: role === "leader" ? this.holder : (observed?.holder ?? null),
+      leaderFence: term?.fence ?? observed?.fence ?? null,
       expiresAt: term?.expiresAt ?? observed?.expiresAt ?? null,
       lastOutcome: this.#lastOutcome,
       since: this.#since,
@@ -183,9 +192,13 @@ export class Elector extends EventEmitter<ElectorEvents> {
       decision = afterError(this.#ctx, this.#state, action, error, this.#clock.now());
     }
     const durationMs = this.#clock.now() - sentAt;
+    this.#claimUncertain = action !== "renew" && decision.outcome === "transient-error";
     if (this.#stopping) {
       // stop() releases whatever this last call won; nothing else may start now.
-      if (generation === this.#generation && decision.state.role === "leader") this.#state = decision.state;
+      if (generation === this.#generation && decision.state.role === "leader") {
+        this.#state = decision.state;
+        this.#armDeadline();
+      }
       return;
     }
     // The deadline timer already ended this term while the call was in flight.
@@ -228,11 +241,12 @@ export class Elector extends EventEmitter<ElectorEvents> {
 
     if (before.role === "leader" && decision.state.role !== "leader") this.#endTerm(decision.sentence);
     if (decision.state.role === "leader") this.#armDeadline();
+    // Scheduled before the listeners run, so a throwing listener cannot stop the loop.
+    if (schedule) this.#schedule(decision.wakeAt);
+    if (decision.outcome === "acquired") this.#startWork();
     this.emit("tick", report);
     if (changed) this.emit("transition", report);
-    if (decision.outcome === "acquired") this.#startWork();
     this.#noteLeader();
-    if (schedule) this.#schedule(decision.wakeAt);
   }
 
   #armDeadline(): void {
@@ -241,9 +255,10 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#deadline?.cancel();
     this.#deadline = this.#clock.setTimer(term.deadline - this.#clock.now(), () => {
       this.#deadline = null;
-      if (this.#stopping || this.#state.role !== "leader") return;
+      if (this.#state.role !== "leader") return;
+      // Also while stopping: a slow stop must not stretch leadership past the deadline.
       this.#generation++;
-      this.#apply(stepDown(this.#ctx, this.#state, this.#clock.now()), "deadline", 0);
+      this.#apply(stepDown(this.#ctx, this.#state, this.#clock.now()), "deadline", 0, !this.#stopping);
     });
   }
 
@@ -267,7 +282,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
 
   #noteLeader(): void {
     const status = this.status();
-    const seen = { key: this.key, holder: status.leader, fence: status.fence };
+    const seen = { key: this.key, holder: status.leader, fence: status.leaderFence };
     if (seen.holder === this.#leaderSeen.holder && seen.fence === this.#leaderSeen.fence) return;
     this.#leaderSeen = seen;
     this.emit("leader-changed", seen);
@@ -286,39 +301,46 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#stopping = true;
     this.#wake?.cancel();
     this.#unsubscribe?.();
+    this.#work?.abort(`stopping: releasing lease ${this.key}`);
     await this.#inflight;
-    this.#deadline?.cancel();
     const term = this.#state.role === "leader" ? this.#state.term : null;
-    const bound = this.#opts.stopTimeoutMs ?? 5_000;
-    if (this.#work) {
-      this.#work.abort(`stopping: releasing lease ${this.key}`);
-      await settledWithin(this.#clock, bound, this.#work.done);
+    if (!term) {
+      await this.#releaseUncertainClaim();
+      return;
     }
-    if (!term) return;
+    // Each wait ends by the local deadline at the latest; the deadline timer stays armed and steps
+    // down if a wait runs that long, so stopping never stretches leadership.
+    const bound = () =>
+      Math.max(0, Math.min(this.#opts.stopTimeoutMs ?? 5_000, term.deadline - this.#clock.now()));
+    if (this.#work) await settledWithin(this.#clock, bound(), this.#work.done);
     const demote = this.#opts.beforeRelease;
     if (demote) {
       const demoted = Promise.resolve().then(() => demote({ key: this.key, fence: term.fence }));
-      await settledWithin(this.#clock, bound, demoted);
+      await settledWithin(this.#clock, bound(), demoted);
     }
     const sentAt = this.#clock.now();
-    let ended = false;
+    let decision: Decision;
     try {
-      ended = await this.#call(this.#opts.store.release(this.key, this.holder, term.fence));
+      // Scoped to this term's fence: harmless if the term already ended.
+      const ended = await this.#call(this.#opts.store.release(this.key, this.holder, term.fence));
+      decision = released(this.#ctx, term.fence, ended, this.#clock.now());
     } catch (error) {
-      // The lease runs out on the server by itself; the pod was already demoted.
-      this.#apply(
-        afterError(this.#ctx, this.#state, "release", error, this.#clock.now()),
-        "release",
-        0,
-        false,
-      );
-      return;
+      decision = releaseFailed(this.#ctx, term.fence, error, this.#clock.now());
     }
-    this.#apply(
-      released(this.#ctx, term.fence, ended, this.#clock.now()),
-      "release",
-      this.#clock.now() - sentAt,
-      false,
-    );
+    this.#apply(decision, "release", this.#clock.now() - sentAt, false);
+    this.#deadline?.cancel();
+  }
+
+  /** A claim that timed out may still have committed: release it if the row says it is ours. */
+  async #releaseUncertainClaim(): Promise<void> {
+    if (!this.#claimUncertain) return;
+    try {
+      const view = await this.#call(this.#opts.store.read(this.key));
+      if (view && view.holder === this.holder && view.ttlMs > 0) {
+        await this.#call(this.#opts.store.release(this.key, this.holder, view.fence));
+      }
+    } catch {
+      // Unreachable: the lease, if ours, ends at its expiry on the server.
+    }
   }
 }

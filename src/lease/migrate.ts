@@ -41,7 +41,9 @@ export async function migrate(pool: pg.Pool, t: LeaseTable): Promise<void> {
     await client.query(LOCK, [MIGRATION_LOCK_ID]);
     const schema = await client.query<{ present: boolean }>(SCHEMA_EXISTS, [`"${t.schema}"`]);
     if (!schema.rows[0]?.present) await client.query(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`);
-    await client.query(createTable(t));
+    // Checked first too: a role without CREATE on the schema may still use an existing table.
+    const table = await client.query<{ present: boolean }>(TABLE_EXISTS, [t.qualified]);
+    if (!table.rows[0]?.present) await client.query(createTable(t));
     await client.query("COMMIT");
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {});

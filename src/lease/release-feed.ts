@@ -6,8 +6,8 @@ import type { ReleaseFeed } from "../election/ports.ts";
 import type { LeaseTable } from "./table.ts";
 
 export interface PgReleaseFeedOptions {
-  connectionString?: string;
-  ssl?: pg.ConnectionConfig["ssl"];
+  /** Where to LISTEN: the same server and credentials as the pool (e.g. `pool.options`). */
+  connection: pg.ClientConfig;
   table: LeaseTable;
   /** Delay before reconnecting after the listening connection drops. */
   reconnectDelayMs?: number;
@@ -39,8 +39,7 @@ export class PgReleaseFeed implements ReleaseFeed {
 
   async #connect(): Promise<void> {
     const client = new pg.Client({
-      ...(this.#options.connectionString ? { connectionString: this.#options.connectionString } : {}),
-      ...(this.#options.ssl !== undefined ? { ssl: this.#options.ssl } : {}),
+      ...this.#options.connection,
       application_name: "pglease-listen",
       keepAlive: true,
     });

@@ -3,6 +3,7 @@
 import type pg from "pg";
 import { Elector, type ElectorOptions } from "../election/elector.ts";
 import { holderIdentity } from "../election/identity.ts";
+import { TimingError } from "../election/timing.ts";
 import { BatchedRenewals } from "../lease/batched-renewals.ts";
 import { assertTablePresent, migrate } from "../lease/migrate.ts";
 import { createLeasePool } from "../lease/pool.ts";
@@ -24,7 +25,10 @@ export interface OpenLeasesOptions {
   preparedStatements?: boolean;
   /** Defaults to holderIdentity(): POD_NAME or the host name, plus a random suffix. */
   holder?: string;
-  /** Statement deadline; defaults to half of the shortest renew interval you will use (2.5 s). */
+  /**
+   * Client-side deadline of each statement (default 2.5 s, half the default renew interval).
+   * A campaign whose callTimeoutMs is shorter is refused: a statement must not outlive the call.
+   */
   statementTimeoutMs?: number;
 }
 
@@ -41,12 +45,13 @@ export interface Leases {
 
 export async function openLeases(options: OpenLeasesOptions = {}): Promise<Leases> {
   const ownPool = options.pool === undefined;
+  const statementTimeoutMs = options.statementTimeoutMs ?? 2_500;
   const pool = options.pool ?? createLeasePool({ connectionString: options.connectionString });
   const store = new PgLeaseStore({
     pool,
     schema: options.schema,
     table: options.table,
-    statementTimeoutMs: options.statementTimeoutMs ?? 2_500,
+    statementTimeoutMs,
     preparedStatements: options.preparedStatements,
   });
   let feed: PgReleaseFeed | undefined;
@@ -54,7 +59,8 @@ export async function openLeases(options: OpenLeasesOptions = {}): Promise<Lease
     if (options.migrate ?? true) await migrate(pool, store.table);
     else await assertTablePresent(pool, store.table);
     if (options.notify ?? true) {
-      feed = new PgReleaseFeed({ connectionString: options.connectionString, table: store.table });
+      // The pool's own settings, so a pool passed in is listened to on its own server.
+      feed = new PgReleaseFeed({ connection: pool.options, table: store.table });
       await feed.start();
     }
   } catch (error) {
@@ -78,6 +84,12 @@ export async function openLeases(options: OpenLeasesOptions = {}): Promise<Lease
         store: renewals,
         ...(feed ? { releases: feed } : {}),
       });
+      if (elector.timing.callTimeoutMs < statementTimeoutMs) {
+        throw new TimingError([
+          `callTimeoutMs (${elector.timing.callTimeoutMs} ms) of lease ${key} is shorter than the statement timeout ` +
+            `(${statementTimeoutMs} ms): open the leases with statementTimeoutMs at most ${elector.timing.callTimeoutMs}`,
+        ]);
+      }
       electors.push(elector);
       elector.start();
       return elector;

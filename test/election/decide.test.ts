@@ -68,6 +68,17 @@ describe("a follower", () => {
     expect(held.wakeAt).toBe(520);
   });
 
+  it("reads before claiming again after losing a race without learning the winner", () => {
+    const raced = afterClaim(
+      ctx,
+      { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null },
+      0,
+      1,
+    );
+    expect(raced.wakeAt).toBe(1 + timing.retryIntervalMs);
+    expect(nextAction(raced.state, raced.wakeAt, false)).toBe("read");
+  });
+
   it("claims at once when a release is announced", () => {
     const held = afterClaim(ctx, lostTo("other", 7, 9_000), 0, 0);
     expect(nextAction(held.state, 1, true)).toBe("claim");

@@ -85,7 +85,7 @@ describe("with an injected clock", () => {
 
   it("a follower reads rather than claims, and takes over on the release notice with the next fence", async () => {
     const clock = new ManualClock();
-    const feed = new PgReleaseFeed({ connectionString: db.url, table: store.table });
+    const feed = new PgReleaseFeed({ connection: { connectionString: db.url }, table: store.table });
     await feed.start();
     cleanup.push(() => feed.close());
     const a = elector(clock, { key: "handover", holder: "a", releases: feed });
@@ -121,7 +121,47 @@ describe("with an injected clock", () => {
     await until(clock, () => a.ticks.length >= 3, "renew fails, then a look");
     expect(a.outcomes().slice(0, 3)).toEqual(["acquired", "lost", "held-by-other"]);
     expect(terms[0]?.signal.aborted).toBe(true);
-    expect(a.e.status()).toMatchObject({ role: "follower", leader: "intruder", fence: 2 });
+    expect(a.e.status()).toMatchObject({ role: "follower", leader: "intruder", fence: null, leaderFence: 2 });
+  });
+
+  it("stopping never stretches leadership: stuck work and a stuck demotion end at the local deadline", async () => {
+    const clock = new ManualClock();
+    const a = elector(clock, {
+      key: "slow-stop",
+      holder: "a",
+      stopTimeoutMs: 60_000,
+      lead: () => new Promise(() => {}), // ignores its signal
+      beforeRelease: () => new Promise(() => {}), // never demotes
+    });
+    a.e.start();
+    await until(clock, () => a.ticks.length === 1, "acquire");
+    clock.advance(4_999);
+    let stopped = false;
+    void a.e.stop().then(() => {
+      stopped = true;
+    });
+    await until(clock, () => a.e.isLeader(), "stop has begun");
+    clock.advance(5_000);
+    expect(a.e.isLeader()).toBe(true);
+    clock.advance(1);
+    expect(a.e.isLeader()).toBe(false);
+    await until(clock, () => stopped, "stop finishes");
+    expect(a.outcomes()).toEqual(["acquired", "stepped-down", "released"]);
+    expect((await store.read("slow-stop"))?.ttlMs).toBeLessThanOrEqual(0);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it("a leader hears an operator's release of its lease and steps down at once", async () => {
+    const clock = new ManualClock();
+    const feed = new PgReleaseFeed({ connection: { connectionString: db.url }, table: store.table });
+    await feed.start();
+    cleanup.push(() => feed.close());
+    const a = elector(clock, { key: "forced", holder: "a", releases: feed });
+    a.e.start();
+    await until(clock, () => a.ticks.length === 1, "acquire");
+    await store.forceRelease("forced");
+    await until(clock, () => a.ticks.length >= 2, "the notice wakes the leader");
+    expect(a.ticks[1]).toMatchObject({ action: "renew", outcome: "lost" });
   });
 
   describe("cut off from PostgreSQL", () => {
@@ -164,6 +204,36 @@ describe("with an injected clock", () => {
       expect(down?.sentence).toBe(
         "stepped down from lease cut (fence 1): no successful renew before the local deadline",
       );
+    });
+
+    it("a release that fails while stopping still ends leadership, with nothing left scheduled", async () => {
+      const clock = new ManualClock();
+      const cutPool = createLeasePool({ connectionString: proxy.url(db.url), max: 2 });
+      cleanup.push(() => cutPool.end());
+      const cutStore = new PgLeaseStore({ pool: cutPool, statementTimeoutMs: 60_000 });
+      const a = elector(clock, { key: "cut-release", holder: "a", store: cutStore });
+      cleanup.push(() => proxy.heal());
+      a.e.start();
+      await until(clock, () => a.ticks.length === 1, "acquire");
+      proxy.blackhole();
+      let stopped = false;
+      void a.e.stop().then(() => {
+        stopped = true;
+      });
+      // The release hangs until the elector's own call deadline passes on its clock.
+      await until(
+        clock,
+        () => {
+          clock.advance(100);
+          return stopped;
+        },
+        "stop finishes",
+      );
+      expect(a.e.isLeader()).toBe(false);
+      expect(a.ticks.at(-1)?.sentence).toMatch(
+        /^stopped leading lease cut-release \(fence 1\) but could not release it \(no answer within \d+ ms\); it ends on the server at its expiry$/,
+      );
+      expect(clock.pendingTimers()).toBe(0);
     });
   });
 });

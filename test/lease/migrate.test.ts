@@ -54,3 +54,28 @@ it("rejects identifiers that are not plain names, naming the field", () => {
   expect(() => leaseTable('x"; DROP', "ok")).toThrow(/schema must be a plain PostgreSQL identifier/);
   expect(() => leaseTable("ok", "1table")).toThrow(/table must be a plain PostgreSQL identifier/);
 });
+
+it("an existing table is used by a role that may not create tables", async () => {
+  const owner = new pg.Pool({ connectionString: db.url, max: 1 });
+  const table = leaseTable("public", "pglease_leases");
+  try {
+    await migrate(owner, table);
+    await owner.query(
+      "DO $$ BEGIN CREATE ROLE pglease_user LOGIN PASSWORD 'pw'; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+    );
+    await owner.query("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+    await owner.query("GRANT SELECT, INSERT, UPDATE ON public.pglease_leases TO pglease_user");
+    const url = new URL(db.url);
+    url.username = "pglease_user";
+    url.password = "pw";
+    const restricted = new pg.Pool({ connectionString: url.toString(), max: 1 });
+    try {
+      await migrate(restricted, table);
+      await expect(migrate(restricted, leaseTable("public", "another"))).rejects.toThrow(/permission denied/);
+    } finally {
+      await restricted.end();
+    }
+  } finally {
+    await owner.end();
+  }
+});

@@ -1,5 +1,6 @@
 // The README's library example, run as written against a real PostgreSQL.
 import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { openLeases } from "../../src/index.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
@@ -45,5 +46,20 @@ it("runs leader-only work with the fence until the signal aborts, and hands over
   } finally {
     await first.close();
     await second.close();
+  }
+});
+
+it("listens on the pool it is given, and refuses a campaign whose calls end before its statements", async () => {
+  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  const leases = await openLeases({ pool, holder: "pooled" });
+  try {
+    const e = leases.campaign("pooled-lease");
+    await expect.poll(() => e.isLeader()).toBe(true);
+    expect(() => leases.campaign("too-fast", { leaseDurationMs: 3_000 })).toThrow(
+      /callTimeoutMs \(500 ms\) of lease too-fast is shorter than the statement timeout \(2500 ms\)/,
+    );
+  } finally {
+    await leases.close();
+    await pool.end();
   }
 });

@@ -86,12 +86,12 @@ describe.skipIf(!PGBOUNCER)("behind PgBouncer in transaction mode", () => {
       ["run", "--lease", "bounced", "--http-addr", `127.0.0.1:${await freePort()}`, ...flags],
       env,
     );
+    await a.waitForLog(/^acquired lease bounced with fence 1$/);
     const b = startPglease(
       ["run", "--lease", "bounced", "--http-addr", `127.0.0.1:${await freePort()}`, ...flags],
       env,
     );
     try {
-      await a.waitForLog(/^acquired lease bounced with fence 1$/);
       await b.waitForLog(/^lease bounced is held by/);
       expect((await a.stop("SIGTERM")).code).toBe(0);
       await b.waitForLog(/^acquired lease bounced with fence 2$/);
