@@ -150,8 +150,8 @@ describe("chaos checker", () => {
       "loop-block": { count: 0, maxMs: 0 },
     });
 
-    // 160 ms after waking: 10 ms past the 150 ms grace.
-    history.transitions[2] = { pid: 1, time: 7_660, outcome: "stepped-down", fence: 1 };
+    // 210 ms after waking: 10 ms past the 200 ms grace.
+    history.transitions[2] = { pid: 1, time: 7_710, outcome: "stepped-down", fence: 1 };
     expect(rules(history)).toEqual(["two-believers"]);
   });
 

@@ -50,11 +50,13 @@ export interface CheckOptions {
 
 export const DEFAULT_TOLERANCE_MS = 2;
 /**
- * A process woken from SIGSTOP steps down within a few ms; one whose loop was busy-blocked has just
- * burnt a core for seconds and the kernel's fair scheduler then runs the others first: up to 77 ms
- * measured on a loaded 2-core host. Still far below the safety margin (a renew interval).
+ * A process woken from SIGSTOP steps down within a few ms. One whose loop was busy-blocked took
+ * 5–100 ms in the chaos runs on a loaded 2-core VM (1–4 ms alone): the kernel runs the others
+ * first after it burnt a core for seconds. 200 ms stays below the replicas' statement timeout
+ * (333 ms with the 2 s lease), so an elector that waited for its next store call to time out
+ * before stepping down would still be caught.
  */
-export const DEFAULT_WAKE_GRACE_MS = 150;
+export const DEFAULT_WAKE_GRACE_MS = 200;
 
 /** Accepted writes in commit order: a fence below one already accepted must never get in. */
 export function staleWrites(history: History): Violation[] {

@@ -16,7 +16,7 @@ const USAGE = `Usage: node test/chaos/run.ts --seed S --duration D [--replicas N
   --replicas N      pglease replicas, each with its workload and fault proxies (default 3)
   --lease D         lease duration of the replicas (default 2s; renew a third of it, retry 200ms)
   --faults K,K      only these kinds (${FAULT_KINDS.join(", ")})
-  --wake-grace D    how long a process woken from a pause may still believe it leads (default 150ms)
+  --wake-grace D    how long a process woken from a pause may still believe it leads (default 200ms)
   --unguarded       the deliberately unsafe variant: workloads write without the fence guard
   --json            print the summary as JSON instead of a table
   --history FILE    also write the whole recorded history (the checker's input) to FILE`;
@@ -42,7 +42,7 @@ function parse() {
       lease: { type: "string", default: "2s" },
       faults: { type: "string" },
       unguarded: { type: "boolean", default: false },
-      "wake-grace": { type: "string", default: "150ms" },
+      "wake-grace": { type: "string", default: "200ms" },
       json: { type: "boolean", default: false },
       history: { type: "string" },
       help: { type: "boolean", default: false },
