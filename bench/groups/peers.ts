@@ -43,6 +43,18 @@ export interface PeerFigures {
   targets: Target[];
 }
 
+/** The order of the tables and the chart: crashes, then graceful stops, fastest design first. */
+const SERIES_ORDER: Array<[HandoverEvent, SystemId]> = [
+  ["crash", "pglease"],
+  ["crash", "client-go"],
+  ["crash", "advisory-lock"],
+  ["graceful", "pglease"],
+  ["graceful", "pglease-no-notify"],
+  ["graceful", "client-go-release"],
+  ["graceful", "client-go"],
+  ["graceful", "advisory-lock"],
+];
+
 interface SeriesPlan {
   system: SystemId;
   event: HandoverEvent;
@@ -132,17 +144,19 @@ async function runPhase(plans: SeriesPlan[], context: BenchContext): Promise<Fai
 export async function runPeers(context: BenchContext): Promise<GroupResult<PeerFigures>> {
   const { budget } = context;
   const { crashTrials, gracefulTrials, slowLanes } = budget;
-  const crash: SeriesPlan[] = [
+  // Series that wait out a whole lease per trial run first, side by side; the quick graceful ones
+  // then run with fewer processes starting around them, so their milliseconds are less disturbed.
+  const slow: SeriesPlan[] = [
     { system: "pglease", event: "crash", lanes: slowLanes, trials: crashTrials },
     { system: "client-go", event: "crash", lanes: slowLanes, trials: crashTrials },
     { system: "advisory-lock", event: "crash", lanes: 1, trials: crashTrials },
+    // Without a release the successor waits out the whole lease, as after a crash.
+    { system: "client-go", event: "graceful", lanes: slowLanes, trials: gracefulTrials },
   ];
-  const graceful: SeriesPlan[] = [
+  const quick: SeriesPlan[] = [
     { system: "pglease", event: "graceful", lanes: 1, trials: gracefulTrials },
     { system: "pglease-no-notify", event: "graceful", lanes: 1, trials: gracefulTrials },
     { system: "client-go-release", event: "graceful", lanes: 1, trials: gracefulTrials },
-    // Without a release the successor waits out the whole lease, as after a crash.
-    { system: "client-go", event: "graceful", lanes: slowLanes, trials: gracefulTrials },
     { system: "advisory-lock", event: "graceful", lanes: 1, trials: gracefulTrials },
   ];
   const statsPool = new pg.Pool({ connectionString: context.databaseUrl, max: 1 });
@@ -161,10 +175,13 @@ export async function runPeers(context: BenchContext): Promise<GroupResult<PeerF
   );
   steady.catch(() => {});
   try {
-    context.progress(`peers: crash handovers (${budget.peerTiming.name})`);
-    const series = await runPhase(crash, context);
-    context.progress("peers: graceful handovers");
-    series.push(...(await runPhase(graceful, context)));
+    context.progress(`peers: crashes and graceful stops without release (${budget.peerTiming.name})`);
+    const measured = await runPhase(slow, context);
+    context.progress("peers: graceful handovers with a release");
+    measured.push(...(await runPhase(quick, context)));
+    const series = SERIES_ORDER.flatMap(([event, system]) =>
+      measured.filter((s) => s.event === event && s.system === system),
+    );
     context.progress("peers: waiting for the steady-state window to close");
     const steadyCosts = await steady;
     const figures: PeerFigures = {
