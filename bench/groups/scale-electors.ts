@@ -75,7 +75,15 @@ async function measureCount(context: BenchContext, leases: number): Promise<Elec
   const counts = countByKind(pool);
   let library: Awaited<ReturnType<typeof openLeases>> | undefined;
   try {
-    library = await openLeases({ pool, table: TABLE, notify: false, holder: `bench-electors-${leases}` });
+    // Statements may take at most the electors' call timeout (half the renew interval), as the library asks.
+    const statementTimeoutMs = Math.floor(context.budget.peerTiming.leaseMs / 6);
+    library = await openLeases({
+      pool,
+      table: TABLE,
+      notify: false,
+      holder: `bench-electors-${leases}`,
+      statementTimeoutMs,
+    });
     const t0 = performance.now();
     const open = library;
     // The peers' lease (the library's default in full runs), renewed at its default third.
