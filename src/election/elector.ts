@@ -137,12 +137,18 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#schedule(this.#clock.now());
   }
 
+  /** False once the local deadline has passed, even before the deadline timer has run. */
   isLeader(): boolean {
-    return this.#state.role === "leader";
+    const term = this.#state.term;
+    return this.#state.role === "leader" && term !== null && this.#clock.now() < term.deadline;
   }
 
   status(): ElectorStatus {
-    const { role, term, observed } = this.#state;
+    const { observed } = this.#state;
+    // Answered from the clock, not only the state: a loop that was blocked past the deadline may
+    // serve a request before its deadline timer runs.
+    const term = this.isLeader() ? this.#state.term : null;
+    const role = term ? "leader" : "follower";
     return {
       key: this.key,
       holder: this.holder,

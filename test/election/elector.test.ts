@@ -197,6 +197,7 @@ describe("with an injected clock", () => {
 
       clock.advance(deadline - 5_000 - a.e.timing.callTimeoutMs - 1);
       expect(a.e.isLeader()).toBe(true);
+      expect(a.e.status()).toMatchObject({ role: "leader", fence: 1, deadlineInMs: 1 });
       clock.advance(1);
       expect(a.e.isLeader()).toBe(false);
       expect(terms[0]?.signal.aborted).toBe(true);
