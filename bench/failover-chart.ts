@@ -109,6 +109,7 @@ export function failoverSvg(figures: PeerFigures): string {
   const height = plotBottom + AXIS_HEIGHT;
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="sans-serif" font-size="12">`,
+    `<title>Failover time per system, ${escapeXml(figures.timing.name)}</title>`,
     `<rect width="${WIDTH}" height="${height}" fill="#fff"/>`,
     `<text x="10" y="22" font-size="15" font-weight="bold">Failover time per system (log scale), ${escapeXml(figures.timing.name)}</text>`,
     `<text x="10" y="40" fill-opacity="0.7">Dots: trials. Box: 25th–75th percentile, thick line: median, whiskers: min–max.</text>`,
