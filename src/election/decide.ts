@@ -57,6 +57,16 @@ export const initialState: ElectionState = { role: "follower", term: null, obser
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 
 /**
+ * The next renew falls on a grid of the renew interval shared by every elector of the process
+ * (the monotonic clock starts with it), at most one interval after the last good claim or renew:
+ * leases acquired at different moments then renew at the same instants, and the batched store
+ * sends them as one statement per tick. Renewing early is always safe.
+ */
+export function nextRenewal(sentAt: number, renewIntervalMs: number): number {
+  return (Math.floor(sentAt / renewIntervalMs) + 1) * renewIntervalMs;
+}
+
+/**
  * What the next tick does:
  * 1. a leader renews (the deadline timer handles a passed deadline);
  * 2. a follower told of a release, or knowing nothing yet, or past the observed expiry, claims;
@@ -86,7 +96,7 @@ export function afterClaim(ctx: Context, answer: ClaimAnswer, sentAt: number, re
       outcome: "acquired",
       sentence: `acquired lease ${key} with fence ${answer.fence}`,
       state: { role: "leader", term, observed: null },
-      wakeAt: sentAt + timing.renewIntervalMs,
+      wakeAt: nextRenewal(sentAt, timing.renewIntervalMs),
     };
   }
   return heldByOther(ctx, answer, receivedAt);
@@ -147,7 +157,7 @@ export function afterRenew(
         },
         observed: null,
       },
-      wakeAt: sentAt + timing.renewIntervalMs,
+      wakeAt: nextRenewal(sentAt, timing.renewIntervalMs),
     };
   }
   return {

@@ -1,6 +1,6 @@
-// Renewals of many leases held by one process, coalesced: every renew() asked for in the same
-// turn of the event loop goes out as one `UPDATE … FROM unnest(…)`. Electors started together
-// renew together, so a process holding 10,000 leases sends one statement per tick, not 10,000.
+// Renewals of many leases held by one process, coalesced: every renew() asked for within a few
+// milliseconds goes out as one `UPDATE … FROM unnest(…)`. Electors renew on a shared grid
+// (decide.ts, nextRenewal), so a process holding 10,000 leases sends one statement per tick.
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import type { PgLeaseStore } from "./store.ts";
 
@@ -14,11 +14,17 @@ interface Pending {
 export interface BatchedRenewalsOptions {
   /** Most terms per statement; larger batches are split. */
   maxBatch?: number;
+  /**
+   * How long a renewal waits for others (default 10 ms). Timers due at the same instant still fire
+   * a millisecond apart; the elector's deadline counts from before the wait, so it only costs latency.
+   */
+  windowMs?: number;
 }
 
 export class BatchedRenewals implements LeaseStore {
   readonly #store: PgLeaseStore;
   readonly #maxBatch: number;
+  readonly #windowMs: number;
   /** Pending renewals by holder and duration: one statement renews one holder's terms for one duration. */
   #pending = new Map<string, { holder: string; durationMs: number; terms: Pending[] }>();
   #scheduled = false;
@@ -26,6 +32,7 @@ export class BatchedRenewals implements LeaseStore {
   constructor(store: PgLeaseStore, options: BatchedRenewalsOptions = {}) {
     this.#store = store;
     this.#maxBatch = options.maxBatch ?? 10_000;
+    this.#windowMs = options.windowMs ?? 10;
   }
 
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
@@ -51,7 +58,7 @@ export class BatchedRenewals implements LeaseStore {
       batch.terms.push({ key, fence, resolve, reject });
       if (!this.#scheduled) {
         this.#scheduled = true;
-        setImmediate(() => this.#flush());
+        setTimeout(() => this.#flush(), this.#windowMs);
       }
     });
   }

@@ -114,8 +114,14 @@ describe("a leader", () => {
     expect(d.outcome).toBe("acquired");
     expect(d.sentence).toBe("acquired lease orders-sync with fence 42");
     expect(d.state.term?.deadline).toBe(1_000 + 15_000 - 5_000);
-    expect(d.wakeAt).toBe(6_000);
-    expect(nextAction(d.state, 6_000, false)).toBe("renew");
+    // On the process-wide renew grid: at most one interval later, shared with every other lease.
+    expect(d.wakeAt).toBe(5_000);
+    expect(nextAction(d.state, 5_000, false)).toBe("renew");
+  });
+
+  it("renews leases acquired at different moments at the same instants", () => {
+    const wakes = [0, 1_234, 4_999, 5_000, 7_777].map((t) => afterClaim(ctx, won(1), t, t + 3).wakeAt);
+    expect(wakes).toEqual([5_000, 5_000, 5_000, 10_000, 10_000]);
   });
 
   it("moves the deadline on each renew and treats zero rows as a definitive loss", () => {

@@ -80,3 +80,29 @@ it("a lone renewal takes the single-row statement; another holder's terms go in 
   expect(store.renewCalls).toBe(1);
   expect(store.renewManyCalls).toEqual([2]);
 });
+
+it("electors that acquired at different moments renew together: a statement per tick, not per lease", async () => {
+  const { Elector } = await import("../../src/election/elector.ts");
+  store.renewCalls = 0;
+  store.renewManyCalls = [];
+  const batched = new BatchedRenewals(store);
+  const electors: InstanceType<typeof Elector>[] = [];
+  try {
+    for (let i = 0; i < 50; i++) {
+      const e = new Elector({ key: `grid-${i}`, holder: "grid", store: batched, leaseDurationMs: 3_000 });
+      e.start();
+      electors.push(e);
+      await new Promise((resolve) => setTimeout(resolve, 20)); // acquisitions spread over a second
+    }
+    await expect.poll(() => electors.every((e) => e.isLeader()), { timeout: 10_000 }).toBe(true);
+    store.renewCalls = 0;
+    store.renewManyCalls = [];
+    await new Promise((resolve) => setTimeout(resolve, 2_100)); // two renew intervals of 1 s
+    const statements = store.renewCalls + store.renewManyCalls.length;
+    const renewed = store.renewCalls + store.renewManyCalls.reduce((a, b) => a + b, 0);
+    expect(renewed).toBeGreaterThanOrEqual(100);
+    expect(statements).toBeLessThanOrEqual(4);
+  } finally {
+    await Promise.all(electors.map((e) => e.stop()));
+  }
+});
