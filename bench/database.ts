@@ -3,6 +3,7 @@
 // The bench then works in a fresh database of its own and drops it at the end.
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import { containerRuntimeAnswers } from "../test/support/container-runtime.ts";
 import { startEmbeddedPostgres } from "../test/support/embedded-postgres.ts";
 import type { DatabaseInfo } from "./report.ts";
 
@@ -10,16 +11,6 @@ export interface BenchServer {
   source: "DATABASE_URL" | "testcontainers" | "embedded-postgres";
   url: string;
   stop(): Promise<void>;
-}
-
-async function containerRuntimeAnswers(): Promise<boolean> {
-  try {
-    const { getContainerRuntimeClient } = await import("testcontainers");
-    await getContainerRuntimeClient();
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 export async function startBenchServer(progress: (line: string) => void): Promise<BenchServer> {

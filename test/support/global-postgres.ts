@@ -2,22 +2,13 @@
 // testcontainers PostgreSQL when a container runtime answers, else an embedded server
 // (real binaries from npm). Each test file then makes its own database on it.
 import type { TestProject } from "vitest/node";
+import { containerRuntimeAnswers } from "./container-runtime.ts";
 import { startEmbeddedPostgres } from "./embedded-postgres.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
     databaseUrl: string;
     databaseSource: string;
-  }
-}
-
-async function containerRuntimeAnswers(): Promise<boolean> {
-  try {
-    const { getContainerRuntimeClient } = await import("testcontainers");
-    await getContainerRuntimeClient();
-    return true;
-  } catch {
-    return false;
   }
 }
 
