@@ -1,20 +1,12 @@
 // Database failures that are the user's to fix, phrased with the fix. Messages come from pg and
 // never contain the password; they are still scrubbed where they are printed.
-
-const UNREACHABLE = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "ETIMEDOUT",
-  "EHOSTUNREACH",
-  "ECONNRESET",
-]);
+import { isUnreachable } from "../lease/connection-errors.ts";
 
 export function explainDatabaseError(error: unknown): Error {
   if (!(error instanceof Error)) return new Error(String(error));
   const code = (error as { code?: string }).code ?? "";
   const message = error.message;
-  if (UNREACHABLE.has(code) || /timeout expired|Connection terminated/.test(message)) {
+  if (isUnreachable(error)) {
     return new Error(
       `cannot reach PostgreSQL (${message}): check the host and port in DATABASE_URL (or PGHOST/PGPORT) and that the server accepts connections`,
     );

@@ -3,7 +3,7 @@
 import { optionHelp } from "../config/options.ts";
 import { readRunConfig } from "../config/run-config.ts";
 import { RUN_OPTIONS } from "../config/run-options.ts";
-import { startController } from "../controller/controller.ts";
+import { type Controller, StartAborted, startController } from "../controller/controller.ts";
 import { createLogger, secretsFrom } from "../controller/logger.ts";
 
 export const RUN_HELP = `Usage: pglease run --lease NAME [flags]
@@ -29,33 +29,53 @@ Examples:
 export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   const config = readRunConfig(argv, env);
   const logger = createLogger(config.logLevel, secretsFrom(env));
-  const controller = await startController({ config, logger, env });
-  return new Promise<number>((resolve) => {
-    let signals = 0;
-    const onSignal = (signal: NodeJS.Signals) => {
-      signals++;
-      if (signals > 1) {
-        logger.warn(`second ${signal}: exiting now without finishing the graceful stop`);
-        process.exit(130);
-      }
-      logger.info(`${signal}: stopping leader work, demoting the pod, releasing the lease`);
-      const force = setTimeout(() => {
-        logger.error(`graceful stop did not finish within ${config.gracePeriodMs} ms: exiting`);
-        process.exit(1);
-      }, config.gracePeriodMs);
-      force.unref();
-      controller.stop().then(
-        () => {
-          clearTimeout(force);
-          resolve(0);
-        },
-        (error: unknown) => {
-          logger.error({ err: String(error) }, "graceful stop failed");
-          resolve(1);
-        },
-      );
-    };
-    process.on("SIGTERM", onSignal);
-    process.on("SIGINT", onSignal);
+  const startup = new AbortController();
+  let controller: Controller | null = null;
+  let signals = 0;
+  let finish: (code: number) => void = () => {};
+  const finished = new Promise<number>((resolve) => {
+    finish = resolve;
   });
+  const stopGracefully = (running: Controller) => {
+    const force = setTimeout(() => {
+      logger.error(`graceful stop did not finish within ${config.gracePeriodMs} ms: exiting`);
+      process.exit(1);
+    }, config.gracePeriodMs);
+    force.unref();
+    running.stop().then(
+      () => {
+        clearTimeout(force);
+        finish(0);
+      },
+      (error: unknown) => {
+        logger.error({ err: String(error) }, "graceful stop failed");
+        finish(1);
+      },
+    );
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals++;
+    if (signals > 1) {
+      logger.warn(`second ${signal}: exiting now without finishing the graceful stop`);
+      process.exit(130);
+    }
+    if (!controller) {
+      logger.info(`${signal} before start-up finished: stopping`);
+      startup.abort();
+      return;
+    }
+    logger.info(`${signal}: stopping leader work, demoting the pod, releasing the lease`);
+    stopGracefully(controller);
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+  try {
+    controller = await startController({ config, logger, env, signal: startup.signal });
+  } catch (error) {
+    if (error instanceof StartAborted) return 0;
+    throw error;
+  }
+  // A signal that arrived while the last start-up attempt was finishing.
+  if (startup.signal.aborted) stopGracefully(controller);
+  return finished;
 }

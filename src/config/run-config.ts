@@ -35,6 +35,7 @@ export interface RunConfig {
     peerSelector: string | null;
   };
   gracePeriodMs: number;
+  startTimeoutMs: number;
   logLevel: LogLevel;
   pod: { name: string | undefined; namespace: string | undefined };
 }
@@ -90,6 +91,7 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
     database,
     publish,
     gracePeriodMs: get("grace-period", parseDuration) ?? 20_000,
+    startTimeoutMs: get("start-timeout", parseDuration) ?? 60_000,
     logLevel: get("log-level", parseLogLevel) ?? "info",
     pod: { name: env.POD_NAME?.trim() || undefined, namespace: env.POD_NAMESPACE?.trim() || undefined },
   };

@@ -124,6 +124,13 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     defaultText: "the pod's app.kubernetes.io/name and /instance",
   },
   {
+    flag: "start-timeout",
+    env: "PGLEASE_START_TIMEOUT",
+    value: "DURATION",
+    help: "keep retrying an unreachable PostgreSQL at start this long before exiting 1",
+    defaultText: "60s",
+  },
+  {
     flag: "grace-period",
     env: "PGLEASE_GRACE_PERIOD",
     value: "DURATION",

@@ -1,5 +1,6 @@
 // `pglease run`: the one place where the lease store, the elector, the pod publisher, the
 // metrics and the HTTP endpoints are wired together.
+import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { RunConfig } from "../config/run-config.ts";
@@ -9,6 +10,7 @@ import { decidePublishing } from "../kube/environment.ts";
 import { validatePublishConfig } from "../kube/publish-config.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import { BatchedRenewals } from "../lease/batched-renewals.ts";
+import { isUnreachable } from "../lease/connection-errors.ts";
 import { assertTablePresent, migrate } from "../lease/migrate.ts";
 import { asynchronousCommit, createLeasePool } from "../lease/pool.ts";
 import { PgReleaseFeed } from "../lease/release-feed.ts";
@@ -28,11 +30,46 @@ export interface ControllerDeps {
   config: RunConfig;
   logger: Logger;
   env: NodeJS.ProcessEnv;
+  /** Aborts a start-up still waiting for PostgreSQL (a SIGTERM before the pod ever ran). */
+  signal?: AbortSignal;
 }
 
-export async function startController({ config, logger, env }: ControllerDeps): Promise<Controller> {
+export async function startController({ config, logger, env, signal }: ControllerDeps): Promise<Controller> {
   const holder = holderIdentity(config.pod.name);
   const log = logger.child({ holder });
+  const startedAt = performance.now();
+  // A PostgreSQL that is restarting or not up yet is waited for (bounded): exiting would put the
+  // sidecar into the kubelet's crash-loop backoff, which grows to minutes.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(config, log, env, holder);
+    } catch (error) {
+      const left = config.startTimeoutMs - (performance.now() - startedAt);
+      if (!isUnreachable(error) || signal?.aborted || left <= 0) throw error;
+      const delay = Math.min(5_000, 250 * 2 ** (attempt - 1), left);
+      log.warn(
+        { err: (error as Error).message, attempt },
+        `cannot reach PostgreSQL yet (${(error as Error).message}); retrying in ${delay} ms, for up to ${Math.round(left)} ms more`,
+      );
+      await sleep(delay, undefined, signal ? { signal } : {}).catch(() => {});
+      if (signal?.aborted) throw new StartAborted();
+    }
+  }
+}
+
+export class StartAborted extends Error {
+  constructor() {
+    super("stopped before start-up finished");
+    this.name = "StartAborted";
+  }
+}
+
+async function startOnce(
+  config: RunConfig,
+  log: Logger,
+  env: NodeJS.ProcessEnv,
+  holder: string,
+): Promise<Controller> {
   const pool = createLeasePool({
     connectionString: config.database.connectionString,
     ssl: config.database.ssl,

@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
 import { type Running, runPglease, startPglease } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { startFaultProxy } from "../support/fault-proxy.ts";
 
 let db: TestDatabase;
 let admin: pg.Pool;
@@ -175,6 +176,39 @@ describe("a running controller", () => {
   });
 });
 
+describe("start-up while PostgreSQL is unreachable", () => {
+  it("waits for it (bounded by --start-timeout) and campaigns once it answers", async () => {
+    const url = new URL(db.url);
+    const proxy = await startFaultProxy({ host: url.hostname, port: Number(url.port) });
+    try {
+      proxy.cut();
+      const port = await freePort();
+      const r = startPglease(["run", "--lease", "late-db", "--http-addr", `127.0.0.1:${port}`], {
+        DATABASE_URL: proxy.url(db.url),
+      });
+      running.push(r);
+      const warning = await r.waitForLog(/^cannot reach PostgreSQL yet \(.*\); retrying in \d+ ms/);
+      expect(warning).toMatchObject({ level: "warn", attempt: 1 });
+      proxy.heal();
+      await r.waitForLog(/^acquired lease late-db with fence 1$/);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("a SIGTERM while waiting exits 0 at once", async () => {
+    const port = await freePort();
+    const r = startPglease(["run", "--lease", "never", "--http-addr", `127.0.0.1:${port}`], {
+      DATABASE_URL: "postgres://nobody:pw@127.0.0.1:1/none",
+    });
+    running.push(r);
+    await r.waitForLog(/^cannot reach PostgreSQL yet/);
+    const exit = await r.stop("SIGTERM");
+    expect(exit.code).toBe(0);
+    expect(exit.stdout).toContain("SIGTERM before start-up finished: stopping");
+  });
+});
+
 describe("operator commands", () => {
   it("migrate, status (table and JSON) and a forced release that still bumps the fence", async () => {
     const env = { DATABASE_URL: db.url };
@@ -247,7 +281,7 @@ describe("secrets", () => {
     wrong.password = `${password}-wrong`;
     const failed = await runPglease(["status"], { DATABASE_URL: wrong.toString() });
     expect(failed.code).toBe(1);
-    const unreachable = await runPglease(["run", "--lease", "x"], {
+    const unreachable = await runPglease(["run", "--lease", "x", "--start-timeout", "1s"], {
       DATABASE_URL: `postgres://pglease_secret:${password}@127.0.0.1:1/none`,
     });
     expect(unreachable.code).toBe(1);
