@@ -2,8 +2,7 @@
 // configuration, so they are validated against a conservative identifier syntax and always
 // quoted when spliced into SQL; resources and fences only ever travel as parameters.
 import type { Pool } from "pg";
-
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+import { identifierProblem } from "../lease/table.ts";
 
 export const DEFAULT_FENCE_SCHEMA = "public";
 export const DEFAULT_FENCE_TABLE = "pglease_fences";
@@ -21,13 +20,6 @@ export function fenceTable(schema = DEFAULT_FENCE_SCHEMA, table = DEFAULT_FENCE_
   );
   if (problems.length > 0) throw new TypeError(`fence guard: ${problems.join("; ")}`);
   return { schema, table, qualified: `"${schema}"."${table}"` };
-}
-
-function identifierProblem(field: string, value: unknown): string | null {
-  return typeof value === "string" && IDENTIFIER.test(value)
-    ? null
-    : `${field} must be a plain PostgreSQL identifier (letters, digits, underscore; not starting with a digit; ` +
-        `at most 63 characters), got ${JSON.stringify(value)}`;
 }
 
 /** Serializes guard-table migrations across replicas: all start at once, one creates, the rest find it done. */

@@ -16,8 +16,9 @@ export interface LeaseTable {
   channel: string;
 }
 
-export function identifierProblem(field: string, value: string): string | null {
-  return IDENTIFIER.test(value)
+/** Null when `value` is a plain identifier; otherwise the problem, naming the field. */
+export function identifierProblem(field: string, value: unknown): string | null {
+  return typeof value === "string" && IDENTIFIER.test(value)
     ? null
     : `${field} must be a plain PostgreSQL identifier (letters, digits, underscore; not starting with a digit; at most 63 characters), got ${JSON.stringify(value)}`;
 }
