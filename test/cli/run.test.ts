@@ -2,7 +2,7 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
-import { type Running, runPglease, startPglease } from "../support/cli.ts";
+import { type Running, runPglease, startPglease, startShortLeaseRun } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
 
@@ -25,22 +25,7 @@ afterAll(async () => {
 });
 
 async function replica(lease: string, extra: string[] = []) {
-  const port = await freePort();
-  const r = startPglease(
-    [
-      "run",
-      "--lease",
-      lease,
-      "--http-addr",
-      `127.0.0.1:${port}`,
-      "--duration",
-      "3s",
-      "--retry-interval",
-      "200ms",
-      ...extra,
-    ],
-    { DATABASE_URL: db.url },
-  );
+  const { run: r, port } = await startShortLeaseRun(lease, { DATABASE_URL: db.url }, extra);
   running.push(r);
   const get = async (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${port}${path}`, init);
   return { r, port, get };

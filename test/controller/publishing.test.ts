@@ -7,9 +7,8 @@ import { join } from "node:path";
 import type { V1Pod, V1Role } from "@kubernetes/client-node";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
 import { kubeTools, renderChartRole } from "../support/chart.ts";
-import { type Running, runPglease, startPglease } from "../support/cli.ts";
+import { type Running, runPglease, startShortLeaseRun } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
 
@@ -43,21 +42,12 @@ function seed(name: string): void {
 }
 
 async function sidecar(pod: string, lease = "orders-sync") {
-  const port = await freePort();
-  const r = startPglease(
-    [
-      "run",
-      "--lease",
-      lease,
-      "--http-addr",
-      `127.0.0.1:${port}`,
-      "--duration",
-      "3s",
-      "--retry-interval",
-      "200ms",
-    ],
-    { DATABASE_URL: db.url, KUBECONFIG: join(kubeconfigDir, "config"), POD_NAME: pod, POD_NAMESPACE: NS },
-  );
+  const { run: r } = await startShortLeaseRun(lease, {
+    DATABASE_URL: db.url,
+    KUBECONFIG: join(kubeconfigDir, "config"),
+    POD_NAME: pod,
+    POD_NAMESPACE: NS,
+  });
   running.push(r);
   return r;
 }

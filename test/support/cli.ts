@@ -1,6 +1,7 @@
 // Runs the real `pglease` entry point as a child process, the way a user or a pod does.
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
 
 export const PGLEASE = fileURLToPath(new URL("../../cmd/pglease.ts", import.meta.url));
 
@@ -116,4 +117,29 @@ export function startPglease(args: readonly string[], env: NodeJS.ProcessEnv = {
       return exited;
     },
   };
+}
+
+/** `pglease run` for one lease on a free loopback port, with a short lease so tests move fast. */
+export async function startShortLeaseRun(
+  lease: string,
+  env: NodeJS.ProcessEnv,
+  extra: readonly string[] = [],
+): Promise<{ run: Running; port: number }> {
+  const port = await freePort();
+  const run = startPglease(
+    [
+      "run",
+      "--lease",
+      lease,
+      "--http-addr",
+      `127.0.0.1:${port}`,
+      "--duration",
+      "3s",
+      "--retry-interval",
+      "200ms",
+      ...extra,
+    ],
+    env,
+  );
+  return { run, port };
 }
