@@ -1,7 +1,7 @@
 // Subcommand dispatch, help, and the exit-code contract: 0 ok, 2 bad usage or configuration
 // (every problem listed), 1 runtime failure (one clear line, never a stack trace or a secret).
 import { UsageError } from "../config/options.ts";
-import { scrub, secretsFrom } from "../controller/logger.ts";
+import { scrub, secretsFrom } from "../observability/logger.ts";
 import { explainDatabaseError } from "./database-errors.ts";
 
 export const MAIN_HELP = `pglease: leader election for Kubernetes pods, backed by a lease row in PostgreSQL.

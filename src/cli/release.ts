@@ -18,7 +18,7 @@ Example:
 
 export async function releaseCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   let key = "";
-  const command = openDatabaseCommand([], argv, env, (raw, problems) => {
+  const command = await openDatabaseCommand([], argv, env, (raw, problems) => {
     if (raw.positionals.length !== 1) {
       problems.push(
         `pglease release takes exactly one lease name, got ${raw.positionals.length}: pglease release orders-sync`,

@@ -73,7 +73,7 @@ export function leaseTableText(views: readonly LeaseView[]): string {
 
 export async function statusCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   let interval = 1_000;
-  const command = openDatabaseCommand(OPTIONS, argv, env, (raw, problems) => {
+  const command = await openDatabaseCommand(OPTIONS, argv, env, (raw, problems) => {
     noArguments("status", raw, problems);
     const text = raw.values.get("interval");
     if (text) {

@@ -1,6 +1,7 @@
 // The configuration of `pglease run`, read once from flags and environment, validated once,
 // every problem reported together (exit code 2), nothing silently adjusted.
 import { resolveTiming, type Timing } from "../election/timing.ts";
+import { decidePublishing, type PublishingDecision } from "../kube/environment.ts";
 import { type PublishConfigField, validatePublishConfig } from "../kube/publish-config.ts";
 import { type DatabaseConfig, readDatabaseConfig } from "./database.ts";
 import { noArguments, optionReader, type RawOptions, readOptions, UsageError } from "./options.ts";
@@ -38,6 +39,8 @@ export interface RunConfig {
   startTimeoutMs: number;
   logLevel: LogLevel;
   pod: { name: string | undefined; namespace: string | undefined };
+  /** Whether this process publishes to its pod, decided from the environment once, here. */
+  publishing: PublishingDecision;
 }
 
 const TIMING_FLAGS: Record<keyof Timing, string> = {
@@ -94,6 +97,7 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
     startTimeoutMs: get("start-timeout", parseDuration) ?? 60_000,
     logLevel: get("log-level", parseLogLevel) ?? "info",
     pod: { name: env.POD_NAME?.trim() || undefined, namespace: env.POD_NAMESPACE?.trim() || undefined },
+    publishing: decidePublishing(env),
   };
   if (problems.length > 0) throw new UsageError(problems);
   return config;

@@ -4,7 +4,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ControllerMetrics } from "../../src/controller/metrics.ts";
+import { SidecarMetrics } from "../../src/observability/metrics.ts";
 import { kubeTools, renderChart, repoRoot } from "../support/chart.ts";
 
 // Labels prometheus-operator's ServiceMonitor attaches to every scraped series.
@@ -14,7 +14,7 @@ const tools = await kubeTools();
 
 function exported(): Map<string, string[]> {
   const metrics = new Map<string, string[]>();
-  for (const metric of new ControllerMetrics().registry.getMetricsAsArray()) {
+  for (const metric of new SidecarMetrics().registry.getMetricsAsArray()) {
     const { name, labelNames = [] } = metric as unknown as { name: string; labelNames?: string[] };
     metrics.set(name, labelNames);
     if (metric.constructor.name === "Histogram") metrics.set(`${name}_bucket`, [...labelNames, "le"]);

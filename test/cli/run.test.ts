@@ -98,7 +98,8 @@ describe("a running controller", () => {
         lease: "endpoints",
         role: "leader",
         leader: status.holder,
-        lastOutcome: "acquired",
+        // The first renew may already have run: renewals fall on a process-wide grid.
+        lastOutcome: expect.stringMatching(/^(acquired|renewed)$/),
       }),
     ]);
     expect(typeof status.leases[0]?.fence).toBe("number");

@@ -2,7 +2,7 @@
 // `pglease run` as child processes, and a leader stopped on a schedule — SIGTERM and SIGKILL in
 // turn — with each failover timed on the server's clock. Everything it starts, it stops.
 import { setTimeout as delay } from "node:timers/promises";
-import { scrub, secretsFrom } from "../../controller/logger.ts";
+import { scrub, secretsFrom } from "../../observability/logger.ts";
 import { type DemoDatabase, openDemoDatabase } from "./database.ts";
 import { FailoverTimer } from "./failover-timer.ts";
 import { DEMO_OPTIONS_HELP, type DemoOptions, readDemoOptions } from "./options.ts";

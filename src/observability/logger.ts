@@ -56,3 +56,13 @@ export function createLogger(
     scrubbingStream(secrets, out),
   );
 }
+
+/** The lease stack's logger interface on a pino logger: message first there, fields first here. */
+export function leaseLogger(log: pino.Logger): { info: LeaseLogFn; warn: LeaseLogFn } {
+  return {
+    info: (message, fields) => log.info(fields ?? {}, message),
+    warn: (message, fields) => log.warn(fields ?? {}, message),
+  };
+}
+
+type LeaseLogFn = (message: string, fields?: Record<string, unknown>) => void;

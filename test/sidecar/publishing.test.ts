@@ -85,7 +85,8 @@ describe.skipIf(!tools.ok)("pglease run publishing to its pod", () => {
     await a.waitForLog(/^acquired lease orders-sync with fence 1$/);
     await expect.poll(() => role("orders-a"), { timeout: 10_000 }).toBe("leader");
     expect(fence("orders-a")).toBe("1");
-    expect(condition("orders-a", "pglease.io/leader")).toBe("True");
+    // The condition goes in its own patch on pods/status, after the label's.
+    await expect.poll(() => condition("orders-a", "pglease.io/leader")).toBe("True");
     expect(condition("orders-a", "Ready")).toBe("True");
     expect(condition("orders-a", "ContainersReady")).toBe("True");
 

@@ -6,7 +6,7 @@ import type { PatchObservation, PublishedObservation } from "../kube/publisher-c
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
-export class ControllerMetrics {
+export class SidecarMetrics {
   readonly registry = new client.Registry();
   readonly #masterStatus = new client.Gauge({
     name: "leader_election_master_status",

@@ -6,10 +6,11 @@ import type { Address } from "../config/values.ts";
 import type { Elector } from "../election/elector.ts";
 
 export interface HttpSources {
-  electors: readonly Elector[];
+  /** Empty while the sidecar is starting (waiting for PostgreSQL). */
+  electors(): readonly Elector[];
   holder: string;
   pod: { namespace: string; name: string } | null;
-  /** Null when healthy; otherwise why the loop counts as stalled. */
+  /** Null when healthy; otherwise why the loop counts as stalled. Starting counts as healthy. */
   stalled(): string | null;
   /** Null when ready; otherwise what is missing. */
   notReady(): Promise<string | null>;
@@ -36,7 +37,7 @@ export function statusDocument(sources: Pick<HttpSources, "electors" | "holder" 
   return {
     holder: sources.holder,
     pod: sources.pod,
-    leases: sources.electors.map((e) => {
+    leases: sources.electors().map((e) => {
       const s = e.status();
       return {
         lease: s.key,
@@ -74,6 +75,8 @@ async function route(sources: HttpSources, req: IncomingMessage, res: ServerResp
   }
   switch (url.pathname) {
     case "/healthz": {
+      // Alive while waiting for PostgreSQL: a liveness restart would only add crash-loop backoff.
+      if (sources.electors().length === 0) return send(res, 200, { status: "starting" });
       const stalled = sources.stalled();
       return send(
         res,
@@ -105,15 +108,20 @@ async function route(sources: HttpSources, req: IncomingMessage, res: ServerResp
 }
 
 function leader(sources: HttpSources, url: URL, res: ServerResponse): void {
-  const names = sources.electors.map((e) => e.key);
+  const electors = sources.electors();
+  const names = electors.map((e) => e.key);
   const asked = url.searchParams.get("lease");
+  if (electors.length === 0) {
+    send(res, 503, { lease: asked, role: "follower", fence: null, leader: null, reason: "starting" });
+    return;
+  }
   if (asked === null && names.length > 1) {
     send(res, 400, {
       error: `this process campaigns for several leases (${names.join(", ")}): add ?lease=NAME`,
     });
     return;
   }
-  const elector = asked === null ? sources.electors[0] : sources.electors.find((e) => e.key === asked);
+  const elector = asked === null ? electors[0] : electors.find((e) => e.key === asked);
   if (!elector) {
     send(res, 400, {
       error: `unknown lease ${JSON.stringify(asked)}; this process campaigns for ${names.join(", ")}`,
