@@ -3,7 +3,7 @@
 // the leader and time the handover on the servers' clocks.
 import { setTimeout as delay } from "node:timers/promises";
 import pg from "pg";
-import { FailoverTimer } from "../../src/cli/demo/failover-timer.ts";
+import { FailoverTimer } from "../../test/support/demo-helpers.ts";
 import type { KubeApiServer } from "../../test/support/kube-apiserver/index.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";

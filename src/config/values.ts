@@ -18,12 +18,6 @@ export function parseDuration(text: string): Parsed<number> {
   return { value: ms };
 }
 
-export function formatDuration(ms: number): string {
-  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
-  if (ms % 1_000 === 0) return `${ms / 1_000}s`;
-  return `${ms}ms`;
-}
-
 export function parseBoolean(text: string): Parsed<boolean> {
   const t = text.trim().toLowerCase();
   if (["true", "1", "yes", "on"].includes(t)) return { value: true };

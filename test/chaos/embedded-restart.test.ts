@@ -3,7 +3,7 @@
 import { access } from "node:fs/promises";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { EmbeddedPostgresMissing, startEmbeddedPostgres } from "../../src/cli/demo/embedded-postgres.ts";
+import { EmbeddedPostgresMissing, startEmbeddedPostgres } from "../support/embedded-postgres.ts";
 
 const server = await startEmbeddedPostgres({ exitHooks: false }).catch((error: unknown) => {
   if (error instanceof EmbeddedPostgresMissing) return null;

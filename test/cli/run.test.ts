@@ -1,9 +1,9 @@
 // `pglease run` as a pod runs it: a child process on a real PostgreSQL, probed over HTTP.
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
 import { type Running, runPglease, startPglease, startShortLeaseRun } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { freePort } from "../support/embedded-postgres.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
 
 let db: TestDatabase;

@@ -2,13 +2,13 @@
 // statements): every lease statement with --no-prepared-statements, the fence guard, and a
 // controller handover with --no-notify, followers polling.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
 import { createFenceGuard, StaleFenceError } from "../../src/fence/index.ts";
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
 import { startPglease } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { freePort } from "../support/embedded-postgres.ts";
 import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
 
 if (!PGBOUNCER) {

