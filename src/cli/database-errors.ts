@@ -16,6 +16,12 @@ export function explainDatabaseError(error: unknown): Error {
       `PostgreSQL refused the login (${message}): check the user and password in DATABASE_URL (or PGUSER/PGPASSWORD)`,
     );
   }
+  if (code === "42P01") {
+    return new Error(
+      `${message}: the lease table has not been created yet: run \`pglease migrate\` (or start \`pglease run\`, which creates it), ` +
+        "or check --schema and --table",
+    );
+  }
   if (code === "3D000")
     return new Error(`${message}: check the database name in DATABASE_URL (or PGDATABASE)`);
   if (code === "42501") {
