@@ -33,7 +33,13 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   const holder = holderIdentity(config.pod.name);
   const log = logger.child({ holder });
   const metrics = new SidecarMetrics();
-  const view: HealthView = { electors: null, lastTick: new Map(), campaigningSince: 0, podShown: null };
+  const view: HealthView = {
+    electors: null,
+    lastTick: new Map(),
+    campaigningSince: 0,
+    podShown: null,
+    readyOnce: false,
+  };
   const http = await serveHttp(config, holder, view, metrics);
   const closeHttp = () => closeServer(http.server);
   let leases: Leases | null = null;
