@@ -1,9 +1,10 @@
-// The sidecar's readiness through a lease-database outage: ready once started, and still ready
-// while PostgreSQL is unreachable, so the pod stays in its Services; leadership (/leader, the
-// label) is what the outage takes away.
+// The sidecar's endpoints as a pod sees them: readiness through a lease-database outage (ready
+// once started, and still ready while PostgreSQL is unreachable, so the pod stays in its
+// Services; leadership is what the outage takes away), and a dual-stack listener.
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { type Running, startShortLeaseRun } from "../support/cli.ts";
+import { type Running, startPglease, startShortLeaseRun } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { freePort } from "../support/embedded-postgres.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 
 let db: TestDatabase;
@@ -39,4 +40,14 @@ it("stays ready through a lease-database outage while the leader steps down", as
   expect(ready.status).toBe(200);
   expect(await ready.json()).toEqual({ status: "ready" });
   expect((await get("/healthz")).status).toBe(200);
+});
+
+it("listens on IPv6 and IPv4 with :PORT, as with the default address", async () => {
+  const port = await freePort();
+  const run = startPglease(["run", "--lease", "dual", "--http-addr", `:${port}`], { DATABASE_URL: db.url });
+  running.push(run);
+  await run.waitForLog(/^campaigning for dual/);
+  for (const host of ["127.0.0.1", "[::1]"]) {
+    expect((await fetch(`http://${host}:${port}/healthz`)).status).toBe(200);
+  }
 });
