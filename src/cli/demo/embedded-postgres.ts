@@ -3,10 +3,10 @@
 // through test/support/embedded-postgres.ts.
 import type { ChildProcess } from "node:child_process";
 import type { EventEmitter } from "node:events";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, platform, tmpdir, userInfo } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 export interface EmbeddedServer {
   url: string;
@@ -59,6 +59,31 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** As root, PostgreSQL runs as another user, who must be able to reach its binaries. */
+export class EmbeddedPostgresUnreachable extends Error {
+  constructor(folder: string) {
+    super(
+      `the embedded PostgreSQL runs as the "postgres" user (PostgreSQL refuses root), which cannot enter ${folder}: ` +
+        `move the checkout to a folder other users can enter (such as /work or /tmp), or run chmod o+x on ${folder} ` +
+        "and its parents, or use an existing server with --database-url (or DATABASE_URL)",
+    );
+    this.name = "EmbeddedPostgresUnreachable";
+  }
+}
+
+/** The first folder on the way to `file` that users other than its owner cannot enter, or null. */
+export async function folderClosedToOthers(file: string): Promise<string | null> {
+  const folders: string[] = [];
+  for (let dir = dirname(file); ; dir = dirname(dir)) {
+    folders.unshift(dir);
+    if (dirname(dir) === dir) break;
+  }
+  for (const folder of folders) {
+    if (((await stat(folder)).mode & 0o001) === 0) return folder;
+  }
+  return null;
+}
+
 function isModuleMissing(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND";
@@ -68,11 +93,15 @@ async function importEmbeddedPostgres(exitHooks: boolean) {
   // The package imports its platform binaries without awaiting them at load; a missing one
   // would surface later as an unhandled rejection, so look for it first.
   const binaries = `@embedded-postgres/${platform() === "win32" ? "windows" : platform()}-${arch()}`;
+  let initdb: string;
   try {
-    await import(binaries);
+    ({ initdb } = (await import(binaries)) as { initdb: string });
   } catch (error) {
     throw isModuleMissing(error) ? new EmbeddedPostgresMissing(binaries) : error;
   }
+  // Checked first: spawning a binary the postgres user cannot reach fails with an unhandled EACCES.
+  const closed = userInfo().uid === 0 ? await folderClosedToOthers(initdb) : null;
+  if (closed !== null) throw new EmbeddedPostgresUnreachable(closed);
   // Seen as a plain emitter: the events differ in listener signatures, which do not matter here.
   const emitter: EventEmitter = process;
   const before = new Map(HOOKED_EVENTS.map((event) => [event, emitter.listeners(event)]));
