@@ -9,7 +9,7 @@ import { holderIdentity } from "../election/identity.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
-import { type Leases, openLeases } from "../open-leases.ts";
+import { type Leases, type OpenLeasesOptions, openLeases } from "../open-leases.ts";
 import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
 import { startHttpServer } from "./http-server.ts";
 import { startPublisher } from "./publishing.ts";
@@ -45,21 +45,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;
   try {
-    leases = await openLeases({
-      connectionString: config.database.connectionString,
-      ...(config.database.ssl !== undefined ? { ssl: config.database.ssl } : {}),
-      poolSize: config.poolSize,
-      schema: config.database.schema,
-      table: config.database.table,
-      migrate: config.migrate,
-      notify: config.notify,
-      preparedStatements: config.database.preparedStatements,
-      holder,
-      statementTimeoutMs: config.timing.callTimeoutMs,
-      startTimeoutMs: config.startTimeoutMs,
-      ...(signal ? { signal } : {}),
-      logger: leaseLogger(log),
-    });
+    leases = await openLeases(leaseOptions(config, holder, log, signal));
     view.podShown = config.publishing.enabled ? false : null;
     publisher = await startPublisher(config, log, metrics, () => {
       view.podShown = true;
@@ -89,6 +75,30 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       })();
       return stopping;
     },
+  };
+}
+
+function leaseOptions(
+  config: RunConfig,
+  holder: string,
+  log: Logger,
+  signal: AbortSignal | undefined,
+): OpenLeasesOptions {
+  return {
+    connectionString: config.database.connectionString,
+    ...(config.database.ssl !== undefined ? { ssl: config.database.ssl } : {}),
+    poolSize: config.poolSize,
+    schema: config.database.schema,
+    table: config.database.table,
+    migrate: config.migrate,
+    notify: config.notify,
+    preparedStatements: config.database.preparedStatements,
+    holder,
+    // A statement must not outlive the elector's call: the same bound on both sides.
+    statementTimeoutMs: config.timing.callTimeoutMs,
+    startTimeoutMs: config.startTimeoutMs,
+    ...(signal ? { signal } : {}),
+    logger: leaseLogger(log),
   };
 }
 

@@ -126,18 +126,21 @@ function exited(child: ChildProcess | undefined): boolean {
   return child === undefined || child.exitCode !== null || child.signalCode !== null;
 }
 
+const PASSWORD = "pglease-test";
+
+type EmbeddedInstance = InstanceType<Awaited<ReturnType<typeof importEmbeddedPostgres>>>;
+
 export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedServer> {
   const EmbeddedPostgres = await importEmbeddedPostgres(options.exitHooks ?? true);
   const dir = await mkdtemp(join(tmpdir(), "pglease-pg-"));
   // As root the server runs as another user, which must be able to enter the folder.
   await chmod(dir, 0o755);
   const port = await freePort();
-  const password = "pglease-test";
   const pg = new EmbeddedPostgres({
     databaseDir: join(dir, "data"),
     port,
     user: "postgres",
-    password,
+    password: PASSWORD,
     persistent: false,
     // PostgreSQL refuses to run as root; the package then runs it as a "postgres" user.
     createPostgresUser: userInfo().uid === 0,
@@ -149,49 +152,21 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   });
   // The package keeps the postmaster private; its pid and liveness are needed to stop it safely.
   const postmaster = () => (pg as unknown as { process?: ChildProcess }).process;
-
-  // SIGQUIT: PostgreSQL's immediate shutdown, which takes its backends down with it.
-  const lastResort = () => {
-    const child = postmaster();
-    if (!exited(child)) child?.kill("SIGQUIT");
-  };
-  if (options.exitHooks === false) process.once("exit", lastResort);
-
-  let stopping: Promise<void> | null = null;
-  const stop = () => {
-    stopping ??= (async () => {
-      try {
-        const child = postmaster();
-        // pg.stop() waits for an 'exit' that never comes again when the server already died
-        // (a terminal's Ctrl-C reaches it too), so only ask a live server, and only so long.
-        if (!exited(child)) {
-          const bound = new Promise<void>((resolve) => setTimeout(resolve, STOP_BOUND_MS).unref());
-          await Promise.race([pg.stop(), bound]);
-          if (!exited(child)) child?.kill("SIGKILL");
-        }
-      } finally {
-        process.off("exit", lastResort);
-        await rm(dir, { recursive: true, force: true });
-      }
-    })();
-    return stopping;
-  };
-
+  const stopper = boundedStop(pg, postmaster, dir, options.exitHooks === false);
   const start = async (first: boolean) => {
     try {
       if (first) await pg.initialise();
       await pg.start();
     } catch (error) {
-      await stop();
+      await stopper.stop();
       throw error instanceof Error
         ? error
         : new Error(`embedded PostgreSQL did not start${error ? `: ${String(error)}` : ""}`);
     }
   };
-
   await start(true);
   return {
-    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    url: `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/postgres`,
     port,
     dir,
     get pid() {
@@ -201,10 +176,47 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
       return postmaster();
     },
     start: async () => {
-      if (stopping) throw new Error("embedded PostgreSQL: start() after stop()");
+      if (stopper.stopping()) throw new Error("embedded PostgreSQL: start() after stop()");
       if (!exited(postmaster())) throw new Error("embedded PostgreSQL: start() while it runs");
       await start(false);
     },
-    stop,
+    stop: stopper.stop,
   };
+}
+
+/**
+ * Stopping that always ends: pg.stop() waits for an 'exit' that never comes again when the server
+ * already died (a terminal's Ctrl-C reaches it too), so only a live server is asked, only so long.
+ * With `lastResort`, a process that exits without stopping still takes the server down.
+ */
+function boundedStop(
+  pg: EmbeddedInstance,
+  postmaster: () => ChildProcess | undefined,
+  dir: string,
+  lastResort: boolean,
+): { stop(): Promise<void>; stopping(): boolean } {
+  // SIGQUIT: PostgreSQL's immediate shutdown, which takes its backends down with it.
+  const kill = () => {
+    const child = postmaster();
+    if (!exited(child)) child?.kill("SIGQUIT");
+  };
+  if (lastResort) process.once("exit", kill);
+  let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      try {
+        const child = postmaster();
+        if (!exited(child)) {
+          const bound = new Promise<void>((resolve) => setTimeout(resolve, STOP_BOUND_MS).unref());
+          await Promise.race([pg.stop(), bound]);
+          if (!exited(child)) child?.kill("SIGKILL");
+        }
+      } finally {
+        process.off("exit", kill);
+        await rm(dir, { recursive: true, force: true });
+      }
+    })();
+    return stopping;
+  };
+  return { stop, stopping: () => stopping !== null };
 }
