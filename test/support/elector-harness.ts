@@ -114,7 +114,7 @@ export async function settle(done: () => boolean, what: string): Promise<void> {
   throw new Error(`never happened: ${what}`);
 }
 
-/** Gives real I/O a moment to happen, for asserting that something did not. */
-export async function quietMoment(): Promise<void> {
-  await delay(50);
+/** One turn of the event loop: every promise already settled has run its callbacks. */
+export async function nextTurn(): Promise<void> {
+  await delay(0);
 }
