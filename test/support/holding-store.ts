@@ -35,9 +35,11 @@ export class HoldingStore implements LeaseStore {
     for (const call of calls) this.#holding.delete(call);
   }
 
-  /** Every call made so far has been answered (held answers count as not answered). */
-  idle(): boolean {
-    return (Object.keys(this.calls) as StoreCall[]).every((call) => this.calls[call] === this.answers[call]);
+  /** Every call made so far has been answered, or is held. */
+  quiet(): boolean {
+    return (Object.keys(this.calls) as StoreCall[]).every(
+      (call) => this.calls[call] === this.answers[call] + this.held(call),
+    );
   }
 
   held(call: StoreCall): number {
