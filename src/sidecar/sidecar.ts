@@ -180,13 +180,20 @@ function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: H
   );
 }
 
+const WARNING_OUTCOMES = new Set<TickReport["outcome"]>([
+  "transient-error",
+  "lost",
+  "stepped-down",
+  "refused",
+]);
+
 function logTransition(log: Logger, tick: TickReport): void {
   const fields = {
     lease: tick.key,
     outcome: tick.outcome,
     fence: tick.state.term?.fence ?? tick.state.observed?.fence,
   };
-  if (tick.outcome === "transient-error" || tick.outcome === "lost" || tick.outcome === "stepped-down") {
+  if (WARNING_OUTCOMES.has(tick.outcome)) {
     log.warn(fields, tick.sentence);
   } else {
     log.info(fields, tick.sentence);
