@@ -33,15 +33,15 @@ export async function lockRow(url: string, qualified: string, key: string): Prom
 
 const LOCK_WAITERS = `
   SELECT count(*)::int AS n FROM pg_stat_activity
-   WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name = $1`;
+   WHERE datname = current_database() AND wait_event_type = 'Lock' AND (application_name = $1 OR usename = $1)`;
 
-/** Backends of `applicationName` in this database waiting for a lock right now. */
-export async function lockWaiters(pool: pg.Pool, applicationName: string): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>(LOCK_WAITERS, [applicationName]);
+/** Backends in this database waiting for a lock right now, by application name or role. */
+export async function lockWaiters(pool: pg.Pool, who: string): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(LOCK_WAITERS, [who]);
   return rows[0]?.n ?? 0;
 }
 
-/** Resolves once `count` statements of `applicationName` wait for a lock on the server. */
-export async function waitForLockWaiters(pool: pg.Pool, applicationName: string, count = 1): Promise<void> {
-  await expect.poll(() => lockWaiters(pool, applicationName), { timeout: 10_000, interval: 10 }).toBe(count);
+/** Resolves once `count` statements (by application name or role) wait for a lock on the server. */
+export async function waitForLockWaiters(pool: pg.Pool, who: string, count = 1): Promise<void> {
+  await expect.poll(() => lockWaiters(pool, who), { timeout: 10_000, interval: 10 }).toBe(count);
 }
