@@ -131,10 +131,22 @@ describe("renew", () => {
       terms.push({ key: `many-${i}`, fence: claim.fence });
     }
     await expire("many-3");
-    const renewed = await store.renewMany("m", [...terms, { key: "many-4", fence: 999 }], 20_000);
+    // Fences are unique, so another term's fence is a wrong one for many-4.
+    const wrongFence = { key: "many-4", fence: terms[5]?.fence ?? Number.NaN };
+    const renewed = await store.renewMany("m", [...terms, wrongFence], 20_000);
     expect(renewed.size).toBe(49);
     expect(renewed.has("many-3")).toBe(false);
     expect(renewed.get("many-0")?.ttlMs).toBeGreaterThan(19_000);
+    expect(renewed.get("many-4")?.fence).toBe(terms[4]?.fence);
+  });
+
+  it("renews none of another holder's terms in a batch, even given their keys and fences", async () => {
+    const terms = [];
+    for (const key of ["batch-a", "batch-b"])
+      terms.push({ key, fence: won(await store.claim(key, "owner", 10_000)) });
+    const before = await store.read("batch-a");
+    expect(await store.renewMany("intruder", terms, 60_000)).toEqual(new Map());
+    expect(await store.read("batch-a")).toMatchObject({ holder: "owner", expiresAt: before?.expiresAt });
   });
 });
 
@@ -147,6 +159,13 @@ describe("release", () => {
     expect(view?.ttlMs).toBeLessThanOrEqual(0);
     expect(view?.fence).toBe(claim.fence);
     expect(won(await store.claim("release", "b", 10_000))).toBeGreaterThan(claim.fence);
+  });
+
+  it("by another holder, even with the right fence, leaves the term alone", async () => {
+    const fence = won(await store.claim("release-other", "a", 10_000));
+    expect(await store.release("release-other", "b", fence)).toBe(false);
+    expect(await store.read("release-other")).toMatchObject({ holder: "a", fence });
+    expect((await store.read("release-other"))?.ttlMs).toBeGreaterThan(9_000);
   });
 
   it("from an earlier term (same holder, older fence) leaves the current lease alone", async () => {
