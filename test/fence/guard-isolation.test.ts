@@ -39,21 +39,30 @@ describe.each(["repeatable read", "serializable"])("with default_transaction_iso
       expect(rows[0].default_transaction_isolation).toBe(level);
       const guard = createFenceGuard({ pool });
       await guard.run(resource, 1, async () => {});
-      const inside = deferred();
-      const finish = deferred();
+      // Each writer queues on the row lock of the one ahead while that one's transaction is open, so
+      // its first statement (and, under a stricter isolation, its snapshot) predates that commit.
+      const firstInside = deferred();
+      const firstFinish = deferred();
       const first = guard.run(resource, 2, async (client) => {
-        inside.resolve();
-        await finish.promise;
+        firstInside.resolve();
+        await firstFinish.promise;
         return (await client.query("SHOW transaction_isolation")).rows[0].transaction_isolation;
       });
-      await inside.promise;
-      // Both start before the first commits and queue on its row lock, in this order.
-      const higher = guard.run(resource, 3, async () => "advanced");
+      await firstInside.promise;
+      const higherInside = deferred();
+      const higherFinish = deferred();
+      const higher = guard.run(resource, 3, async () => {
+        higherInside.resolve();
+        await higherFinish.promise;
+        return "advanced";
+      });
       await waitForLockWaiters(probe, "pglease-guard-isolation", 1);
-      const stale = guard.run(resource, 2, async () => "stale").catch((e: unknown) => e);
-      await waitForLockWaiters(probe, "pglease-guard-isolation", 2);
-      finish.resolve();
+      firstFinish.resolve();
       expect(await first).toBe("read committed");
+      await higherInside.promise;
+      const stale = guard.run(resource, 2, async () => "stale").catch((e: unknown) => e);
+      await waitForLockWaiters(probe, "pglease-guard-isolation", 1);
+      higherFinish.resolve();
       expect(await higher).toBe("advanced");
       expect(await stale).toBeInstanceOf(StaleFenceError);
       expect(await stale).toMatchObject({ fence: 2, currentFence: 3 });
