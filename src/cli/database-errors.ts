@@ -46,7 +46,7 @@ export function explainDatabaseError(error: unknown): Error {
     return new Error(`${message}: check the database name in DATABASE_URL (or PGDATABASE)`);
   if (code === "42501") {
     return new Error(
-      `${message}: the role needs SELECT, INSERT, UPDATE on the lease table (and CREATE on the schema to migrate); ` +
+      `${message}: the role needs SELECT, INSERT, UPDATE on the lease table and USAGE on its fence sequence (and CREATE on the schema to migrate); ` +
         "or run `pglease migrate` as the owner and start with --no-migrate",
     );
   }

@@ -170,16 +170,21 @@ describe("a running controller", () => {
 
     const exit = await a.r.stop("SIGTERM");
     expect(exit.code).toBe(0);
-    const released = logLines(exit.stdout).find((l) => l.msg === "released lease handover (fence 1)");
+    const released = logLines(exit.stdout).find((l) =>
+      /^released lease handover \(fence \d+\)$/.test(String(l.msg)),
+    );
     expect(released).toBeDefined();
-    const taken = await b.r.waitForLog(/^acquired lease handover with fence 2$/, 2 * HANDOVER_BOUND_MS);
+    const releasedFence = Number(String(released?.msg).match(/fence (\d+)/)?.[1]);
+    const taken = await b.r.waitForLog(/^acquired lease handover with fence \d+$/, 2 * HANDOVER_BOUND_MS);
     expect(Date.parse(String(taken.time)) - Date.parse(String(released?.time))).toBeLessThan(
       HANDOVER_BOUND_MS,
     );
-    // The row the release ended is the one b took: same key, the fence one higher, b's now.
+    const takenFence = Number(String(taken.msg).match(/fence (\d+)$/)?.[1]);
+    expect(takenFence).toBeGreaterThan(releasedFence);
+    // The row the release ended is the one b took: same key, a higher fence, b's now.
     const { holder } = (await (await b.get("/status")).json()) as { holder: string };
     const row = await admin.query("SELECT holder, fence::int FROM pglease_leases WHERE key = 'handover'");
-    expect(row.rows).toEqual([{ holder, fence: 2 }]);
+    expect(row.rows).toEqual([{ holder, fence: takenFence }]);
   });
 
   it("several leases in one process, and /leader asks which", async () => {
@@ -205,7 +210,7 @@ describe("start-up while PostgreSQL is unreachable", () => {
       const warning = await r.waitForLog(/^cannot reach PostgreSQL yet \(.*\); retrying in \d+ ms/);
       expect(warning).toMatchObject({ level: "warn", attempt: 1 });
       proxy.heal();
-      await r.waitForLog(/^acquired lease late-db with fence 1$/);
+      await r.waitForLog(/^acquired lease late-db with fence \d+$/);
     } finally {
       await proxy.close();
     }
@@ -273,6 +278,7 @@ describe("secrets", () => {
     );
     await admin.query(`GRANT ALL ON SCHEMA public TO pglease_secret`);
     await admin.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO pglease_secret`);
+    await admin.query(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO pglease_secret`);
     const url = new URL(db.url);
     url.username = "pglease_secret";
     url.password = password;

@@ -55,6 +55,8 @@ async function sidecar(pod: string, lease = "orders-sync") {
 
 const role = (pod: string) => kube.pod(NS, pod)?.metadata?.labels?.["pglease.io/role"];
 const fence = (pod: string) => kube.pod(NS, pod)?.metadata?.annotations?.["pglease.io/fence"];
+/** The fence an "acquired lease … with fence N" log line names. */
+const fenceIn = (line: Record<string, unknown>) => Number(String(line.msg).match(/fence (\d+)$/)?.[1]);
 const condition = (pod: string, type: string) =>
   kube.pod(NS, pod)?.status?.conditions?.find((c) => c.type === type)?.status;
 
@@ -83,9 +85,9 @@ describe.skipIf(skip)("pglease run publishing to its pod", () => {
     seed("orders-a");
     seed("orders-b");
     const a = await sidecar("orders-a");
-    await a.waitForLog(/^acquired lease orders-sync with fence 1$/);
+    const fenceA = fenceIn(await a.waitForLog(/^acquired lease orders-sync with fence \d+$/));
     await expect.poll(() => role("orders-a"), { timeout: 10_000 }).toBe("leader");
-    expect(fence("orders-a")).toBe("1");
+    expect(fence("orders-a")).toBe(String(fenceA));
     // The condition goes in its own patch on pods/status, after the label's.
     await expect.poll(() => condition("orders-a", "pglease.io/leader")).toBe("True");
     expect(condition("orders-a", "Ready")).toBe("True");
@@ -117,21 +119,23 @@ describe.skipIf(skip)("pglease run publishing to its pod", () => {
     );
     expect(demotion?.status).toBe(200);
     // Gap, never overlap: a's pod stopped showing leader before b could acquire the lease.
-    await b.waitForLog(/^acquired lease orders-sync with fence 2$/);
+    const fenceB = fenceIn(await b.waitForLog(/^acquired lease orders-sync with fence \d+$/));
+    expect(fenceB).toBeGreaterThan(fenceA);
     const taken = await admin.query(
-      "SELECT extract(epoch FROM acquired_at) * 1000 AS at FROM pglease_leases WHERE key = 'orders-sync' AND fence = 2",
+      "SELECT extract(epoch FROM acquired_at) * 1000 AS at FROM pglease_leases WHERE key = 'orders-sync' AND fence = $1",
+      [fenceB],
     );
     expect(demotion?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(Number(taken.rows[0].at));
     await expect.poll(() => role("orders-b"), { timeout: 10_000 }).toBe("leader");
-    expect(fence("orders-b")).toBe("2");
+    expect(fence("orders-b")).toBe(String(fenceB));
     expect(role("orders-a")).toBe("follower");
 
     const events = kube.events(NS).map((e) => `${e.involvedObject?.name} ${e.reason}: ${e.message}`);
     expect(events).toEqual(
       expect.arrayContaining([
-        expect.stringMatching(/^orders-a LeaderElected: .*fence 1/),
-        expect.stringMatching(/^orders-a LeadershipLost: .*fence 1/),
-        expect.stringMatching(/^orders-b LeaderElected: .*fence 2/),
+        expect.stringMatching(new RegExp(`^orders-a LeaderElected: .*fence ${fenceA}\\b`)),
+        expect.stringMatching(new RegExp(`^orders-a LeadershipLost: .*fence ${fenceA}\\b`)),
+        expect.stringMatching(new RegExp(`^orders-b LeaderElected: .*fence ${fenceB}\\b`)),
       ]),
     );
   });
