@@ -16,5 +16,6 @@ export {
   type Leases,
   type OpenLeasesOptions,
   openLeases,
+  ServerRefused,
   StartAborted,
 } from "./open-leases.ts";

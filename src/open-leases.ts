@@ -10,8 +10,9 @@ import { TimingError } from "./election/timing.ts";
 import { BatchedRenewals } from "./lease/batched-renewals.ts";
 import { isUnreachable } from "./lease/connection-errors.ts";
 import { assertTablePresent, migrate } from "./lease/migrate.ts";
-import { asynchronousCommit, createLeasePool } from "./lease/pool.ts";
+import { createLeasePool } from "./lease/pool.ts";
 import { PgReleaseFeed } from "./lease/release-feed.ts";
+import { checkServer } from "./lease/server-checks.ts";
 import { PgLeaseStore } from "./lease/store.ts";
 
 /** Where warnings go; pino's child loggers and the default (process warnings) both fit. */
@@ -47,6 +48,12 @@ export interface OpenLeasesOptions {
    * A campaign whose callTimeoutMs is shorter is refused: a statement must not outlive the call.
    */
   statementTimeoutMs?: number;
+  /**
+   * How lease connections get the server-side statement_timeout and lock_timeout (equal to
+   * statementTimeoutMs): "startup" (default) sends them when connecting; "role" is for a
+   * transaction-mode PgBouncer, which refuses them: set them with ALTER ROLE … SET, checked at open.
+   */
+  serverTimeouts?: "startup" | "role";
   /** How long an unreachable PostgreSQL is waited for at open (default 60 s); 0 fails at once. */
   startTimeoutMs?: number;
   /** Aborts an open still waiting for PostgreSQL (rejects with StartAborted). */
@@ -137,6 +144,9 @@ function leasePool(options: OpenLeasesOptions, log: LeaseLogger): { pool: pg.Poo
     ...(options.ssl !== undefined ? { ssl: options.ssl } : {}),
     ...(options.poolSize !== undefined ? { max: options.poolSize } : {}),
     ...(options.applicationName ? { applicationName: options.applicationName } : {}),
+    // The server gives up on a statement when its caller does: it can then never commit later.
+    statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    ...(options.serverTimeouts ? { serverTimeouts: options.serverTimeouts } : {}),
     onIdleError: (error) =>
       log.warn("an idle database connection failed; the pool replaced it", { err: error.message }),
   });
@@ -161,9 +171,9 @@ async function openOnce(options: OpenLeasesOptions, log: LeaseLogger): Promise<L
   };
   try {
     const store = leaseStore(options, pool);
+    await inspectServer(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, log);
     if (options.migrate ?? true) await migrate(pool, store.table);
     else await assertTablePresent(pool, store.table);
-    await warnAboutServer(pool, log);
     const feed = options.notify === false ? undefined : await listen(pool, store, log);
     if (feed) closers.push(() => feed.close());
     return leasesOn(options, store, feed, closeAll);
@@ -173,12 +183,20 @@ async function openOnce(options: OpenLeasesOptions, log: LeaseLogger): Promise<L
   }
 }
 
-async function warnAboutServer(pool: pg.Pool, log: LeaseLogger): Promise<void> {
-  if (await asynchronousCommit(pool)) {
-    log.warn(
-      "synchronous_commit is off for this role or database: a crash could lose an acknowledged claim and reuse its fence; " +
-        "set it to on (ALTER ROLE … SET synchronous_commit = on)",
-    );
+/** What the guarantees assume of the server: a standby is refused, every other risk is said once. */
+async function inspectServer(pool: pg.Pool, statementTimeoutMs: number, log: LeaseLogger): Promise<void> {
+  const { refusals, warnings } = await checkServer(pool, statementTimeoutMs);
+  if (refusals.length > 0) throw new ServerRefused(refusals);
+  for (const warning of warnings) log.warn(warning);
+}
+
+/** The server cannot hold leases safely (a standby in recovery, say); not retried. */
+export class ServerRefused extends Error {
+  readonly refusals: string[];
+  constructor(refusals: string[]) {
+    super(refusals.join("; "));
+    this.name = "ServerRefused";
+    this.refusals = refusals;
   }
 }
 

@@ -31,6 +31,7 @@ export async function openDatabaseCommand(
     table: database.table,
     statementTimeoutMs: 10_000,
     preparedStatements: database.preparedStatements,
+    serverTimeouts: database.serverTimeouts,
   });
   return { raw, store, pool, close };
 }

@@ -22,6 +22,15 @@ export const DATABASE_OPTIONS: readonly OptionSpec[] = [
     help: "use named prepared statements (turn off behind PgBouncer < 1.21 in transaction mode)",
     defaultText: "true",
   },
+  {
+    flag: "server-timeouts",
+    env: "PGLEASE_SERVER_TIMEOUTS",
+    value: "startup|role",
+    help:
+      "how lease connections get statement_timeout and lock_timeout: sent when connecting (startup), or set " +
+      "on the role with ALTER ROLE … SET (role; behind PgBouncer in transaction mode, which refuses them)",
+    defaultText: "startup",
+  },
 ];
 
 export interface DatabaseConfig {
@@ -32,6 +41,7 @@ export interface DatabaseConfig {
   schema: string;
   table: string;
   preparedStatements: boolean;
+  serverTimeouts: "startup" | "role";
 }
 
 export function readDatabaseConfig(
@@ -73,6 +83,12 @@ export function readDatabaseConfig(
     if ("problem" in parsed) problems.push(`${prepared.source}: ${parsed.problem}`);
     else preparedStatements = parsed.value;
   }
+  const serverTimeouts = raw.values.get("server-timeouts");
+  if (serverTimeouts && serverTimeouts.text !== "startup" && serverTimeouts.text !== "role") {
+    problems.push(
+      `${serverTimeouts.source}: ${JSON.stringify(serverTimeouts.text)} is not a way to set server timeouts; use startup or role`,
+    );
+  }
   const tls = resolveTls(url, env, problems);
   return {
     connectionString: tls.connectionString,
@@ -80,6 +96,7 @@ export function readDatabaseConfig(
     schema: text("schema", "public"),
     table: text("table", "pglease_leases"),
     preparedStatements,
+    serverTimeouts: serverTimeouts?.text === "role" ? "role" : "startup",
   };
 }
 

@@ -1,7 +1,7 @@
 // A pg pool fit for lease statements: an idle connection dying must not crash the process,
 // the server itself gives up on a statement once its caller has (so it cannot commit later,
-// nor keep a backend waiting on a lock), and synchronous_commit=off (which could lose an
-// acknowledged claim and reuse its fence) is reported.
+// nor keep a backend waiting on a lock). What the server itself promises is checked by
+// server-checks.ts.
 import pg from "pg";
 
 export interface LeasePoolOptions {
@@ -49,12 +49,4 @@ export function createLeasePool(options: LeasePoolOptions = {}): pg.Pool {
   });
   pool.on("error", (error) => options.onIdleError?.(error));
   return pool;
-}
-
-const SYNCHRONOUS_COMMIT = "SELECT current_setting('synchronous_commit') AS value";
-
-/** True when lease writes would commit asynchronously for this role and database. */
-export async function asynchronousCommit(pool: pg.Pool): Promise<boolean> {
-  const { rows } = await pool.query<{ value: string }>(SYNCHRONOUS_COMMIT);
-  return rows[0]?.value === "off";
 }

@@ -93,6 +93,7 @@ function leaseOptions(
     migrate: config.migrate,
     notify: config.notify,
     preparedStatements: config.database.preparedStatements,
+    serverTimeouts: config.database.serverTimeouts,
     holder,
     // A statement must not outlive the elector's call: the same bound on both sides.
     statementTimeoutMs: config.timing.callTimeoutMs,

@@ -143,3 +143,51 @@ it("refuses a second campaign for a key it already campaigns for", async () => {
   );
   await expect.poll(() => first.isLeader()).toBe(true);
 });
+
+it("gives lease connections the server-side timeouts: a claim stuck behind a row lock is cancelled by the server", async () => {
+  const applicationName = `pglease_timeouts_${randomBytes(3).toString("hex")}`;
+  const leases = await openLeases({
+    connectionString: db.url,
+    applicationName,
+    statementTimeoutMs: 300,
+    notify: false,
+    logger: recordingLogger(),
+  });
+  cleanup.push(() => leases.close());
+  const locker = await admin.connect();
+  const waiting = async () =>
+    (
+      await admin.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+        [applicationName],
+      )
+    ).rows[0]?.n;
+  try {
+    // An expired row, so the stuck claim would win if it ever ran to its commit.
+    await admin.query(
+      `INSERT INTO pglease_leases VALUES ('locked', 'someone', 1, clock_timestamp() - interval '2 minutes', clock_timestamp() - interval '1 minute')`,
+    );
+    await locker.query("BEGIN");
+    await locker.query("SELECT * FROM pglease_leases WHERE key = 'locked' FOR UPDATE");
+    // The client gives up at 300 ms; the server's lock_timeout cancels the statement itself.
+    await expect(leases.store.claim("locked", "other", 60_000)).rejects.toThrow();
+    await expect.poll(waiting, { timeout: 5_000 }).toBe(0);
+  } finally {
+    await locker.query("ROLLBACK");
+    locker.release();
+  }
+  // Nothing committed later: the row is still the expired one.
+  const row = await admin.query("SELECT holder FROM pglease_leases WHERE key = 'locked'");
+  expect(row.rows).toEqual([{ holder: "someone" }]);
+});
+
+it("refuses a standby in recovery, naming the fix, without retrying", async () => {
+  const { startReplicaPair } = await import("../support/replica-pair.ts");
+  const pair = await startReplicaPair();
+  cleanup.push(() => pair.stop());
+  await expect(
+    openLeases({ connectionString: pair.standbyUrl, migrate: false, startTimeoutMs: 60_000 }),
+  ).rejects.toThrow(
+    /the server is a standby in recovery: it cannot take a claim\. Point the connection at the primary/,
+  );
+});

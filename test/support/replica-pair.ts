@@ -8,7 +8,7 @@ import { arch, platform, tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
-import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
+import { freePort } from "./embedded-postgres.ts";
 
 const run = promisify(execFile);
 const PASSWORD = "pglease-replica";
