@@ -2,6 +2,7 @@
 // fast, injectable timings; logs and hook calls are captured so tests can assert on them.
 import type { V1Pod } from "@kubernetes/client-node";
 import pino from "pino";
+import type { Clock } from "../../src/election/clock.ts";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import { createPodPublisher } from "../../src/kube/pod-publisher.ts";
 import { type PublishConfigInput, validatePublishConfig } from "../../src/kube/publish-config.ts";
@@ -60,6 +61,9 @@ export interface HarnessOptions {
   timing?: Partial<PublishTiming>;
   podLabels?: Record<string, string>;
   wallClock?: () => Date;
+  /** Timers and durations of the publisher; real time when left out. */
+  clock?: Clock;
+  stillLeads?: (target: LeadershipState) => boolean;
 }
 
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
@@ -88,6 +92,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       logger,
       timing: { ...FAST, ...options.timing },
       ...(options.wallClock ? { wallClock: options.wallClock } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.stillLeads ? { stillLeads: options.stillLeads } : {}),
       ...(hooks
         ? {
             onPatch: (e: PatchObservation) => patches.push(e),
