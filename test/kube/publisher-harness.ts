@@ -63,6 +63,8 @@ export interface HarnessOptions {
   wallClock?: () => Date;
   /** Timers and durations of the publisher; real time when left out. */
   clock?: Clock;
+  /** Backoff jitter; Math.random when left out. */
+  random?: () => number;
   stillLeads?: (target: LeadershipState) => boolean;
 }
 
@@ -93,6 +95,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       timing: { ...FAST, ...options.timing },
       ...(options.wallClock ? { wallClock: options.wallClock } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.random ? { random: options.random } : {}),
       ...(options.stillLeads ? { stillLeads: options.stillLeads } : {}),
       ...(hooks
         ? {
@@ -131,6 +134,20 @@ export async function until(what: string, check: () => boolean, timeoutMs = 3_00
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/**
+ * Whether `promise` has settled once the work already queued has run. For a promise that only a
+ * timer on a ManualClock can settle, false proves it waits for that clock.
+ */
+export async function settled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  return done;
 }
 
 export function role(pod: V1Pod): string | undefined {
