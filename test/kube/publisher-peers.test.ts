@@ -1,5 +1,6 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/election/clock.ts";
 import {
   APP_LABELS,
   follower,
@@ -139,6 +140,29 @@ describe("gap, never overlap", () => {
     );
     // Stopped on the way out: nothing left running for the caller to clean up.
     await until("the pod watch closed", () => h.server.openWatches === 0);
+  });
+
+  it("does not label itself leader when peers cannot be found and the pod could not be read at start", async () => {
+    const clock = new ManualClock();
+    h = await startHarness({
+      clock,
+      podLabels: { app: "orders" },
+      timing: { startTimeoutMs: 60_000, requestTimeoutMs: 120_000 },
+    });
+    const reads = h.server.faults.hang({ match: { method: "GET" } });
+    const starting = h.publisher.start(follower());
+    await reads.waitForHeld(2);
+    clock.advance(60_000);
+    expect(await starting).toEqual({ published: false, missingPermissions: [] });
+    reads.release();
+    await until("follower on the pod", () => h.publisher.state().published);
+
+    h.publisher.setDesired(leader(1));
+    await until("the configuration error", () =>
+      /^peerSelector is not set/.test(h.publisher.state().lastError ?? ""),
+    );
+    expect(role(h.pod())).toBe("follower");
+    expect(h.logs.some((l) => l.level === 50 && l.msg.startsWith("peerSelector is not set"))).toBe(true);
   });
 
   it("demotes nobody when told so with peerSelector: null", async () => {
