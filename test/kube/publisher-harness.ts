@@ -2,7 +2,7 @@
 // fast, injectable timings; logs and hook calls are captured so tests can assert on them.
 import type { V1Pod } from "@kubernetes/client-node";
 import pino from "pino";
-import type { Clock } from "../../src/election/clock.ts";
+import { type Clock, ManualClock } from "../../src/election/clock.ts";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import { createPodPublisher } from "../../src/kube/pod-publisher.ts";
 import { type PublishConfigInput, validatePublishConfig } from "../../src/kube/publish-config.ts";
@@ -121,7 +121,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     },
     another: (config = {}) => make(config, false),
     async close() {
-      await Promise.all(publishers.map((p) => p.stop()));
+      const stopped = Promise.all(publishers.map((p) => p.stop()));
+      // On a ManualClock, stop() may be waiting out a request timeout or a retry: let time pass.
+      const { clock } = options;
+      if (clock instanceof ManualClock) while (!(await settled(stopped))) clock.advance(1_000);
+      await stopped;
       await server.close();
     },
   };
