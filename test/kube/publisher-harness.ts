@@ -2,6 +2,7 @@
 // fast, injectable timings; logs and hook calls are captured so tests can assert on them.
 import type { V1Pod } from "@kubernetes/client-node";
 import pino from "pino";
+import { type Clock, ManualClock } from "../../src/election/clock.ts";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import { createPodPublisher } from "../../src/kube/pod-publisher.ts";
 import { type PublishConfigInput, validatePublishConfig } from "../../src/kube/publish-config.ts";
@@ -60,6 +61,11 @@ export interface HarnessOptions {
   timing?: Partial<PublishTiming>;
   podLabels?: Record<string, string>;
   wallClock?: () => Date;
+  /** Timers and durations of the publisher; real time when left out. */
+  clock?: Clock;
+  /** Backoff jitter; Math.random when left out. */
+  random?: () => number;
+  stillLeads?: (target: LeadershipState) => boolean;
 }
 
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
@@ -88,6 +94,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       logger,
       timing: { ...FAST, ...options.timing },
       ...(options.wallClock ? { wallClock: options.wallClock } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.random ? { random: options.random } : {}),
+      ...(options.stillLeads ? { stillLeads: options.stillLeads } : {}),
       ...(hooks
         ? {
             onPatch: (e: PatchObservation) => patches.push(e),
@@ -112,7 +121,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     },
     another: (config = {}) => make(config, false),
     async close() {
-      await Promise.all(publishers.map((p) => p.stop()));
+      const stopped = Promise.all(publishers.map((p) => p.stop()));
+      // On a ManualClock, stop() may be waiting out a request timeout or a retry: let time pass.
+      const { clock } = options;
+      if (clock instanceof ManualClock) while (!(await settled(stopped))) clock.advance(1_000);
+      await stopped;
       await server.close();
     },
   };
@@ -125,6 +138,20 @@ export async function until(what: string, check: () => boolean, timeoutMs = 3_00
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/**
+ * Whether `promise` has settled once the work already queued has run. For a promise that only a
+ * timer on a ManualClock can settle, false proves it waits for that clock.
+ */
+export async function settled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  return done;
 }
 
 export function role(pod: V1Pod): string | undefined {

@@ -1,5 +1,6 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/election/clock.ts";
 import {
   APP_LABELS,
   follower,
@@ -25,7 +26,10 @@ function seedLeader(name: string, labels: Record<string, string>, lease: string 
       name,
       namespace: NAMESPACE,
       labels: { ...labels, "pglease.io/role": "leader" },
-      annotations: lease === undefined ? {} : { "pglease.io/lease": lease, "pglease.io/fence": "7" },
+      annotations:
+        lease === undefined
+          ? {}
+          : { "pglease.io/lease": lease, "pglease.io/fence": "7", "pglease.io/holder": `${name}-old` },
     },
   };
   const seeded = h.server.seedPod(pod);
@@ -72,6 +76,8 @@ describe("gap, never overlap", () => {
       expect(leaderCondition(h.pod(name))).toMatchObject({ status: "False", reason: "LeaseNotHeld" });
       expect(h.pod(name).status?.conditions?.some((c) => c.type === "Ready")).toBe(true);
     }
+    // A reader of the old leader's fence (downward API, kubectl) must not see it any more.
+    expect(h.pod("orders-1").metadata?.annotations).toEqual({ "pglease.io/lease": "orders-sync" });
     expect(role(h.pod("orders-3"))).toBe("leader");
     expect(role(h.pod("other-app-0"))).toBe("leader");
     expect(h.patches.filter((p) => p.target === "peer")).toHaveLength(4);
@@ -95,17 +101,79 @@ describe("gap, never overlap", () => {
     expect(role(h.pod("orders-1"))).toBe("follower");
   });
 
-  it("says once that peers cannot be found when the pod has no app labels", async () => {
+  it("stops demoting, and does not label itself, once it no longer leads after listing", async () => {
+    let leads = true;
+    const asked: unknown[] = [];
+    h = await startHarness({
+      stillLeads: (target) => {
+        asked.push(target);
+        return leads;
+      },
+    });
+    seedLeader("orders-1", APP_LABELS, "orders-sync");
+    seedLeader("orders-2", APP_LABELS, "orders-sync");
+    await h.publisher.start(follower());
+    h.server.clearRequests();
+    const list = h.server.faults.hang({ match: { method: "GET", path: /\/pods$/ } });
+    h.publisher.setDesired(leader(8));
+    await list.waitForHeld(1);
+    leads = false;
+    list.release();
+    await until("the pass to give up", () => /no longer leads/.test(h.publisher.state().lastError ?? ""));
+    expect(patchesOf(h.server)).toEqual([]);
+    expect(role(h.pod())).toBe("follower");
+    expect(role(h.pod("orders-1"))).toBe("leader");
+    expect(asked).toContainEqual(leader(8));
+
+    // The next term that does lead goes through.
+    leads = true;
+    h.publisher.setDesired(leader(9));
+    await until("leader on the pod", () => h.publisher.state().published);
+    expect(role(h.pod("orders-1"))).toBe("follower");
+    expect(role(h.pod("orders-2"))).toBe("follower");
+  });
+
+  it("refuses to start when peers cannot be found and nobody opted out", async () => {
     h = await startHarness({ podLabels: { app: "orders" } });
+    await expect(h.publisher.start(follower())).rejects.toThrow(
+      /^peerSelector is not set and pod orders-0 has neither .* set peerSelector to the selector .*, or to null to opt out/,
+    );
+    // Stopped on the way out: nothing left running for the caller to clean up.
+    await until("the pod watch closed", () => h.server.openWatches === 0);
+  });
+
+  it("does not label itself leader when peers cannot be found and the pod could not be read at start", async () => {
+    const clock = new ManualClock();
+    h = await startHarness({
+      clock,
+      podLabels: { app: "orders" },
+      timing: { startTimeoutMs: 60_000, requestTimeoutMs: 120_000 },
+    });
+    const reads = h.server.faults.hang({ match: { method: "GET" } });
+    const starting = h.publisher.start(follower());
+    await reads.waitForHeld(2);
+    clock.advance(60_000);
+    expect(await starting).toEqual({ published: false, missingPermissions: [] });
+    reads.release();
+    await until("follower on the pod", () => h.publisher.state().published);
+
+    h.publisher.setDesired(leader(1));
+    await until("the configuration error", () =>
+      /^peerSelector is not set/.test(h.publisher.state().lastError ?? ""),
+    );
+    expect(role(h.pod())).toBe("follower");
+    expect(h.logs.some((l) => l.level === 50 && l.msg.startsWith("peerSelector is not set"))).toBe(true);
+  });
+
+  it("demotes nobody when told so with peerSelector: null", async () => {
+    h = await startHarness({ podLabels: { app: "orders" }, config: { peerSelector: null } });
     seedLeader("orders-1", { app: "orders" }, "orders-sync");
     await h.publisher.start(follower());
     h.publisher.setDesired(leader(1));
     await until("leader", () => h.publisher.state().published);
-    await h.publisher.demote(1_000);
-    h.publisher.setDesired(leader(2));
-    await until("leader again", () => h.publisher.state().published);
-    expect(h.logs.filter((l) => l.msg.startsWith("peers cannot be found"))).toHaveLength(1);
     expect(h.server.requests.some((r) => r.verb === "list")).toBe(false);
+    expect(role(h.pod("orders-1"))).toBe("leader");
+    expect(h.logs.filter((l) => l.level >= 40)).toEqual([]);
   });
 
   it("uses a configured peer selector", async () => {
@@ -115,48 +183,5 @@ describe("gap, never overlap", () => {
     h.publisher.setDesired(leader(1));
     await until("leader", () => h.publisher.state().published);
     expect(role(h.pod("orders-1"))).toBe("follower");
-  });
-});
-
-const CHART_RULES = [
-  { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "patch"] },
-  { apiGroups: [""], resources: ["pods/status"], verbs: ["patch"] },
-  { apiGroups: [""], resources: ["events"], verbs: ["create"] },
-];
-
-describe("permissions", () => {
-  it("starts cleanly with the chart's Role", async () => {
-    h = await startHarness({ role: { metadata: { namespace: NAMESPACE }, rules: CHART_RULES } });
-    expect(await h.publisher.start(follower())).toEqual({ published: true, missingPermissions: [] });
-    expect(h.server.requests.filter((r) => r.resource === "selfsubjectaccessreviews")).toHaveLength(6);
-  });
-
-  it("names a missing pods/status patch at start, and loudly when the patch is refused", async () => {
-    const withoutStatus = CHART_RULES.filter((rule) => !rule.resources.includes("pods/status"));
-    h = await startHarness({
-      role: { metadata: { namespace: NAMESPACE }, rules: withoutStatus },
-      timing: { startTimeoutMs: 500 },
-    });
-    const result = await h.publisher.start(follower());
-    expect(result).toEqual({ published: false, missingPermissions: ["patch pods/status"] });
-    const errors = () => h.logs.filter((l) => l.level === 50).map((l) => l.msg);
-    expect(errors()).toContainEqual(
-      expect.stringMatching(/^missing RBAC permissions in namespace shop: patch pods\/status;/),
-    );
-    // start() answers as soon as the check finds the gap; the refused patch follows in the background.
-    await expect
-      .poll(errors)
-      .toContainEqual(expect.stringMatching(/^missing permission: patch pods\/status in namespace shop/));
-    expect(h.publisher.state().lastError).toMatch(/^patch pods\/status: HTTP 403/);
-    // The part it may write is written: the label is there, only the condition is missing.
-    expect(role(h.pod())).toBe("follower");
-    expect(leaderCondition(h.pod())).toBeUndefined();
-  });
-
-  it("goes on without the check when the API server cannot answer it", async () => {
-    h = await startHarness();
-    h.server.faults.failNext({ match: { path: /selfsubjectaccessreviews/ }, status: 404, count: 10 });
-    expect(await h.publisher.start(follower())).toEqual({ published: true, missingPermissions: [] });
-    expect(h.logs.some((l) => l.level === 40 && l.msg.startsWith("could not check"))).toBe(true);
   });
 });
