@@ -86,7 +86,10 @@ export async function measureCliFootprint(context: BenchContext): Promise<CliVar
       {
         label: "publishing to its pod (test API server)",
         env: (pod) => {
-          fixture.seedPod(pod);
+          fixture.seedPod(pod, {
+            "app.kubernetes.io/name": "bench",
+            "app.kubernetes.io/instance": "footprint",
+          });
           return { DATABASE_URL: context.databaseUrl, ...fixture.env };
         },
       },

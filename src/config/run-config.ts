@@ -34,6 +34,8 @@ export interface RunConfig {
     holderAnnotation: string;
     leaseAnnotation: string;
     peerSelector: string | null;
+    /** False with --no-peer-demotion: no pod but this one is ever demoted. */
+    peerDemotion: boolean;
   };
   gracePeriodMs: number;
   startTimeoutMs: number;
@@ -81,7 +83,7 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
   }
 
   const timing = readTiming(raw, get, problems);
-  const publish = readPublish(raw, env, problems);
+  const publish = readPublish(raw, env, problems, get("peer-demotion", parseBoolean) ?? true);
   const database = readDatabaseConfig(raw, env, problems);
   const config: RunConfig = {
     leases: leases ?? [],
@@ -127,8 +129,16 @@ function readTiming(
   return resolved.timing;
 }
 
-function readPublish(raw: RawOptions, env: NodeJS.ProcessEnv, problems: string[]): RunConfig["publish"] {
+function readPublish(
+  raw: RawOptions,
+  env: NodeJS.ProcessEnv,
+  problems: string[],
+  peerDemotion: boolean,
+): RunConfig["publish"] {
   const text = (flag: string) => raw.values.get(flag)?.text;
+  if (!peerDemotion && text("peer-selector") !== undefined) {
+    problems.push("--peer-selector and --no-peer-demotion contradict each other: give one of them");
+  }
   const result = validatePublishConfig(
     {
       // Checked here too, so a mistake shows before the pod exists; placeholders outside a cluster.
@@ -156,6 +166,7 @@ function readPublish(raw: RawOptions, env: NodeJS.ProcessEnv, problems: string[]
       holderAnnotation: "",
       leaseAnnotation: "",
       peerSelector: null,
+      peerDemotion,
     };
   }
   const c = result.config;
@@ -166,5 +177,6 @@ function readPublish(raw: RawOptions, env: NodeJS.ProcessEnv, problems: string[]
     holderAnnotation: c.holderAnnotation,
     leaseAnnotation: c.leaseAnnotation,
     peerSelector: c.peerSelector,
+    peerDemotion,
   };
 }

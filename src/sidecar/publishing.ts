@@ -1,8 +1,10 @@
 // The sidecar's pod publisher: started only in a cluster (the Kubernetes client is loaded on
 // demand, it is most of the start-up time), showing "follower" before the first campaign.
 import type { Logger } from "pino";
+import { UsageError } from "../config/options.ts";
 import type { RunConfig } from "../config/run-config.ts";
-import { validatePublishConfig } from "../kube/publish-config.ts";
+import type { LeadershipState } from "../kube/desired-state.ts";
+import { PublishConfigError, validatePublishConfig } from "../kube/publish-config.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import type { SidecarMetrics } from "../observability/metrics.ts";
 
@@ -11,6 +13,8 @@ export async function startPublisher(
   log: Logger,
   metrics: SidecarMetrics,
   onShown: () => void,
+  /** Asked between listing peers and patching them: does this process still lead that term? */
+  stillLeads: (term: LeadershipState) => boolean,
 ): Promise<PodPublisher | null> {
   const decision = config.publishing;
   if (!decision.enabled) {
@@ -20,8 +24,13 @@ export async function startPublisher(
   const validated = validatePublishConfig({
     namespace: decision.namespace,
     podName: decision.podName,
-    ...config.publish,
-    peerSelector: config.publish.peerSelector ?? undefined,
+    roleLabel: config.publish.roleLabel,
+    conditionType: config.publish.conditionType,
+    fenceAnnotation: config.publish.fenceAnnotation,
+    holderAnnotation: config.publish.holderAnnotation,
+    leaseAnnotation: config.publish.leaseAnnotation,
+    // null opts out of peer demotion; undefined builds the selector from the pod's labels.
+    peerSelector: config.publish.peerDemotion ? (config.publish.peerSelector ?? undefined) : null,
   });
   if ("problems" in validated) throw new Error(`pod publishing settings: ${validated.problems.join("; ")}`);
   const [{ createPodPublisher }, { loadKubeConfig }] = await Promise.all([
@@ -37,13 +46,19 @@ export async function startPublisher(
       onShown();
       metrics.observePublished(e);
     },
+    stillLeads,
   });
-  const started = await publisher.start({
-    lease: config.publishLease,
-    role: "follower",
-    fence: null,
-    holder: "",
-  });
+  const started = await publisher
+    .start({ lease: config.publishLease, role: "follower", fence: null, holder: "" })
+    .catch((error: unknown) => {
+      // A setting the pod's labels cannot complete is the operator's to fix: exit 2, naming the flags.
+      if (error instanceof PublishConfigError && error.field === "peerSelector") {
+        throw new UsageError([
+          `--peer-selector (PGLEASE_PEER_SELECTOR): ${error.message}; or run with --no-peer-demotion`,
+        ]);
+      }
+      throw error;
+    });
   if (started.missingPermissions.length > 0) {
     await publisher.stop();
     throw new Error(

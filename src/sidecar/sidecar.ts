@@ -47,9 +47,18 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   try {
     leases = await openLeases(leaseOptions(config, holder, log, signal));
     view.podShown = config.publishing.enabled ? false : null;
-    publisher = await startPublisher(config, log, metrics, () => {
-      view.podShown = true;
-    });
+    publisher = await startPublisher(
+      config,
+      log,
+      metrics,
+      () => {
+        view.podShown = true;
+      },
+      (term) => {
+        const elector = view.electors?.find((e) => e.key === term.lease);
+        return elector !== undefined && elector.isLeader() && elector.status().fence === term.fence;
+      },
+    );
   } catch (error) {
     await leases?.close();
     await closeHttp();

@@ -184,4 +184,29 @@ describe.skipIf(skip)("pglease run publishing to its pod", () => {
       kube.setRole(chartRole);
     }
   });
+
+  it("a pod whose peers cannot be found is a configuration error naming the flags; --no-peer-demotion opts out", async () => {
+    kube.seedPod({
+      metadata: { name: "bare-pod", namespace: NS },
+      spec: { containers: [{ name: "app", image: "app:1" }] },
+      status: { phase: "Running" },
+    } as V1Pod);
+    const env = {
+      DATABASE_URL: db.url,
+      KUBECONFIG: join(kubeconfigDir, "config"),
+      POD_NAME: "bare-pod",
+      POD_NAMESPACE: NS,
+    };
+    const refused = await runPglease(["run", "--lease", "bare", "--http-addr", "127.0.0.1:0"], env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(
+      /--peer-selector \(PGLEASE_PEER_SELECTOR\): peerSelector is not set and pod bare-pod/,
+    );
+    expect(refused.stderr).toContain("or run with --no-peer-demotion");
+
+    const { run: optedOut } = await startShortLeaseRun("bare", env, ["--no-peer-demotion"]);
+    running.push(optedOut);
+    await optedOut.waitForLog(/^acquired lease bare with fence \d+$/);
+    await expect.poll(() => role("bare-pod"), { timeout: 10_000 }).toBe("leader");
+  });
 });
