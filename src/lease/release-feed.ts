@@ -40,6 +40,7 @@ const PING = "SELECT 1";
 export class PgReleaseFeed implements ReleaseFeed {
   readonly #options: PgReleaseFeedOptions;
   readonly #listeners = new Set<(key: string) => void>();
+  readonly #reconnectListeners = new Set<() => void>();
   #current: Listening | null = null;
   #closed = false;
   #retry: NodeJS.Timeout | null = null;
@@ -53,6 +54,12 @@ export class PgReleaseFeed implements ReleaseFeed {
   subscribe(listener: (key: string) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /** Called after every reconnection: notices sent while the connection was down were lost. */
+  subscribeReconnects(listener: () => void): () => void {
+    this.#reconnectListeners.add(listener);
+    return () => this.#reconnectListeners.delete(listener);
   }
 
   /** Resolves once listening; later drops reconnect in the background. */
@@ -141,6 +148,7 @@ export class PgReleaseFeed implements ReleaseFeed {
       return;
     }
     this.#options.onReconnect?.();
+    for (const listener of this.#reconnectListeners) listener();
   }
 
   async #end(listening: Listening): Promise<void> {
