@@ -1,5 +1,5 @@
-// The publisher's public surface: what the controller passes in, what it gets back, and the
-// observations it turns into metrics (prom-client lives in the controller, not here).
+// The publisher's public surface: what the sidecar passes in, what it gets back, and the
+// observations it turns into metrics (prom-client lives in src/observability, not here).
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Clock } from "../election/clock.ts";
