@@ -23,17 +23,20 @@ describe("no answer received after the local deadline counts", () => {
     a.e.on("leader-changed", (s) => seen.push(s));
     a.e.start();
     await until(clock, () => held.held("claim") === 1, "the claim goes out");
-    await held.answered("claim"); // committed on the server: fence 1 for 15 s
+    await held.answered("claim"); // committed on the server: a new fence for 15 s
     // The loop is blocked past the deadline the claim would set (sent at 0 + 15 s − 5 s margin)
     // while the answer waits on the socket; it is read before any overdue timer runs.
     clock.stall(10_000);
     held.pass("claim");
     await held.deliver("claim");
     await settle(() => a.ticks.length === 1, "the late answer is handled");
+    // Nobody else claims the key: the row keeps the fence the late claim won.
+    const won = await h.store.read("late-claim");
+    expect(won).toMatchObject({ holder: "a" });
 
     expect(a.ticks[0]).toMatchObject({ action: "claim", outcome: "refused" });
     expect(a.ticks[0]?.sentence).toBe(
-      "won lease late-claim with fence 1 but the answer came 0.0s after the local deadline it would set; releasing it",
+      `won lease late-claim with fence ${won?.fence} but the answer came 0.0s after the local deadline it would set; releasing it`,
     );
     expect(a.terms).toEqual([]);
     expect(a.e.status()).toMatchObject({ role: "follower", fence: null, leader: null });
@@ -49,6 +52,7 @@ describe("no answer received after the local deadline counts", () => {
     h.cleanup(() => held.deliverAll());
     a.e.start();
     await until(clock, () => a.ticks.length === 1, "acquire");
+    const fence = a.terms[0]?.fence;
     held.hold("renew");
     clock.advance(5_000);
     await until(clock, () => held.held("renew") === 1, "the renew goes out");
@@ -59,7 +63,7 @@ describe("no answer received after the local deadline counts", () => {
 
     expect(a.ticks[1]).toMatchObject({ action: "renew", outcome: "stepped-down" });
     expect(a.ticks[1]?.sentence).toBe(
-      "stepped down from lease late-renew (fence 1): the renew was answered only after the local deadline",
+      `stepped down from lease late-renew (fence ${fence}): the renew was answered only after the local deadline`,
     );
     expect(a.e.isLeader()).toBe(false);
     expect(a.terms[0]?.signal.aborted).toBe(true);
@@ -94,7 +98,8 @@ describe("no answer received after the local deadline counts", () => {
       clock.advance(500);
       await until(clock, () => held.quiet(), "calls answered or held");
     }
-    expect(a.terms.map((t) => t.fence)).toEqual([1, 2]);
+    expect(a.terms).toHaveLength(2);
+    expect(a.terms[1]?.fence).toBeGreaterThan(a.terms[0]?.fence ?? Number.NaN);
   });
 });
 
@@ -110,6 +115,7 @@ describe("steps of the database server's clock", () => {
     a.e.on("clock-step", (s) => steps.push(s));
     a.e.start();
     await until(clock, () => a.ticks.length === 1, "acquire");
+    const fence = a.terms[0]?.fence;
     // 5 s pass here, 11 s on the server: it gained 6 s, more than the 5 s margin.
     await shifted.shift(11_000);
     clock.advance(5_000);
@@ -123,7 +129,9 @@ describe("steps of the database server's clock", () => {
     );
     expect(a.ticks[1]).toMatchObject({ action: "renew", outcome: "stepped-down" });
     expect(a.ticks[1]?.sentence).toMatch(
-      /^stepped down from lease clock-forward \(fence 1\): the database server's clock jumped forward by at least 6\.\ds, more than the safety margin$/,
+      new RegExp(
+        `^stepped down from lease clock-forward \\(fence ${fence}\\): the database server's clock jumped forward by at least 6\\.\\ds, more than the safety margin$`,
+      ),
     );
     expect(a.e.isLeader()).toBe(false);
     expect(a.terms[0]?.signal.aborted).toBe(true);
@@ -140,6 +148,7 @@ describe("steps of the database server's clock", () => {
     a.e.on("clock-step", (s) => steps.push(s));
     a.e.start();
     await until(clock, () => a.ticks.length === 1, "acquire");
+    const { fence, expiresAt } = a.e.status();
     await shifted.shift(-7_000);
     clock.advance(5_000);
     await until(clock, () => a.ticks.length === 2, "renew");
@@ -149,7 +158,11 @@ describe("steps of the database server's clock", () => {
     // 5 s here, −7 s there: 12 s, less the little real time the round trips took.
     expect(steps[0]?.sizeMs).toBeGreaterThan(11_000);
     expect(a.ticks[1]).toMatchObject({ action: "renew", outcome: "renewed" });
-    expect(a.e.status()).toMatchObject({ role: "leader", fence: 1, deadlineInMs: 10_000 });
+    // The expiry only grows: the renew keeps the claim's, 15 s after the claim on a server clock
+    // that now reads 7 s earlier, so 22 s are left less the margin, less the round trips' real time.
+    expect(a.e.status()).toMatchObject({ role: "leader", fence, expiresAt });
+    expect(a.e.status().deadlineInMs).toBeGreaterThan(16_000);
+    expect(a.e.status().deadlineInMs).toBeLessThanOrEqual(17_000);
     expect(a.terms[0]?.signal.aborted).toBe(false);
   });
 });

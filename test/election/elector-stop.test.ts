@@ -18,10 +18,15 @@ function stopping(e: { stop(): Promise<void> }) {
   return state;
 }
 
-/** A row that exists and is free (expired), so an operator can lock it before anyone claims. */
-async function freeRow(key: string): Promise<void> {
-  await h.store.claim(key, "earlier", 15_000);
+/**
+ * A row that exists and is free (expired), so an operator can lock it before anyone claims.
+ * Returns the fence of that earlier term.
+ */
+async function freeRow(key: string): Promise<number> {
+  const earlier = await h.store.claim(key, "earlier", 15_000);
+  if (!earlier.won) throw new Error(`${key} was already held: ${JSON.stringify(earlier)}`);
   await h.store.forceRelease(key);
+  return earlier.fence;
 }
 
 describe("a loss while stopping", () => {
@@ -47,7 +52,9 @@ describe("a loss while stopping", () => {
     a.e.start();
     await until(clock, () => a.ticks.length === 1, "acquire");
     await h.store.forceRelease("stop-loss");
-    expect(await h.store.claim("stop-loss", "intruder", 15_000)).toMatchObject({ won: true, fence: 2 });
+    const intruder = await h.store.claim("stop-loss", "intruder", 15_000);
+    expect(intruder.won).toBe(true);
+    expect(intruder.fence).toBeGreaterThan(terms[0]?.fence ?? Number.NaN);
     held.hold("renew");
     clock.advance(5_000);
     await until(clock, () => held.held("renew") === 1, "the renew goes out");
@@ -138,17 +145,23 @@ describe("stop while a claim is in flight", () => {
     const stop = stopping(a.e);
     await held.deliver("claim");
     await until(clock, () => stop.done, "stop");
+    // Released in place: the row keeps the holder and the fence the claim won.
+    const row = await h.store.read("stop-claim-won");
+    expect(row).toMatchObject({ holder: "a" });
     expect(a.outcomes()).toEqual(["refused"]);
-    expect(a.ticks[0]?.sentence).toBe("won lease stop-claim-won with fence 1 while stopping; releasing it");
+    expect(a.ticks[0]?.sentence).toBe(
+      `won lease stop-claim-won with fence ${row?.fence} while stopping; releasing it`,
+    );
     expect(a.terms).toEqual([]);
     expect(a.transitions.some((t) => t.state.role === "leader")).toBe(false);
-    expect((await h.store.read("stop-claim-won"))?.ttlMs).toBeLessThanOrEqual(0);
+    expect(row?.ttlMs).toBeLessThanOrEqual(0);
   });
 
   it("lost: stop ends without touching the other holder's term", async () => {
     const clock = new ManualClock();
     const held = new HoldingStore(h.store);
-    await h.store.claim("stop-claim-lost", "other", 15_000);
+    const other = await h.store.claim("stop-claim-lost", "other", 15_000);
+    expect(other.won).toBe(true);
     held.hold("claim");
     const a = h.elector(clock, { key: "stop-claim-lost", holder: "a", store: held });
     h.cleanup(() => held.deliverAll());
@@ -159,7 +172,7 @@ describe("stop while a claim is in flight", () => {
     await until(clock, () => stop.done, "stop");
     expect(a.outcomes()).toEqual(["held-by-other"]);
     expect(held.calls.release).toBe(0);
-    expect(await h.store.read("stop-claim-lost")).toMatchObject({ holder: "other", fence: 1 });
+    expect(await h.store.read("stop-claim-lost")).toMatchObject({ holder: "other", fence: other.fence });
   });
 
   it("failed: stop looks, and releases nothing that is not its own", async () => {
@@ -185,7 +198,7 @@ describe("stop while a claim is in flight", () => {
   it("timed out while queued on the server: stop waits for it, then releases the term it won", async () => {
     const clock = new ManualClock();
     const held = new HoldingStore(h.store);
-    await freeRow("stop-claim-queued");
+    const earlier = await freeRow("stop-claim-queued");
     const lock = await lockRow(h.db.url, h.store.table, "stop-claim-queued");
     h.cleanup(() => lock.release());
     const a = h.elector(clock, { key: "stop-claim-queued", holder: "a", store: held });
@@ -201,12 +214,14 @@ describe("stop while a claim is in flight", () => {
     await lock.release(); // the claim commits now, long after its call gave up
     await until(clock, () => stop.done, "stop");
     expect(a.outcomes()).toEqual(["transient-error", "refused"]);
+    const row = await h.store.read("stop-claim-queued");
+    expect(row).toMatchObject({ holder: "a" });
+    expect(row?.fence).toBeGreaterThan(earlier);
     expect(a.ticks[1]?.sentence).toBe(
-      "lease stop-claim-queued (fence 2) was held in this holder's name by a write whose answer never counted; releasing it",
+      `lease stop-claim-queued (fence ${row?.fence}) was held in this holder's name by a write whose answer never counted; releasing it`,
     );
     expect(a.terms).toEqual([]);
-    expect(await h.store.read("stop-claim-queued")).toMatchObject({ holder: "a", fence: 2 });
-    expect((await h.store.read("stop-claim-queued"))?.ttlMs).toBeLessThanOrEqual(0);
+    expect(row?.ttlMs).toBeLessThanOrEqual(0);
   });
 
   it("timed out and never settling: stop waits no longer than the call timeout plus a second", async () => {

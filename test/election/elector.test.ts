@@ -181,6 +181,7 @@ describe("with an injected clock", () => {
       h.cleanup(() => proxy.heal());
       a.e.start();
       await until(clock, () => a.ticks.length === 1, "acquire");
+      const fence = a.e.status().fence;
       proxy.blackhole();
       let stopped = false;
       void a.e.stop().then(() => {
@@ -197,7 +198,9 @@ describe("with an injected clock", () => {
       );
       expect(a.e.isLeader()).toBe(false);
       expect(a.ticks.at(-1)?.sentence).toMatch(
-        /^stopped leading lease cut-release \(fence \d+\) but could not release it \(no answer within \d+ ms\); it ends on the server at its expiry$/,
+        new RegExp(
+          `^stopped leading lease cut-release \\(fence ${fence}\\) but could not release it \\(no answer within \\d+ ms\\); it ends on the server at its expiry$`,
+        ),
       );
       expect(clock.pendingTimers()).toBe(0);
     });
