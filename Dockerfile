@@ -8,7 +8,10 @@
 # Pin by digest for reproducible builds: --build-arg NODE_IMAGE=node:24-slim@sha256:...
 ARG NODE_IMAGE=node:24-slim
 
-FROM ${NODE_IMAGE} AS build
+# The build stages run on the builder's own platform (--platform=$BUILDPLATFORM): they produce
+# JavaScript and pure-JavaScript dependencies (no install scripts, no native addons), the same
+# for every target, so a multi-arch build emulates only the final stage.
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # Everything the compiler needs, optional packages included: TypeScript 7's compiler is a
@@ -20,7 +23,7 @@ COPY cmd ./cmd
 # Executable, for the `pglease` command on PATH (the file starts with #!/usr/bin/env node).
 RUN npm run build && chmod 0755 dist/cmd/pglease.js
 
-FROM ${NODE_IMAGE} AS production-dependencies
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS production-dependencies
 WORKDIR /app
 COPY package.json package-lock.json ./
 # The lockfile's versions, production only: no dev tools, no embedded-postgres (demo and tests).

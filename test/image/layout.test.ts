@@ -28,7 +28,10 @@ async function dockerfileStages(): Promise<Stage[]> {
     if (!match || line.trimStart().startsWith("#")) continue;
     const [, keyword = "", args = ""] = match;
     if (keyword === "FROM") {
-      const [from = "", , name] = args.trim().split(/\s+/);
+      const [from = "", , name] = args
+        .trim()
+        .split(/\s+/)
+        .filter((word) => !word.startsWith("--"));
       stages.push({ from, name, instructions: [] });
     } else {
       stages.at(-1)?.instructions.push({ keyword, args: args.trim() });
