@@ -87,7 +87,7 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
     leases: leases ?? [],
     publishLease,
     timing,
-    http: get("http-addr", parseAddress) ?? { host: "0.0.0.0", port: 8484 },
+    http: get("http-addr", parseAddress) ?? { host: "::", port: 8484 },
     notify: get("notify", parseBoolean) ?? true,
     migrate: get("migrate", parseBoolean) ?? true,
     poolSize: get("pool-size", (t) => parseInteger(t, 1, 100)) ?? 4,

@@ -41,7 +41,12 @@ export interface LeaseStore {
   read(key: string): Promise<LeaseView | null>;
 }
 
-/** Announcements of released leases, so followers claim at once instead of at their next poll. */
+/**
+ * Announcements of released leases, so followers look at once instead of at their next poll.
+ * A notice is a hint, never proof: anyone who can connect can send one.
+ */
 export interface ReleaseFeed {
   subscribe(listener: (key: string) => void): () => void;
+  /** Optional: called after the feed reconnected, since notices may have been missed meanwhile. */
+  subscribeReconnects?(listener: () => void): () => void;
 }

@@ -76,6 +76,13 @@ export class SidecarMetrics {
     registers: [this.registry],
   });
 
+  readonly #clockSteps = new client.Counter({
+    name: "pglease_db_clock_steps_total",
+    help: "Steps of the database server's clock against this process's monotonic clock beyond the safety margin, by direction",
+    labelNames: ["lease", "direction"],
+    registers: [this.registry],
+  });
+
   constructor() {
     client.collectDefaultMetrics({ register: this.registry });
   }
@@ -101,6 +108,7 @@ export class SidecarMetrics {
     const lease = elector.key;
     this.#electors.push(elector);
     this.#sample(elector);
+    elector.on("clock-step", (step) => this.#clockSteps.inc({ lease, direction: step.direction }));
     elector.on("tick", (tick: TickReport) => {
       if (tick.action !== "deadline")
         this.#durations[tick.action].observe({ lease, outcome: tick.outcome }, tick.durationMs / 1000);

@@ -12,6 +12,8 @@ export interface HealthView {
   campaigningSince: number;
   /** Null when the pod is not published to (outside a cluster). */
   podShown: boolean | null;
+  /** Set the first time the sidecar was ready; it stays ready from then on. */
+  readyOnce: boolean;
 }
 
 /** A loop that has not ticked in three intervals and a call timeout is stuck: liveness fails. */
@@ -30,15 +32,23 @@ export function stalledReason(view: HealthView, stallAfterMs: number, now: numbe
     : null;
 }
 
-/** Readiness: the lease store answered every lease's last call, and the pod shows its role. */
+/**
+ * Readiness gates only the start: the lease store answered every lease once and the pod shows its
+ * role. After that the sidecar stays ready, through a lease-database outage too: readiness is
+ * the whole pod's (every container's), and an outage must not take followers or a healthy
+ * application out of their Services. Leadership itself is shown by the label and condition,
+ * which an outage does change (the leader steps down at its deadline).
+ */
 export function notReadyReason(view: HealthView): string | null {
+  if (view.readyOnce) return null;
   if (view.electors === null) return "starting: the lease store is not open yet";
-  const unreachable = view.electors.filter((e) => {
+  const unanswered = view.electors.filter((e) => {
     const outcome = e.status().lastOutcome;
     return outcome === null || outcome === "transient-error";
   });
-  if (unreachable.length > 0)
-    return `the lease store has not answered for ${unreachable.map((e) => e.key).join(", ")}`;
-  if (view.podShown === false) return "the pod has not shown its role yet";
+  if (unanswered.length > 0)
+    return `starting: the lease store has not answered yet for ${unanswered.map((e) => e.key).join(", ")}`;
+  if (view.podShown === false) return "starting: the pod has not shown its role yet";
+  view.readyOnce = true;
   return null;
 }

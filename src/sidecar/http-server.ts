@@ -148,9 +148,23 @@ export async function startHttpServer(
     });
   });
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(address.port, address.host, () => resolve());
-  });
+  try {
+    await listen(server, address);
+  } catch (error) {
+    // A node without IPv6 cannot listen on "::"; every IPv4 address is then what "all" means.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (address.host !== "::" || (code !== "EAFNOSUPPORT" && code !== "EADDRNOTAVAIL")) throw error;
+    await listen(server, { ...address, host: "0.0.0.0" });
+  }
   return { server, port: (server.address() as AddressInfo).port };
+}
+
+function listen(server: Server, address: Address): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(address.port, address.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
 }

@@ -9,7 +9,7 @@ import { holderIdentity } from "../election/identity.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
-import { type Leases, openLeases } from "../open-leases.ts";
+import { type Leases, type OpenLeasesOptions, openLeases } from "../open-leases.ts";
 import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
 import { startHttpServer } from "./http-server.ts";
 import { startPublisher } from "./publishing.ts";
@@ -33,27 +33,19 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   const holder = holderIdentity(config.pod.name);
   const log = logger.child({ holder });
   const metrics = new SidecarMetrics();
-  const view: HealthView = { electors: null, lastTick: new Map(), campaigningSince: 0, podShown: null };
+  const view: HealthView = {
+    electors: null,
+    lastTick: new Map(),
+    campaigningSince: 0,
+    podShown: null,
+    readyOnce: false,
+  };
   const http = await serveHttp(config, holder, view, metrics);
   const closeHttp = () => closeServer(http.server);
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;
   try {
-    leases = await openLeases({
-      connectionString: config.database.connectionString,
-      ...(config.database.ssl !== undefined ? { ssl: config.database.ssl } : {}),
-      poolSize: config.poolSize,
-      schema: config.database.schema,
-      table: config.database.table,
-      migrate: config.migrate,
-      notify: config.notify,
-      preparedStatements: config.database.preparedStatements,
-      holder,
-      statementTimeoutMs: config.timing.callTimeoutMs,
-      startTimeoutMs: config.startTimeoutMs,
-      ...(signal ? { signal } : {}),
-      logger: leaseLogger(log),
-    });
+    leases = await openLeases(leaseOptions(config, holder, log, signal));
     view.podShown = config.publishing.enabled ? false : null;
     publisher = await startPublisher(config, log, metrics, () => {
       view.podShown = true;
@@ -83,6 +75,30 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       })();
       return stopping;
     },
+  };
+}
+
+function leaseOptions(
+  config: RunConfig,
+  holder: string,
+  log: Logger,
+  signal: AbortSignal | undefined,
+): OpenLeasesOptions {
+  return {
+    connectionString: config.database.connectionString,
+    ...(config.database.ssl !== undefined ? { ssl: config.database.ssl } : {}),
+    poolSize: config.poolSize,
+    schema: config.database.schema,
+    table: config.database.table,
+    migrate: config.migrate,
+    notify: config.notify,
+    preparedStatements: config.database.preparedStatements,
+    holder,
+    // A statement must not outlive the elector's call: the same bound on both sides.
+    statementTimeoutMs: config.timing.callTimeoutMs,
+    startTimeoutMs: config.startTimeoutMs,
+    ...(signal ? { signal } : {}),
+    logger: leaseLogger(log),
   };
 }
 
@@ -164,13 +180,20 @@ function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: H
   );
 }
 
+const WARNING_OUTCOMES = new Set<TickReport["outcome"]>([
+  "transient-error",
+  "lost",
+  "stepped-down",
+  "refused",
+]);
+
 function logTransition(log: Logger, tick: TickReport): void {
   const fields = {
     lease: tick.key,
     outcome: tick.outcome,
     fence: tick.state.term?.fence ?? tick.state.observed?.fence,
   };
-  if (tick.outcome === "transient-error" || tick.outcome === "lost" || tick.outcome === "stepped-down") {
+  if (WARNING_OUTCOMES.has(tick.outcome)) {
     log.warn(fields, tick.sentence);
   } else {
     log.info(fields, tick.sentence);

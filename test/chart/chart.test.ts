@@ -16,13 +16,15 @@ import {
   renderChart,
   renderChartRole,
 } from "../support/chart.ts";
+import { skipBecause } from "../support/skip.ts";
 import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";
 
 const tools = await kubeTools();
-if (!tools.ok) console.log(`SKIPPED chart tests: ${tools.reason}`);
+const skip = skipBecause("chart tests", !tools.ok && tools.reason);
 
 // CI must run these: there a missing helm fails instead of skipping.
-it.runIf(process.env.CI === "true")("fetches helm in CI", () => {
+const notCi = skipBecause("helm fetched in CI", process.env.CI !== "true" && "runs only in CI (CI=true)");
+it.skipIf(notCi)("fetches helm in CI", () => {
   expect(tools).toEqual({ ok: true });
 });
 
@@ -90,7 +92,7 @@ function envOf(container: Container): Map<string, string | undefined> {
   return new Map((container.env ?? []).map((e) => [e.name, e.value]));
 }
 
-describe.skipIf(!tools.ok)("charts/pglease", () => {
+describe.skipIf(skip)("charts/pglease", () => {
   it("grants the sidecar exactly pods get/list/watch/patch, pods/status patch and core events create", async () => {
     const role = await renderChartRole();
     expect(normalizedRules(role.rules)).toEqual(normalizedRules(SIDECAR_RULES));

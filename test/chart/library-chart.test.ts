@@ -7,12 +7,13 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { isHelmHook, kubeTools, renderChart, repoRoot } from "../support/chart.ts";
+import { skipBecause } from "../support/skip.ts";
 import { renderChartDir, templateChart } from "./helm.ts";
 import { type Manifest, schemaProblems } from "./kubernetes-schemas.ts";
 import { unknownFieldProblems } from "./unknown-fields.ts";
 
 const tools = await kubeTools();
-if (!tools.ok) console.log(`SKIPPED library chart tests: ${tools.reason}`);
+const skip = skipBecause("library chart tests", !tools.ok && tools.reason);
 
 const library = join(repoRoot, "charts", "pglease-sidecar");
 const example = join(repoRoot, "deploy", "examples", "existing-chart");
@@ -47,7 +48,7 @@ async function libraryDefaults(): Promise<Record<string, Record<string, unknown>
   return parse(body as string);
 }
 
-describe.skipIf(!tools.ok)("the pglease-sidecar library chart", () => {
+describe.skipIf(skip)("the pglease-sidecar library chart", () => {
   it("renders the sidecar, its volumes and permissions exactly as charts/pglease does", async () => {
     const values = parse(await readFile(join(example, "values.yaml"), "utf8")).pglease;
     const fromExample = await renderChartDir(example);

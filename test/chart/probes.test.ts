@@ -5,9 +5,10 @@ import { describe, expect, it } from "vitest";
 import { type ChartValues, helmTemplate, kubeTools, renderChart } from "../support/chart.ts";
 import { startPglease } from "../support/cli.ts";
 import { freePort } from "../support/embedded-postgres.ts";
+import { skipBecause } from "../support/skip.ts";
 
 const tools = await kubeTools();
-if (!tools.ok) console.log(`SKIPPED chart probe tests: ${tools.reason}`);
+const skip = skipBecause("chart probe tests", !tools.ok && tools.reason);
 
 interface Probe {
   httpGet?: { path: string; port: string };
@@ -33,7 +34,7 @@ async function sidecarOf(values: ChartValues): Promise<Container> {
 const startupBudgetMs = (probe: Probe) => (probe.periodSeconds ?? 10) * (probe.failureThreshold ?? 3) * 1000;
 const envValue = (c: Container, name: string) => c.env?.find((e) => e.name === name)?.value;
 
-describe.skipIf(!tools.ok)("the sidecar's probes", () => {
+describe.skipIf(skip)("the sidecar's probes", () => {
   it.each<[string, number]>([
     ["60s", 60_000],
     ["2m", 120_000],

@@ -14,11 +14,14 @@ import { kubeTools, renderChart, renderChartRole, repoRoot } from "../support/ch
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { skipBecause } from "../support/skip.ts";
 
 const run = promisify(execFile);
 const tools = await kubeTools();
-const onLinux = process.platform === "linux";
-if (!tools.ok) console.log(`SKIPPED sidecar memory test: ${tools.reason}`);
+const skip = skipBecause(
+  "sidecar memory test",
+  (!tools.ok && tools.reason) || (process.platform !== "linux" && "reads /proc/PID/status, Linux only"),
+);
 
 const NS = "shop";
 const POD = "orders-0";
@@ -54,7 +57,7 @@ async function peakRss(pid: number): Promise<number | null> {
 
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
-describe.skipIf(!tools.ok || !onLinux)("the sidecar's memory under the chart's limits", () => {
+describe.skipIf(skip)("the sidecar's memory under the chart's limits", () => {
   let db: TestDatabase;
   let kube: KubeApiServer;
   let work: string;

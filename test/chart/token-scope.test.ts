@@ -15,11 +15,12 @@ import {
   renderChart,
   repoRoot,
 } from "../support/chart.ts";
+import { skipBecause } from "../support/skip.ts";
 import { renderChartDir } from "./helm.ts";
 import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";
 
 const tools = await kubeTools();
-if (!tools.ok) console.log(`SKIPPED token scope tests: ${tools.reason}`);
+const skip = skipBecause("token scope tests", !tools.ok && tools.reason);
 
 const TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount";
 const exampleChart = join(repoRoot, "deploy", "examples", "existing-chart");
@@ -81,7 +82,7 @@ function serviceAccountOf(manifests: Manifest[]): Manifest & { automountServiceA
   return accounts[0] as Manifest & { automountServiceAccountToken?: boolean };
 }
 
-describe.skipIf(!tools.ok)("the service-account token", () => {
+describe.skipIf(skip)("the service-account token", () => {
   it.each<[string, ChartValues]>([
     ["a native sidecar", {}],
     ["a classic sidecar in a StatefulSet", { sidecar: { native: false }, workload: { kind: "StatefulSet" } }],

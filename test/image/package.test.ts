@@ -121,6 +121,6 @@ describe("the npm package, installed by an application", () => {
       cwd: "/",
       env: { PATH: pathWithNode() },
     });
-    expect(stdout.trim()).toBe(await packageVersion());
+    expect(stdout.trim()).toBe(`pglease ${await packageVersion()}`);
   });
 });

@@ -10,15 +10,14 @@ import { startPglease } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
+import { skipBecause } from "../support/skip.ts";
 
-if (!PGBOUNCER) {
-  const message =
-    "[pgbouncer suite] skipped: pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)";
-  if (process.env.CI === "true") throw new Error(message.replace("skipped", "cannot run in CI"));
-  console.warn(message);
-}
+const MISSING = "pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)";
+if (!PGBOUNCER && process.env.CI === "true")
+  throw new Error(`[pgbouncer suite] cannot run in CI: ${MISSING}`);
+const skip = skipBecause("pgbouncer suite", !PGBOUNCER && MISSING);
 
-describe.skipIf(!PGBOUNCER)("behind PgBouncer in transaction mode", () => {
+describe.skipIf(skip)("behind PgBouncer in transaction mode", () => {
   let db: TestDatabase;
   let bouncer: Bouncer;
 

@@ -11,9 +11,10 @@ import { kubeTools, renderChartRole } from "../support/chart.ts";
 import { type Running, runPglease, startShortLeaseRun } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { skipBecause } from "../support/skip.ts";
 
 const tools = await kubeTools();
-if (!tools.ok && process.env.CI !== "true") console.warn(`[publishing suite] skipped: ${tools.reason}`);
+const skip = skipBecause("publishing suite", !tools.ok && tools.reason);
 
 const NS = "shop";
 let db: TestDatabase;
@@ -57,7 +58,7 @@ const fence = (pod: string) => kube.pod(NS, pod)?.metadata?.annotations?.["pglea
 const condition = (pod: string, type: string) =>
   kube.pod(NS, pod)?.status?.conditions?.find((c) => c.type === type)?.status;
 
-describe.skipIf(!tools.ok)("pglease run publishing to its pod", () => {
+describe.skipIf(skip)("pglease run publishing to its pod", () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     admin = new pg.Pool({ connectionString: db.url, max: 1 });
