@@ -27,8 +27,8 @@ const NS = "shop";
 const POD = "orders-0";
 /** The limit must exceed the measured peak by this factor: heaps grow with load and versions. */
 const LIMIT_HEADROOM = 1.5;
-/** How long the leader publishes and renews (a 3 s lease renews every second) before SIGTERM. */
-const PUBLISH_MS = 15_000;
+/** Renewals the leader makes (a 3 s lease renews every second), scraped meanwhile, before SIGTERM. */
+const RENEWALS = 12;
 
 interface Container {
   name: string;
@@ -56,6 +56,28 @@ async function peakRss(pid: number): Promise<number | null> {
 }
 
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+/** Renewals counted in a /metrics scrape (the renew histogram's sample counts). */
+async function renewals(port: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const counts = text.matchAll(
+    /^pglease_renew_duration_seconds_count\{[^}]*outcome="renewed"[^}]*\} (\d+)$/gm,
+  );
+  return [...counts].reduce((sum, [, n]) => sum + Number(n), 0);
+}
+
+/** The compiled CLI as a child process, its output kept for failure messages. */
+function spawnCli(script: string, env: NodeJS.ProcessEnv) {
+  const child = spawn(process.execPath, [script, "run"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  const keep = (d: Buffer) => {
+    output += d.toString();
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, exited, output: () => output };
+}
 
 describe.skipIf(skip)("the sidecar's memory under the chart's limits", () => {
   let db: TestDatabase;
@@ -110,26 +132,16 @@ describe.skipIf(skip)("the sidecar's memory under the chart's limits", () => {
 
     const port = await freePort();
     const env = Object.fromEntries((sidecar.env ?? []).flatMap((e) => (e.value ? [[e.name, e.value]] : [])));
-    child = spawn(process.execPath, [join(work, "cmd", "pglease.js"), "run"], {
-      env: {
-        PATH: process.env.PATH,
-        ...env,
-        DATABASE_URL: db.url,
-        KUBECONFIG: join(work, "kubeconfig"),
-        POD_NAME: POD,
-        POD_NAMESPACE: NS,
-        PGLEASE_HTTP_ADDR: `127.0.0.1:${port}`,
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+    const cli = spawnCli(join(work, "cmd", "pglease.js"), {
+      PATH: process.env.PATH,
+      ...env,
+      DATABASE_URL: db.url,
+      KUBECONFIG: join(work, "kubeconfig"),
+      POD_NAME: POD,
+      POD_NAMESPACE: NS,
+      PGLEASE_HTTP_ADDR: `127.0.0.1:${port}`,
     });
-    let output = "";
-    child.stdout?.on("data", (d: Buffer) => {
-      output += d.toString();
-    });
-    child.stderr?.on("data", (d: Buffer) => {
-      output += d.toString();
-    });
-    const exited = new Promise<number | null>((resolve) => child?.on("exit", (code) => resolve(code)));
+    child = cli.child;
     const pid = child.pid as number;
     let peak = 0;
     const sampler = setInterval(async () => {
@@ -137,11 +149,13 @@ describe.skipIf(skip)("the sidecar's memory under the chart's limits", () => {
     }, 100);
     const label = () => kube.pod(NS, POD)?.metadata?.labels?.["pglease.io/role"];
     try {
-      await expect.poll(label, { timeout: 20_000, message: output }).toBe("leader");
-      await new Promise((resolve) => setTimeout(resolve, PUBLISH_MS));
+      await expect.poll(label, { timeout: 20_000, message: cli.output() }).toBe("leader");
+      await expect
+        .poll(() => renewals(port), { timeout: 30_000, interval: 1_000 })
+        .toBeGreaterThanOrEqual(RENEWALS);
       expect(kube.events(NS).map((e) => e.reason)).toContain("LeaderElected");
       child.kill("SIGTERM");
-      expect(await exited, output).toBe(0);
+      expect(await cli.exited, cli.output()).toBe(0);
     } finally {
       clearInterval(sampler);
     }
