@@ -7,13 +7,13 @@ import { type KubeApiServer, startKubeApiServer } from "../../test/support/kube-
 
 export const NAMESPACE = "bench";
 
-/** The chart's Role (charts/pglease/templates/role.yaml) plus what client-go's election needs on Leases. */
+/** The chart's Role (charts/pglease-sidecar/templates/_rbac.tpl) plus what client-go's election needs on Leases. */
 const ROLE = {
   metadata: { namespace: NAMESPACE },
   rules: [
     { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "patch"] },
     { apiGroups: [""], resources: ["pods/status"], verbs: ["patch"] },
-    { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create"] },
+    { apiGroups: [""], resources: ["events"], verbs: ["create"] },
     { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
   ],
 };

