@@ -8,13 +8,12 @@ import { PgLeaseStore } from "../../src/lease/store.ts";
 import { electorHarness, settle, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { shiftedServerClock } from "../support/shifted-server-clock.ts";
-import { StallingClock } from "../support/stalling-clock.ts";
 
 const h = electorHarness();
 
 describe("no answer received after the local deadline counts", () => {
   it("a claim answered after the deadline it would set starts no work, publishes nothing, and is released", async () => {
-    const clock = new StallingClock();
+    const clock = new ManualClock();
     const held = new HoldingStore(h.store);
     held.hold("claim");
     const a = h.elector(clock, { key: "late-claim", holder: "a", store: held });
@@ -46,7 +45,7 @@ describe("no answer received after the local deadline counts", () => {
   });
 
   it("a renew answered after the local deadline extends nothing: the leader steps down", async () => {
-    const clock = new StallingClock();
+    const clock = new ManualClock();
     const held = new HoldingStore(h.store);
     const a = h.elector(clock, { key: "late-renew", holder: "a", store: held });
     h.cleanup(() => held.deliverAll());
