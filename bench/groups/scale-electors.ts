@@ -67,16 +67,17 @@ async function allLeading(electors: Elector[], signal: AbortSignal): Promise<boo
 }
 
 async function measureCount(context: BenchContext, leases: number): Promise<ElectorScaleFigure> {
+  // Statements may take at most the electors' call timeout (half the renew interval), as the library asks.
+  const statementTimeoutMs = Math.floor(context.budget.peerTiming.leaseMs / 6);
   const pool = createLeasePool({
     connectionString: context.databaseUrl,
     max: POOL_SIZE,
     applicationName: "pglease-bench",
+    statementTimeoutMs,
   });
   const counts = countByKind(pool);
   let library: Awaited<ReturnType<typeof openLeases>> | undefined;
   try {
-    // Statements may take at most the electors' call timeout (half the renew interval), as the library asks.
-    const statementTimeoutMs = Math.floor(context.budget.peerTiming.leaseMs / 6);
     library = await openLeases({
       pool,
       table: TABLE,
