@@ -39,18 +39,22 @@ export interface LaneEnvironment {
   signal: AbortSignal;
 }
 
+const START_BUDGET_MS = 120_000;
+
 async function until<T>(
   what: string,
   timeoutMs: number,
   signal: AbortSignal,
   probe: () => T | null | undefined,
+  /** What the timeout message adds, to say why. */
+  detail?: () => string,
 ): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     signal.throwIfAborted();
     const found = probe();
     if (found !== null && found !== undefined) return found;
-    if (performance.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms`);
+    if (performance.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms${detail?.() ?? ""}`);
     await delay(POLL_MS, undefined, { signal });
   }
 }
@@ -158,13 +162,37 @@ export class Lane {
 
   /** Every candidate campaigning, one leader, and (pglease) only the leader's pod labelled leader. */
   async settle(): Promise<Candidate> {
-    return until(`${this.name}: no settled leader`, this.timeoutMs, this.#env.signal, () => {
-      if (!this.candidates.every((c) => c.running && c.lines.some((l) => l.event === "started"))) return null;
-      const leader = this.leader();
-      if (!leader || this.system.kind !== "pglease") return leader;
-      const labelled = this.candidates.filter((c) => this.#label(c.pod) === "leader");
-      return labelled.length === 1 && labelled[0] === leader ? leader : null;
-    });
+    // Process start-up is not what is measured: on a loaded 2-core host a dozen candidates starting
+    // at once took 35 s to print their first line, so it gets a budget of its own.
+    await until(
+      `${this.name}: candidates not started`,
+      START_BUDGET_MS,
+      this.#env.signal,
+      () => this.candidates.every((c) => !c.running || c.lines.some((l) => l.event === "started")) || null,
+      () => this.#candidatesState(),
+    );
+    return until(
+      `${this.name}: no settled leader`,
+      this.timeoutMs,
+      this.#env.signal,
+      () => {
+        if (!this.candidates.every((c) => c.running && c.lines.some((l) => l.event === "started")))
+          return null;
+        const leader = this.leader();
+        if (!leader || this.system.kind !== "pglease") return leader;
+        const labelled = this.candidates.filter((c) => this.#label(c.pod) === "leader");
+        return labelled.length === 1 && labelled[0] === leader ? leader : null;
+      },
+      () => this.#candidatesState(),
+    );
+  }
+
+  #candidatesState(): string {
+    const states = this.candidates.map(
+      (c) =>
+        `${c.pod}: ${c.running ? "running" : "exited"}, events ${c.lines.map((l) => l.event).join(",") || "none"}, ${c.why()}`,
+    );
+    return `: ${states.join("; ")}`;
   }
 
   async #serverClock(): Promise<{ text: string; ms: number }> {
