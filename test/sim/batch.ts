@@ -24,6 +24,8 @@ export interface SerializedOptions extends Omit<SimOptions, "families"> {
 export interface BatchResult {
   schedules: number;
   simulatedMs: number;
+  /** CPU time of the threads that ran the schedules, ms (what a quiet machine would take). */
+  cpuMs: number;
   /** Seeds that broke each invariant (all of them; the caller shortens). */
   failures: Partial<Record<ViolationKind, number[]>>;
 }
@@ -39,14 +41,23 @@ export const deserialize = (o: SerializedOptions): SimOptions => ({ ...o, famili
 export async function runBatch(spec: BatchSpec): Promise<BatchResult> {
   const options = deserialize(spec.options);
   const stride = spec.stride ?? 1;
-  const result: BatchResult = { schedules: 0, simulatedMs: 0, failures: {} };
+  const result: BatchResult = { schedules: 0, simulatedMs: 0, cpuMs: 0, failures: {} };
+  const cpu = threadCpuMs();
   for (let seed = spec.from + (spec.offset ?? 0); seed < spec.from + spec.count; seed += stride) {
     const run = await runSchedule(makeScenario(seed, options), options);
     result.schedules++;
     result.simulatedMs += run.simulatedMs;
     if (run.violation) addFailures(result, run.violation.kind, [seed]);
   }
+  result.cpuMs = threadCpuMs() - cpu;
   return result;
+}
+
+/** This thread's CPU time (Node ≥ 23.9), else the process's. */
+function threadCpuMs(): number {
+  const usage =
+    (process as { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage?.() ?? process.cpuUsage();
+  return (usage.user + usage.system) / 1000;
 }
 
 /** Splits the seeds over `workers` threads (interleaved, so slow seeds spread out) and merges. */
@@ -71,10 +82,11 @@ export async function runParallel(
         }),
     ),
   );
-  const merged: BatchResult = { schedules: 0, simulatedMs: 0, failures: {} };
+  const merged: BatchResult = { schedules: 0, simulatedMs: 0, cpuMs: 0, failures: {} };
   for (const part of parts) {
     merged.schedules += part.schedules;
     merged.simulatedMs += part.simulatedMs;
+    merged.cpuMs += part.cpuMs;
     for (const [kind, seeds] of Object.entries(part.failures) as Array<[ViolationKind, number[]]>) {
       addFailures(merged, kind, seeds);
     }

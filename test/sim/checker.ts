@@ -153,7 +153,8 @@ export class Checker {
     }
     const { request } = stmt;
     const won = request.kind === "claim" && (stmt.execution?.answer as { won?: boolean } | undefined)?.won;
-    if (won && exitedAtUs !== null && stmt.startUs < stmt.clientDeadlineUs) {
+    // An fsync cannot be interrupted: no timeout settles a claim stuck in one.
+    if (won && exitedAtUs !== null && stmt.startUs < stmt.clientDeadlineUs && !stmt.uncancellable) {
       this.fail(
         "claim-after-exit",
         `#${stmt.id} claim of ${request.key} by ${stmt.from} committed ${fmtMs(this.#loop.nowUs - exitedAtUs)} after the process exited`,

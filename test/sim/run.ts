@@ -19,7 +19,8 @@ const USAGE = `usage: npm run sim -- --seeds N [--from S] [--workers W]
   --fence-counter WHEN   model fences from a counter the row does not own: at-lock | at-start
   --server-timeout       model statement_timeout = the call timeout on lease connections
   --fixed                all three (at-lock); without any, the model runs what this branch ships
-  --ignore LIST          invariants not judged (to see what a known hole leads to)`;
+  --ignore LIST          invariants not judged (to see what a known hole leads to)
+  --only KIND            judge this invariant alone`;
 
 function usage(problem: string): never {
   console.error(`${problem}\n${USAGE}`);
@@ -41,13 +42,13 @@ function families(spec: string | undefined): Family[] {
   return [...set] as Family[];
 }
 
-function ignored(spec: string | undefined): ViolationKind[] {
+function ignored(spec: string | undefined, only: string | undefined): ViolationKind[] {
   const kinds = (spec ?? "").split(",").filter(Boolean);
-  for (const kind of kinds) {
-    if (!VIOLATION_KINDS.includes(kind as ViolationKind))
-      usage(`--ignore: unknown invariant ${JSON.stringify(kind)}`);
+  for (const kind of [...kinds, ...(only ? [only] : [])]) {
+    if (!VIOLATION_KINDS.includes(kind as ViolationKind)) usage(`unknown invariant ${JSON.stringify(kind)}`);
   }
-  return kinds as ViolationKind[];
+  if (only && kinds.length > 0) usage("give --only or --ignore, not both");
+  return only ? VIOLATION_KINDS.filter((k) => k !== only) : (kinds as ViolationKind[]);
 }
 
 function semantics(values: {
@@ -75,7 +76,11 @@ function positive(name: string, text: string | undefined, fallback: number): num
 const describeOptions = (o: SimOptions) =>
   `expiry ${o.sem.monotonicExpiry ? "monotonic" : "as today"}, fence counter ${o.sem.fenceCounter}, ` +
   `server timeout ${o.serverTimeout ? "on" : "off"}; faults ${[...o.families].join(",")}` +
-  (o.ignore.length > 0 ? `; not judged: ${o.ignore.join(",")}` : "");
+  (o.ignore.length === 0
+    ? ""
+    : o.ignore.length === VIOLATION_KINDS.length - 1
+      ? `; judged: ${VIOLATION_KINDS.filter((k) => !o.ignore.includes(k)).join(",")} alone`
+      : `; not judged: ${o.ignore.join(",")}`);
 
 async function batch(options: SimOptions, from: number, count: number, workers: number): Promise<number> {
   console.log(
@@ -95,9 +100,11 @@ async function batch(options: SimOptions, from: number, count: number, workers: 
       `  ${kind.padEnd(27)} ${String(seeds.length).padStart(7)}  seeds ${first}${seeds.length > 8 ? ", …" : ""}`,
     );
   }
+  const cpuSeconds = result.cpuMs / 1000;
   console.log(
     `${result.schedules} schedules, ${failed} with a violation; ${(result.simulatedMs / 1000).toFixed(0)} simulated s ` +
-      `in ${seconds.toFixed(1)} s: ${(result.schedules / seconds).toFixed(0)} schedules/s`,
+      `in ${seconds.toFixed(1)} s: ${(result.schedules / seconds).toFixed(0)} schedules/s ` +
+      `(${(result.schedules / cpuSeconds).toFixed(0)} per CPU-second, ${cpuSeconds.toFixed(1)} CPU-s)`,
   );
   if (failed > 0) console.log(`replay one: npm run sim -- --seed ${kinds[0]?.[1][0]}`);
   return failed > 0 ? 1 : 0;
@@ -127,7 +134,9 @@ async function replay(options: SimOptions, seed: number, keep: number[] | undefi
     console.log(`seed ${seed}: no violation (${result.simulatedMs.toFixed(0)} simulated ms)`);
     return 0;
   }
-  const flags = process.argv.slice(2).filter((a, i, all) => a !== "--keep" && all[i - 1] !== "--keep");
+  const flags = process.argv
+    .slice(2)
+    .filter((a, i, all) => !a.startsWith("--keep") && all[i - 1] !== "--keep");
   console.log(`seed ${seed}: ${result.violation.kind}: ${result.violation.detail}`);
   if (kept) console.log(`replay: npm run sim -- ${flags.join(" ")} --keep ${kept.join(",") || "none"}`);
   return 1;
@@ -148,6 +157,7 @@ async function main(): Promise<number> {
       "server-timeout": { type: "boolean" },
       "no-shrink": { type: "boolean" },
       ignore: { type: "string" },
+      only: { type: "string" },
       help: { type: "boolean" },
     },
   }).valueOf() as { values: Record<string, string | boolean | undefined> };
@@ -159,7 +169,7 @@ async function main(): Promise<number> {
     families: new Set(families(values.faults as string | undefined)),
     sem: semantics(values),
     serverTimeout: Boolean(values.fixed || values["server-timeout"] || SHIPPED.serverTimeout),
-    ignore: ignored(values.ignore as string | undefined),
+    ignore: ignored(values.ignore as string | undefined, values.only as string | undefined),
   };
   if (values.seed !== undefined) {
     const keepText = values.keep as string | undefined;
