@@ -2,6 +2,7 @@
 // lease-statements.ts against a mirrored row and says whether a real answer (and the real row
 // after it) is one the model could have given, for a statement clock known only within bounds.
 import type { LeaseRow, Semantics, StatementContext } from "./lease-statements.ts";
+import type { Rng } from "./prng.ts";
 import { execute, keysOf, type Request } from "./requests.ts";
 
 /** A real row as the test reads it back: times in µs since the epoch, exact. */
@@ -176,4 +177,49 @@ function show(value: unknown): string {
   if (value instanceof Map) return JSON.stringify(Object.fromEntries(value));
   if (value instanceof Error) return `error ${value.message}`;
   return JSON.stringify(value);
+}
+
+// The random sequences of the differential test.
+
+export const KEYS = ["k1", "k2"];
+export const HOLDERS = ["h1", "h2", "h3"];
+// Leases of 1–13 ms run out between two statements (each takes about a millisecond with its clock
+// reads); 400 ms ones stay live for several.
+export const DURATIONS = [1, 2, 3, 5, 8, 13, 50, 400, 400, 400];
+
+/** Mostly the row's own holder and fence, so renewals and releases often match. */
+export function drawRequest(rng: Rng, rows: ReadonlyMap<string, LeaseRow>): Request {
+  const key = rng.pick(KEYS);
+  const row = rows.get(key);
+  const holder = row && rng.chance(0.6) ? row.holder : rng.pick(HOLDERS);
+  const fence = row && rng.chance(0.8) ? row.fence : rng.int(0, 4);
+  const durationMs = rng.pick(DURATIONS);
+  const r = rng.next();
+  if (r < 0.32) return { kind: "claim", key, holder, durationMs };
+  if (r < 0.57) return { kind: "renew", key, holder, fence, durationMs };
+  if (r < 0.67) return { kind: "release", key, holder, fence };
+  if (r < 0.8) return { kind: "read", key };
+  if (r < 0.95) {
+    // Often the holder of both rows, so one statement renews two.
+    const both = rows.get("k1")?.holder === rows.get("k2")?.holder && row ? row.holder : holder;
+    const terms = KEYS.map((k) => ({ key: k, fence: rows.get(k)?.fence ?? 1 }));
+    return { kind: "renewMany", holder: both, terms, durationMs };
+  }
+  return { kind: "delete", key };
+}
+
+/** What the answer was, to show the sequences exercised every branch of the statements. */
+export function branch(request: Request, answer: unknown): string {
+  if (answer instanceof Error) return `${request.kind}:error`;
+  if (request.kind === "claim") return `claim:${(answer as { won: boolean }).won ? "won" : "lost"}`;
+  if (request.kind === "renew") return `renew:${(answer as { renewed: boolean }).renewed}`;
+  if (request.kind === "renewMany") return `renewMany:${(answer as Map<string, unknown>).size}`;
+  return `${request.kind}:${answer === null ? "null" : typeof answer === "object" ? "row" : answer}`;
+}
+
+export function permutations(items: number[]): number[][] {
+  if (items.length <= 1) return [items];
+  return items.flatMap((item, i) =>
+    permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]),
+  );
 }

@@ -8,7 +8,7 @@ import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { judge, type RealRow } from "./differential.ts";
+import { branch, drawRequest, judge, KEYS, permutations, type RealRow } from "./differential.ts";
 import type { LeaseRow } from "./lease-statements.ts";
 import { Rng } from "./prng.ts";
 import { SHIPPED } from "./profile.ts";
@@ -83,40 +83,6 @@ async function perform(request: Request): Promise<unknown> {
   } catch (error) {
     return error;
   }
-}
-
-const KEYS = ["k1", "k2"];
-const HOLDERS = ["h1", "h2", "h3"];
-const DURATIONS = [1, 2, 3, 5, 8, 13, 50, 400, 400, 400];
-
-/** Mostly the row's own holder and fence, so renewals and releases often match. */
-function drawRequest(rng: Rng, rows: ReadonlyMap<string, LeaseRow>): Request {
-  const key = rng.pick(KEYS);
-  const row = rows.get(key);
-  const holder = row && rng.chance(0.6) ? row.holder : rng.pick(HOLDERS);
-  const fence = row && rng.chance(0.8) ? row.fence : rng.int(0, 4);
-  const durationMs = rng.pick(DURATIONS);
-  const r = rng.next();
-  if (r < 0.32) return { kind: "claim", key, holder, durationMs };
-  if (r < 0.57) return { kind: "renew", key, holder, fence, durationMs };
-  if (r < 0.67) return { kind: "release", key, holder, fence };
-  if (r < 0.8) return { kind: "read", key };
-  if (r < 0.95) {
-    // Often the holder of both rows, so one statement renews two.
-    const both = rows.get("k1")?.holder === rows.get("k2")?.holder && row ? row.holder : holder;
-    const terms = KEYS.map((k) => ({ key: k, fence: rows.get(k)?.fence ?? 1 }));
-    return { kind: "renewMany", holder: both, terms, durationMs };
-  }
-  return { kind: "delete", key };
-}
-
-/** What the answer was, to show the sequences exercised every branch of the statements. */
-function branch(request: Request, answer: unknown): string {
-  if (answer instanceof Error) return `${request.kind}:error`;
-  if (request.kind === "claim") return `claim:${(answer as { won: boolean }).won ? "won" : "lost"}`;
-  if (request.kind === "renew") return `renew:${(answer as { renewed: boolean }).renewed}`;
-  if (request.kind === "renewMany") return `renewMany:${(answer as Map<string, unknown>).size}`;
-  return `${request.kind}:${answer === null ? "null" : typeof answer === "object" ? "row" : answer}`;
 }
 
 it("random claim, renew, renewMany, release, read and DELETE sequences get the model's answers", async () => {
@@ -275,13 +241,6 @@ async function untilWaiting(n: number): Promise<void> {
     await clock.query("SELECT pg_sleep(0.005)");
   }
   throw new Error(`never saw ${n} statements waiting for the row lock`);
-}
-
-function permutations(items: number[]): number[][] {
-  if (items.length <= 1) return [items];
-  return items.flatMap((item, i) =>
-    permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]),
-  );
 }
 
 it("a statement the client gave up on still commits; only a server-side statement_timeout stops it, as in the model", async () => {

@@ -139,7 +139,7 @@ export class SimProcess implements Owner {
       });
       elector.on("tick", (report) => {
         if (report.outcome === "acquired") watcher.acquired(this, key);
-        wire.trace.add(wire.loop.nowUs, name, `${report.outcome}: ${report.sentence}`);
+        if (wire.trace.on) wire.trace.add(wire.loop.nowUs, name, `${report.outcome}: ${report.sentence}`);
       });
       this.electors.set(key, elector);
     }

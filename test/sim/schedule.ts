@@ -145,55 +145,32 @@ export async function runSchedule(
 function scheduleFault(world: World, fault: Fault): void {
   const { loop, server, trace } = world;
   const at = fault.atMs * 1000;
-  const during = (start: () => void, end: () => void, forMs: number) => {
-    loop.at(at, null, start);
-    loop.at(at + forMs * 1000, null, end);
-  };
   const note = (text: string) => trace.add(loop.nowUs, "FAULT", text);
-  const slot = (n: number) => world.slots[n];
   loop.at(at, null, () => note(describeFault(fault)));
   switch (fault.kind) {
     case "pause":
-      loop.at(at, null, () => {
-        const p = slot(fault.slot);
-        if (p) p.frozenUntil = Math.max(p.frozenUntil, at + fault.forMs * 1000);
-      });
-      return;
-    case "commit-stall":
-      during(
-        () => server.startStall(fault.how),
-        () => {
-          note(`commit stall (${fault.how}) ends`);
-          server.endStall(fault.how);
-        },
-        fault.forMs,
-      );
-      return;
-    case "row-lock":
-      loop.at(at, null, () => server.holdRowLock(fault.key, fault.forMs * 1000));
+    case "stop":
+    case "crash":
+      scheduleProcessFault(world, fault);
       return;
     case "link":
     case "notices":
       scheduleLinkFault(world, fault);
       return;
+    case "commit-stall":
+      loop.at(at, null, () => server.startStall(fault.how));
+      loop.at(at + fault.forMs * 1000, null, () => {
+        note(`commit stall (${fault.how}) ends`);
+        server.endStall(fault.how);
+      });
+      return;
+    case "row-lock":
+      loop.at(at, null, () => server.holdRowLock(fault.key, fault.forMs * 1000));
+      return;
     case "forged-notice":
       loop.at(at, null, () => {
         for (const p of world.slots) if (!p.dead) p.feed.hear(fault.key, "forged");
       });
-      return;
-    case "stop":
-      loop.at(at, null, () => {
-        const p = slot(fault.slot);
-        if (!p || p.dead || p.stopping) return;
-        // The process's own event: stop() starts promise chains.
-        loop.at(loop.nowUs, p, () => {
-          p.stop().then(() => trace.add(loop.nowUs, p.name, `exited at ${fmtTime(loop.nowUs)}`));
-        });
-      });
-      return;
-    case "crash":
-      loop.at(at, null, () => slot(fault.slot)?.crash());
-      loop.at(at + fault.restartAfterMs * 1000, null, () => world.spawn(fault.slot));
       return;
     case "clock-step":
       loop.at(at, null, () => {
@@ -209,6 +186,38 @@ function scheduleFault(world: World, fault: Fault): void {
           () => {},
         ),
       );
+      return;
+  }
+}
+
+/** Aimed at whichever process runs in the slot when the fault strikes. */
+function scheduleProcessFault(
+  world: World,
+  fault: Extract<Fault, { kind: "pause" | "stop" | "crash" }>,
+): void {
+  const { loop, trace } = world;
+  const at = fault.atMs * 1000;
+  const slot = () => world.slots[fault.slot];
+  switch (fault.kind) {
+    case "pause":
+      loop.at(at, null, () => {
+        const p = slot();
+        if (p) p.frozenUntil = Math.max(p.frozenUntil, at + fault.forMs * 1000);
+      });
+      return;
+    case "stop":
+      loop.at(at, null, () => {
+        const p = slot();
+        if (!p || p.dead || p.stopping) return;
+        // The process's own event: stop() starts promise chains.
+        loop.at(loop.nowUs, p, () => {
+          p.stop().then(() => trace.add(loop.nowUs, p.name, `exited at ${fmtTime(loop.nowUs)}`));
+        });
+      });
+      return;
+    case "crash":
+      loop.at(at, null, () => slot()?.crash());
+      loop.at(at + fault.restartAfterMs * 1000, null, () => world.spawn(fault.slot));
       return;
   }
 }
