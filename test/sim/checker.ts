@@ -15,6 +15,7 @@ export const VIOLATION_KINDS = [
   "belief-resurrected",
   "loss-ignored",
   "expiry-backwards",
+  "fence-backwards",
   "statement-outlived-timeout",
   "claim-after-exit",
   "no-leader",
@@ -53,6 +54,7 @@ export class Checker {
   readonly #beliefs: Belief[] = [];
   readonly #maxFence = new Map<string, number>();
   readonly #guard = new Map<string, number>();
+  readonly #rowFence = new Map<string, number>();
   #healUs = Number.POSITIVE_INFINITY;
   readonly #leaderSinceHeal = new Set<string>();
 
@@ -126,11 +128,19 @@ export class Checker {
     if (belief) belief.lostFence = fence;
   }
 
-  /** Server side: a commit that keeps the term must not shorten it. */
+  /** Server side: a commit that keeps the term must not shorten it; no commit lowers a key's fence. */
   committed(stmt: Statement, before: ReadonlyMap<string, LeaseRow | null>): void {
     const writes = stmt.execution?.writes;
     if (!writes) return;
     for (const [key, row] of writes) {
+      const highest = this.#rowFence.get(key) ?? 0;
+      if (row && row.fence < highest) {
+        this.fail(
+          "fence-backwards",
+          `#${stmt.id} ${stmt.request.kind} by ${stmt.from} writes fence ${row.fence} on ${key}, below ${highest} written before`,
+        );
+      }
+      if (row) this.#rowFence.set(key, Math.max(highest, row.fence));
       const old = before.get(key);
       if (!row || !old || stmt.request.kind === "release") continue;
       if (row.holder === old.holder && row.fence === old.fence && row.expiresAt < old.expiresAt) {
