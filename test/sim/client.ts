@@ -112,7 +112,9 @@ export class SimStore implements LeaseStore {
           },
         );
         if (trace.on && stmt.phase !== "done") {
-          trace.add(loop.nowUs, "server", `#${stmt.id} ${what} started, waits (${stmt.lockKeys.join(",")})`);
+          const waits =
+            stmt.phase === "committing" ? "for its commit" : `for the row lock (${stmt.lockKeys.join(",")})`;
+          trace.add(loop.nowUs, "server", `#${stmt.id} ${what} started, waits ${waits}`);
         }
       };
       if (link.reset > 0) {
