@@ -2,7 +2,7 @@
 // one holder, one store and one release feed as openLeases() wires them, on a clock that is
 // this process's view of simulated time. Its leader work writes through a fence guard model.
 import type { Clock } from "../../src/election/clock.ts";
-import { Elector, type LeaderTerm } from "../../src/election/elector.ts";
+import { Elector, type LeaderTerm, type TickReport } from "../../src/election/elector.ts";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
 import type { Timing } from "../../src/election/timing.ts";
 import { BatchedRenewals } from "../../src/lease/batched-renewals.ts";
@@ -19,7 +19,8 @@ export interface ProcessWatcher {
   wrote(proc: SimProcess, key: string, fence: number): void;
   /** A renew answered "zero rows" while the elector still waited for it. */
   lossAnswered(proc: SimProcess, key: string, fence: number): void;
-  acquired(proc: SimProcess, key: string): void;
+  /** Each tick of an elector, as it reports it. */
+  ticked(proc: SimProcess, key: string, report: TickReport): void;
 }
 
 export interface ProcessConfig {
@@ -138,7 +139,7 @@ export class SimProcess implements Owner {
         lead: (term) => this.#lead(term),
       });
       elector.on("tick", (report) => {
-        if (report.outcome === "acquired") watcher.acquired(this, key);
+        watcher.ticked(this, key, report);
         if (wire.trace.on) wire.trace.add(wire.loop.nowUs, name, `${report.outcome}: ${report.sentence}`);
       });
       this.electors.set(key, elector);

@@ -52,7 +52,7 @@ export function makeScenario(seed: number, options: SimOptions): Scenario {
     sharedHolder,
     timing,
     stopTimeoutMs: 1_000,
-    // Off the round numbers the deadlines fall on, so a write never ties with the deadline timer.
+    // Off the round numbers the deadlines fall on, so a write rarely ties with the deadline timer.
     workIntervalMs: rng.pick([250, 500]) + 0.037,
     faults,
     // A dead leader's lease runs out, then a follower's poll or its wake-up at the observed expiry
