@@ -44,6 +44,8 @@ export class PgReleaseFeed implements ReleaseFeed {
   #current: Listening | null = null;
   #closed = false;
   #retry: NodeJS.Timeout | null = null;
+  /** Reconnection attempts that failed since the connection was last up. */
+  #failedAttempts = 0;
   #ping: NodeJS.Timeout | null = null;
   #pinging = false;
 
@@ -128,13 +130,20 @@ export class PgReleaseFeed implements ReleaseFeed {
 
   #reconnectLater(): void {
     if (this.#closed) return;
+    const delayMs = reconnectDelay(this.#failedAttempts, this.#options.reconnectDelayMs ?? 1_000);
     this.#retry = setTimeout(() => {
       this.#retry = null;
-      this.#reconnect().catch((error: Error) => {
-        this.#options.onError?.(error);
-        this.#reconnectLater();
-      });
-    }, this.#options.reconnectDelayMs ?? 1_000);
+      this.#reconnect().then(
+        () => {
+          this.#failedAttempts = 0;
+        },
+        (error: Error) => {
+          this.#failedAttempts++;
+          this.#options.onError?.(error);
+          this.#reconnectLater();
+        },
+      );
+    }, delayMs);
   }
 
   async #reconnect(): Promise<void> {
@@ -165,4 +174,14 @@ export class PgReleaseFeed implements ReleaseFeed {
     this.#current = null;
     if (current) await this.#end(current);
   }
+}
+
+const RECONNECT_CAP_MS = 30_000;
+
+/**
+ * The wait before reconnection attempt `failed + 1`: doubling from `baseMs` up to 30 s, so a long
+ * database outage costs a warning every 30 s, not every second. Followers poll meanwhile.
+ */
+export function reconnectDelay(failed: number, baseMs: number): number {
+  return Math.min(RECONNECT_CAP_MS, baseMs * 2 ** Math.min(failed, 20));
 }

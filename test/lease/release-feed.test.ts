@@ -3,7 +3,7 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { migrate } from "../../src/lease/migrate.ts";
-import { PgReleaseFeed, type PgReleaseFeedOptions } from "../../src/lease/release-feed.ts";
+import { PgReleaseFeed, type PgReleaseFeedOptions, reconnectDelay } from "../../src/lease/release-feed.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
@@ -103,5 +103,14 @@ describe("a listening connection into a black hole", () => {
     } finally {
       await proxy.close();
     }
+  });
+});
+
+describe("reconnecting after failures", () => {
+  it("doubles the wait from the base after each failed attempt, up to 30 s, and starts again at the base", () => {
+    expect([0, 1, 2, 3, 4, 5, 6, 50].map((failed) => reconnectDelay(failed, 1_000))).toEqual([
+      1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000,
+    ]);
+    expect(reconnectDelay(0, 10)).toBe(10);
   });
 });
