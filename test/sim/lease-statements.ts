@@ -2,8 +2,8 @@
 // statement, each a pure function of the row versions the statement sees and its own
 // clock_timestamp(). The server model (server.ts) decides WHEN a statement sees what (time taken
 // at start, row lock, commit order); this file decides WHAT it does then. The switches are the
-// fixed semantics being built on other branches; off reproduces today's SQL exactly, and
-// model-vs-postgres.test.ts holds the two to the same answers.
+// safety fixes of issue 12, one by one: all off is the SQL before them (BEFORE_FIXES), profile.ts
+// says which ones the store ships, and model-vs-postgres.test.ts holds the model to its answers.
 import type { ClaimAnswer, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
 
 /** A row version. Times are µs on the server's clock; `tuple` names the row across updates (a DELETE ends it). */
@@ -25,14 +25,35 @@ export interface Semantics {
    * starts (nextval in the INSERT's SELECT), before it waits for the row lock.
    */
   fenceCounter: "off" | "at-lock" | "at-start";
+  /** A counted fence is raised to lease.fence + 1 when below it: greatest(nextval, lease.fence + 1). */
+  fenceAboveRow: boolean;
+  /**
+   * renew and release judge `expires_at > clock_timestamp()` when they reach the row, and again
+   * when they re-check a version updated while they waited for its lock: not by the start clock.
+   */
+  liveAtLock: boolean;
+  /** release sets expires_at = now, acquired_at = least(acquired_at, now − 1 µs); off: greatest(now, acquired_at + 1 µs). */
+  releaseAtNow: boolean;
 }
 
-export const CURRENT_SQL: Semantics = { monotonicExpiry: false, fenceCounter: "off" };
+/** The lease SQL before the safety fixes (main at b60b60e), where known-holes.md was found. */
+export const BEFORE_FIXES: Semantics = {
+  monotonicExpiry: false,
+  fenceCounter: "off",
+  fenceAboveRow: false,
+  liveAtLock: false,
+  releaseAtNow: false,
+};
 
 export interface StatementContext {
   sem: Semantics;
   /** The statement's clock_timestamp(), taken when it started, before any lock wait. */
   now: number;
+  /**
+   * clock_timestamp() when the statement reached this row (its scan, after any earlier row's lock
+   * wait), or when it got the lock if the row was updated meanwhile (EvalPlanQual re-checks then).
+   */
+  liveNow: number;
   /** The key's row as the statement's snapshot (taken at start) saw it. */
   snapshot: LeaseRow | null;
   /** The newest committed version once the row lock is held (for a read: the snapshot). */
@@ -75,7 +96,10 @@ export function claim(
 ): Executed<ClaimAnswer> {
   const { now, latest, sem } = ctx;
   const durationUs = durationMs * 1000;
-  const counted = () => (sem.fenceCounter === "at-start" ? (ctx.startFence ?? 0) : ctx.drawFence());
+  const counted = () => {
+    const drawn = sem.fenceCounter === "at-start" ? (ctx.startFence ?? 0) : ctx.drawFence();
+    return sem.fenceAboveRow && latest ? Math.max(drawn, latest.fence + 1) : drawn;
+  };
   if (latest === null) {
     const fence = sem.fenceCounter === "off" ? 1 : counted();
     const row = { key, holder, fence, acquiredAt: now, expiresAt: now + durationUs, tuple: ctx.newTuple() };
@@ -117,7 +141,12 @@ function won(row: LeaseRow, now: number): ClaimAnswer {
   };
 }
 
-/** UPDATE … SET expires_at = now + d WHERE key AND holder AND fence AND expires_at > now. */
+/** The term is live: `expires_at > clock_timestamp()` (liveAtLock) or `> now.t`. */
+function live(ctx: StatementContext, row: LeaseRow): boolean {
+  return row.expiresAt > (ctx.sem.liveAtLock ? ctx.liveNow : ctx.now);
+}
+
+/** UPDATE … SET expires_at = now + d WHERE key AND holder AND fence AND the term is live. */
 export function renew(
   ctx: StatementContext,
   holder: string,
@@ -125,7 +154,7 @@ export function renew(
   durationMs: number,
 ): Executed<RenewAnswer> {
   const row = updatable(ctx);
-  if (!row || row.holder !== holder || row.fence !== fence || row.expiresAt <= ctx.now) {
+  if (!row || row.holder !== holder || row.fence !== fence || !live(ctx, row)) {
     return { answer: { renewed: false } };
   }
   const expiresAt = newExpiry(ctx, row, durationMs * 1000);
@@ -164,15 +193,19 @@ export function renewMany(
 }
 
 /**
- * UPDATE … SET expires_at = greatest(now, acquired_at + 1 µs) WHERE key AND holder AND fence AND
- * expires_at > now, and pg_notify on commit when a row was released.
+ * UPDATE … SET (END_TERM) WHERE key AND holder AND fence AND the term is live, and pg_notify on
+ * commit when a row was released.
  */
 export function release(ctx: StatementContext, holder: string, fence: number): Executed<boolean> {
   const row = updatable(ctx);
-  if (!row || row.holder !== holder || row.fence !== fence || row.expiresAt <= ctx.now) {
+  if (!row || row.holder !== holder || row.fence !== fence || !live(ctx, row)) {
     return { answer: false };
   }
-  return { answer: true, write: { ...row, expiresAt: Math.max(ctx.now, row.acquiredAt + 1) } };
+  const { now } = ctx;
+  const ended = ctx.sem.releaseAtNow
+    ? { expiresAt: now, acquiredAt: Math.min(row.acquiredAt, now - 1) }
+    : { expiresAt: Math.max(now, row.acquiredAt + 1) };
+  return { answer: true, write: { ...row, ...ended } };
 }
 
 /** SELECT … WHERE key = $1, with the ttl by the statement's clock: no lock, the snapshot's version. */

@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import { type BatchResult, runParallel } from "./batch.ts";
 import { VIOLATION_KINDS, type ViolationKind } from "./checker.ts";
 import { DEFAULT_FAMILIES, describeFault, type Family, OPTIONAL_FAMILIES } from "./faults.ts";
-import type { Semantics } from "./lease-statements.ts";
+import { BEFORE_FIXES } from "./lease-statements.ts";
 import { SHIPPED } from "./profile.ts";
 import { makeScenario, type SimOptions } from "./scenario.ts";
 import { runSchedule } from "./schedule.ts";
@@ -15,10 +15,11 @@ const USAGE = `usage: npm run sim -- --seeds N [--from S] [--workers W]
        npm run sim -- --seed S [--keep i,j,…] [--no-shrink]
   --faults LIST          fault families: a list replaces the default, +name adds, -name removes
                          (default ${DEFAULT_FAMILIES.join(",")}; also ${OPTIONAL_FAMILIES.join(",")})
-  --monotonic-expiry     model expiry = greatest(old, now + d) within a term
-  --fence-counter WHEN   model fences from a counter the row does not own: at-lock | at-start
-  --server-timeout       model statement_timeout = the call timeout on lease connections
-  --fixed                all three (at-lock); without any, the model runs what this branch ships
+  --sql WHICH            shipped (default: what this branch ships, profile.ts) | before-fixes
+                         (the SQL and pool before the fixes of issue 12, where known-holes.md was found)
+  --monotonic-expiry     on top of --sql: expiry = greatest(old, now + d) within a term
+  --fence-counter WHEN   on top of --sql: fences from a counter the row does not own: at-lock | at-start
+  --server-timeout       on top of --sql: statement_timeout = the call timeout on lease connections
   --ignore LIST          invariants not judged (to see what a known hole leads to)
   --only KIND            judge this invariant alone`;
 
@@ -51,18 +52,29 @@ function ignored(spec: string | undefined, only: string | undefined): ViolationK
   return only ? VIOLATION_KINDS.filter((k) => k !== only) : (kinds as ViolationKind[]);
 }
 
-function semantics(values: {
-  fixed?: boolean;
+/** The base SQL (--sql), with single fixes switched on over it. */
+function sqlOptions(values: {
+  sql?: string;
   "monotonic-expiry"?: boolean;
   "fence-counter"?: string;
-}): Semantics {
-  const counter = values["fence-counter"] ?? (values.fixed ? "at-lock" : SHIPPED.sem.fenceCounter);
+  "server-timeout"?: boolean;
+}): Pick<SimOptions, "sem" | "serverTimeout"> {
+  const which = values.sql ?? "shipped";
+  if (which !== "shipped" && which !== "before-fixes") {
+    usage(`--sql must be shipped or before-fixes, got ${which}`);
+  }
+  const base = which === "shipped" ? SHIPPED : { sem: BEFORE_FIXES, serverTimeout: false };
+  const counter = values["fence-counter"] ?? base.sem.fenceCounter;
   if (counter !== "off" && counter !== "at-lock" && counter !== "at-start") {
     usage(`--fence-counter must be at-lock or at-start, got ${counter}`);
   }
   return {
-    monotonicExpiry: values.fixed || values["monotonic-expiry"] || SHIPPED.sem.monotonicExpiry,
-    fenceCounter: counter,
+    sem: {
+      ...base.sem,
+      monotonicExpiry: Boolean(values["monotonic-expiry"]) || base.sem.monotonicExpiry,
+      fenceCounter: counter,
+    },
+    serverTimeout: Boolean(values["server-timeout"]) || base.serverTimeout,
   };
 }
 
@@ -73,9 +85,16 @@ function positive(name: string, text: string | undefined, fallback: number): num
   return n;
 }
 
+const describeSql = ({ sem, serverTimeout }: SimOptions) => {
+  const shipped =
+    JSON.stringify(sem) === JSON.stringify(SHIPPED.sem) && serverTimeout === SHIPPED.serverTimeout;
+  if (shipped) return "SQL as shipped";
+  const on = Object.entries(sem).filter(([, v]) => v !== false && v !== "off");
+  return `SQL before the fixes${on.length ? ` + ${on.map(([k, v]) => (v === true ? k : `${k} ${v}`)).join(", ")}` : ""}, server timeout ${serverTimeout ? "on" : "off"}`;
+};
+
 const describeOptions = (o: SimOptions) =>
-  `expiry ${o.sem.monotonicExpiry ? "monotonic" : "as today"}, fence counter ${o.sem.fenceCounter}, ` +
-  `server timeout ${o.serverTimeout ? "on" : "off"}; faults ${[...o.families].join(",")}` +
+  `${describeSql(o)}; faults ${[...o.families].join(",")}` +
   (o.ignore.length === 0
     ? ""
     : o.ignore.length === VIOLATION_KINDS.length - 1
@@ -151,7 +170,7 @@ async function main(): Promise<number> {
       keep: { type: "string" },
       workers: { type: "string" },
       faults: { type: "string" },
-      fixed: { type: "boolean" },
+      sql: { type: "string" },
       "monotonic-expiry": { type: "boolean" },
       "fence-counter": { type: "string" },
       "server-timeout": { type: "boolean" },
@@ -167,8 +186,7 @@ async function main(): Promise<number> {
   }
   const options: SimOptions = {
     families: new Set(families(values.faults as string | undefined)),
-    sem: semantics(values),
-    serverTimeout: Boolean(values.fixed || values["server-timeout"] || SHIPPED.serverTimeout),
+    ...sqlOptions(values),
     ignore: ignored(values.ignore as string | undefined, values.only as string | undefined),
   };
   if (values.seed !== undefined) {

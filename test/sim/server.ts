@@ -30,6 +30,9 @@ export interface Statement {
   snapshot: Map<string, LeaseRow | null>;
   lockKeys: string[];
   held: number;
+  /** Server clock when the statement reached each row (scan) and when it got its lock. */
+  reachedAt: Map<string, number>;
+  lockedAt: Map<string, number>;
   phase: "locking" | "committing" | "done";
   /** Waited in a commit that no timeout could cancel (fsync). */
   uncancellable: boolean;
@@ -100,6 +103,8 @@ export class Server {
       snapshot: new Map(keys.map((k) => [k, this.rows.get(k) ?? null])),
       lockKeys: keys,
       held: 0,
+      reachedAt: new Map(),
+      lockedAt: new Map(),
       phase: "locking",
       uncancellable: false,
       startFence:
@@ -136,13 +141,19 @@ export class Server {
     return new Map(
       keys.map((key) => {
         const snapshot = stmt.snapshot.get(key) ?? null;
+        const latest = onSnapshot ? snapshot : (this.rows.get(key) ?? null);
+        // An UPDATE re-checks its WHERE (and clock_timestamp()) only on a version that changed
+        // while it waited; on the one it scanned, the scan's verdict stands.
+        const liveNow =
+          latest !== snapshot ? (stmt.lockedAt.get(key) ?? stmt.now) : (stmt.reachedAt.get(key) ?? stmt.now);
         return [
           key,
           {
             sem,
             now: stmt.now,
+            liveNow,
             snapshot,
-            latest: onSnapshot ? snapshot : (this.rows.get(key) ?? null),
+            latest,
             drawFence: () => ++this.#counter,
             startFence: stmt.startFence,
             newTuple: () => ++this.#tuples,
@@ -156,15 +167,21 @@ export class Server {
     return "error" in execution ? { error: execution.error } : { answer: execution.answer };
   }
 
+  /** Rows one at a time, as the executor updates them: the next row is scanned after this one's wait. */
   #lockNext(stmt: Statement): void {
     while (stmt.held < stmt.lockKeys.length) {
       const key = stmt.lockKeys[stmt.held] as string;
-      const granted = this.#acquire(key, stmt, () => {
+      stmt.reachedAt.set(key, this.clock());
+      const locked = () => {
+        stmt.lockedAt.set(key, this.clock());
         stmt.held++;
+      };
+      const granted = this.#acquire(key, stmt, () => {
+        locked();
         this.#lockNext(stmt);
       });
       if (!granted) return;
-      stmt.held++;
+      locked();
     }
     this.#run(stmt);
   }
@@ -266,9 +283,10 @@ export class Server {
 
   /**
    * Another session's transaction (an operator, a tool) that runs SELECT … FOR UPDATE on the row
-   * and ends `durationUs` later, whether or not it got the lock by then.
+   * and ends `durationUs` later, whether or not it got the lock by then. `rewrites`: an UPDATE
+   * instead, which commits a new version of the row even when it changes no value.
    */
-  holdRowLock(key: string, durationUs: number): void {
+  holdRowLock(key: string, durationUs: number, rewrites = false): void {
     const who = {};
     let holding = false;
     const granted = () => {
@@ -277,6 +295,8 @@ export class Server {
     if (this.#acquire(key, who, granted)) granted();
     this.#loop.at(this.#loop.nowUs + durationUs, null, () => {
       if (holding) {
+        const row = this.rows.get(key);
+        if (rewrites && row) this.rows.set(key, { ...row });
         this.#release(key, who);
         return;
       }

@@ -5,7 +5,7 @@ import { expect, it } from "vitest";
 import { runBatch } from "./batch.ts";
 import { VIOLATION_KINDS, type ViolationKind } from "./checker.ts";
 import { DEFAULT_FAMILIES } from "./faults.ts";
-import { CURRENT_SQL } from "./lease-statements.ts";
+import { BEFORE_FIXES } from "./lease-statements.ts";
 import { SHIPPED } from "./profile.ts";
 import { makeScenario, type SimOptions } from "./scenario.ts";
 import { runSchedule } from "./schedule.ts";
@@ -45,8 +45,8 @@ async function count(kind: ViolationKind, options: Partial<SimOptions>, seeds: n
 }
 
 it("today's SQL lets a late commit move the expiry back; greatest(old, now + d) does not", async () => {
-  expect(await count("expiry-backwards", { sem: CURRENT_SQL }, 300)).toBeGreaterThan(0);
-  expect(await count("expiry-backwards", { sem: { ...CURRENT_SQL, monotonicExpiry: true } }, 300)).toBe(0);
+  expect(await count("expiry-backwards", { sem: BEFORE_FIXES }, 300)).toBeGreaterThan(0);
+  expect(await count("expiry-backwards", { sem: { ...BEFORE_FIXES, monotonicExpiry: true } }, 300)).toBe(0);
 });
 
 it("client-only timeouts leave statements running on the server; a server-side statement_timeout ends them", async () => {
@@ -55,7 +55,7 @@ it("client-only timeouts leave statements running on the server; a server-side s
 });
 
 it("a failing schedule shrinks to the few faults that break the same invariant", async () => {
-  const options: SimOptions = { ...shipped, sem: CURRENT_SQL, serverTimeout: false, ignore: [] };
+  const options: SimOptions = { ...shipped, sem: BEFORE_FIXES, serverTimeout: false, ignore: [] };
   const batch = await runBatch({
     from: 1,
     count: 300,
