@@ -18,8 +18,8 @@ import {
   nextAction,
   type Outcome,
   refusedReleaseFailed,
-  released,
   releaseFailed,
+  releasing,
   serverClockJumped,
   stepDown,
   strayTerm,
@@ -338,17 +338,19 @@ export class Elector extends EventEmitter<ElectorEvents> {
     }
   }
 
+  /** Ends the term here first (unless its deadline or a loss already did), then on the server. */
   async #releaseTerm(fence: number): Promise<void> {
+    if (this.#state.role === "leader") {
+      this.#apply(releasing(this.#ctx, fence, this.#clock.now()), "release", 0, false);
+    }
     const sentAt = this.#clock.now();
-    let decision: Decision;
     try {
       // Scoped to this term's fence: harmless if the term already ended.
-      const ended = await this.#call(this.#opts.store.release(this.key, this.holder, fence));
-      decision = released(this.#ctx, fence, ended, this.#clock.now());
+      await this.#call(this.#opts.store.release(this.key, this.holder, fence));
     } catch (error) {
-      decision = releaseFailed(this.#ctx, fence, error, this.#clock.now());
+      const failed = releaseFailed(this.#ctx, fence, error, this.#clock.now());
+      this.#apply(failed, "release", this.#clock.now() - sentAt, false);
     }
-    this.#apply(decision, "release", this.#clock.now() - sentAt, false);
   }
 
   /** A write without a timely answer may have left a live term in this holder's name: release it. */

@@ -32,22 +32,25 @@ export function serverClockJumped(ctx: Context, state: ElectionState, stepMs: nu
   );
 }
 
-export function released(ctx: Context, fence: number, ended: boolean, now: number): Decision {
+/**
+ * Stopping: the term is released here, before the release statement is sent. Once that commits,
+ * a follower that hears its notice claims at once, and this process must not say leader by then.
+ * Only a failed statement is reported after it (releaseFailed).
+ */
+export function releasing(ctx: Context, fence: number, now: number): Decision {
   return {
     outcome: "released",
-    sentence: ended
-      ? `released lease ${ctx.key} (fence ${fence})`
-      : `released lease ${ctx.key} (fence ${fence}); it had already ended on the server`,
+    sentence: `released lease ${ctx.key} (fence ${fence})`,
     state: initialState,
     wakeAt: now,
   };
 }
 
-/** Stopping, the release itself failed: leadership ends here all the same. */
+/** Stopping, the release itself failed: the term, no longer led, ends on the server at its expiry. */
 export function releaseFailed(ctx: Context, fence: number, error: unknown, now: number): Decision {
   const reason = error instanceof Error ? error.message : String(error);
   return {
-    outcome: "stepped-down",
+    outcome: "transient-error",
     sentence: `stopped leading lease ${ctx.key} (fence ${fence}) but could not release it (${reason}); it ends on the server at its expiry`,
     state: initialState,
     wakeAt: now,

@@ -75,6 +75,43 @@ describe("a loss while stopping", () => {
   });
 });
 
+describe("a graceful stop", () => {
+  // Simulation seeds 803 and 270: the release commits and notifies; a follower that hears the
+  // notice claims and leads while the stopping process still said leader until the answer came.
+  it("ends the term locally before the release is sent: a follower may lead as soon as it commits", async () => {
+    const clock = new ManualClock();
+    const held = new HoldingStore(h.store);
+    const a = h.elector(clock, { key: "stop-ends-first", holder: "a", store: held });
+    h.cleanup(() => held.deliverAll());
+    a.e.start();
+    await until(clock, () => a.ticks.length === 1, "acquire");
+    const fence = a.e.status().fence;
+    held.hold("release");
+    const stop = stopping(a.e);
+    await until(clock, () => held.held("release") === 1, "the release goes out");
+    await held.answered("release"); // committed on the server, the answer not yet back
+    const b = await h.store.claim("stop-ends-first", "b", 15_000);
+    expect(b.won).toBe(true);
+
+    expect(a.e.isLeader()).toBe(false);
+    expect(a.e.status()).toMatchObject({ role: "follower", fence: null, lastOutcome: "released" });
+    expect(a.terms[0]?.signal.aborted).toBe(true);
+    expect(a.transitions.at(-1)).toMatchObject({
+      outcome: "released",
+      action: "release",
+      sentence: `released lease stop-ends-first (fence ${fence})`,
+      state: { role: "follower", term: null },
+    });
+    // The release call's own timeout is all that is left: the deadline timer is gone.
+    expect(clock.pendingTimers()).toBe(1);
+
+    await held.deliver("release");
+    await until(clock, () => stop.done, "stop");
+    expect(a.outcomes()).toEqual(["acquired", "released"]);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+});
+
 describe("stop while a renew is in flight", () => {
   async function leading(key: string) {
     const clock = new ManualClock();
@@ -107,9 +144,13 @@ describe("stop while a renew is in flight", () => {
     await settleWaiting(lock, 1);
     const stop = stopping(a.e);
     await lock.cancelWaiters(); // PostgreSQL's own error: canceling statement due to user request
-    await settle(() => a.ticks.length === 2, "the renew fails");
-    expect(a.ticks[1]).toMatchObject({ action: "renew", outcome: "transient-error" });
-    expect(a.e.isLeader()).toBe(true);
+    await settle(() => a.ticks.length >= 2, "the renew fails");
+    // The failure ends nothing: the term goes on until stop() ends it, right before the release.
+    expect(a.ticks[1]).toMatchObject({
+      action: "renew",
+      outcome: "transient-error",
+      state: { role: "leader" },
+    });
     await lock.release();
     await until(clock, () => stop.done, "stop");
     expect(a.outcomes()).toEqual(["acquired", "transient-error", "released"]);

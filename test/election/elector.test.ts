@@ -110,7 +110,8 @@ describe("with an injected clock", () => {
     clock.advance(1);
     expect(a.e.isLeader()).toBe(false);
     await until(clock, () => stopped, "stop finishes");
-    expect(a.outcomes()).toEqual(["acquired", "stepped-down", "released"]);
+    // The deadline ended the term here; the release still ends it on the server, reporting nothing new.
+    expect(a.outcomes()).toEqual(["acquired", "stepped-down"]);
     expect((await h.store.read("slow-stop"))?.ttlMs).toBeLessThanOrEqual(0);
     expect(clock.pendingTimers()).toBe(0);
   });
