@@ -1,18 +1,26 @@
-// Claims and renews the store has not answered in time. The call gave up, the statement may
-// not have: it can still commit until the server's own statement timeout (equal to the call
-// timeout) ends it. So the store's own promises are kept and waited for, bounded, before the
+// Claims and renews the store has not answered. A call that gave up (its timeout) or failed
+// (a broken connection) may have left its statement running on the server, where it can still
+// commit until the server's own statement timeout (at most the call timeout) ends it. So each
+// write is kept until it is answered or can no longer commit, and waited for, bounded, before the
 // elector acts on a lease those writes could still change.
-import { settledWithin, valueWithin } from "./bounded.ts";
+import { valueWithin } from "./bounded.ts";
 import type { Clock } from "./clock.ts";
 import type { ClaimAnswer } from "./ports.ts";
 
 /** Network and commit time on top of the call timeout, after which a write can no longer commit. */
 const SLACK_MS = 1_000;
 
+interface Write {
+  operation: Promise<unknown>;
+  /** Past this instant (the elector's clock) the statement can no longer commit. */
+  settledBy: number;
+}
+
 export class UnansweredWrites {
   readonly #clock: Clock;
   readonly #boundMs: number;
-  readonly #unsettled = new Set<Promise<unknown>>();
+  /** Writes not answered yet, and failed ones until their settledBy. */
+  readonly #open = new Set<Write>();
   #claim: Promise<ClaimAnswer> | null = null;
   #any = false;
 
@@ -26,11 +34,17 @@ export class UnansweredWrites {
     return this.#any;
   }
 
-  /** Runs a renew through `call` (which bounds it), keeping the store's own promise until it settles. */
+  /** Runs a renew through `call` (which bounds it), keeping the write until it is answered or can no longer commit. */
   write<T>(operation: Promise<T>, call: (operation: Promise<T>) => Promise<T>): Promise<T> {
-    this.#unsettled.add(operation);
-    const forget = () => this.#unsettled.delete(operation);
-    operation.then(forget, forget);
+    const now = this.#clock.now();
+    for (const old of this.#open) if (old.settledBy <= now) this.#open.delete(old);
+    const write: Write = { operation, settledBy: now + this.#boundMs };
+    this.#open.add(write);
+    // Only an answer proves the statement is over; a failure may have come from the link alone.
+    operation.then(
+      () => this.#open.delete(write),
+      () => {},
+    );
     return call(operation).catch((error: unknown) => {
       this.#any = true;
       throw error;
@@ -61,8 +75,23 @@ export class UnansweredWrites {
     return valueWithin(this.#clock, this.#boundMs, claim);
   }
 
-  /** Resolves when every write has settled, or once none of them can still commit. */
-  settled(): Promise<void> {
-    return settledWithin(this.#clock, this.#boundMs, Promise.allSettled([...this.#unsettled]));
+  /** Resolves when every write has been answered, or can no longer commit. */
+  async settled(): Promise<void> {
+    const now = this.#clock.now();
+    for (const old of this.#open) if (old.settledBy <= now) this.#open.delete(old);
+    const waits = [...this.#open].map(
+      (write) =>
+        new Promise<void>((resolve) => {
+          const timer = this.#clock.setTimer(write.settledBy - now, resolve);
+          write.operation.then(
+            () => {
+              timer.cancel();
+              resolve();
+            },
+            () => {},
+          );
+        }),
+    );
+    await Promise.all(waits);
   }
 }

@@ -4,7 +4,10 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/election/clock.ts";
 import type { LeaderTerm } from "../../src/election/elector.ts";
+import { createLeasePool } from "../../src/lease/pool.ts";
+import { PgLeaseStore } from "../../src/lease/store.ts";
 import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
+import { startFaultProxy } from "../support/fault-proxy.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { lockRow } from "../support/row-lock.ts";
 
@@ -144,7 +147,7 @@ describe("stop while a renew is in flight", () => {
     await settleWaiting(lock, 1);
     const stop = stopping(a.e);
     await lock.cancelWaiters(); // PostgreSQL's own error: canceling statement due to user request
-    await settle(() => a.ticks.length >= 2, "the renew fails");
+    await settle(() => a.ticks.length === 2, "the renew fails");
     // The failure ends nothing: the term goes on until stop() ends it, right before the release.
     expect(a.ticks[1]).toMatchObject({
       action: "renew",
@@ -152,6 +155,9 @@ describe("stop while a renew is in flight", () => {
       state: { role: "leader" },
     });
     await lock.release();
+    await nextTurn();
+    expect(held.calls.release).toBe(0); // a failed write may still commit: stop waits it out
+    clock.advance(a.e.timing.callTimeoutMs + 1_000);
     await until(clock, () => stop.done, "stop");
     expect(a.outcomes()).toEqual(["acquired", "transient-error", "released"]);
     expect((await h.store.read("stop-renew-error"))?.ttlMs).toBeLessThanOrEqual(0);
@@ -216,7 +222,7 @@ describe("stop while a claim is in flight", () => {
     expect(await h.store.read("stop-claim-lost")).toMatchObject({ holder: "other", fence: other.fence });
   });
 
-  it("failed: stop looks, and releases nothing that is not its own", async () => {
+  it("failed: stop waits it out (a failure may come from the link alone), looks, and releases nothing that is not its own", async () => {
     const clock = new ManualClock();
     const held = new HoldingStore(h.store);
     await freeRow("stop-claim-error");
@@ -228,6 +234,10 @@ describe("stop while a claim is in flight", () => {
     await settleWaiting(lock, 1);
     const stop = stopping(a.e);
     await lock.cancelWaiters(); // PostgreSQL's own error: canceling statement due to user request
+    await settle(() => a.ticks.length === 1, "the claim fails");
+    await nextTurn();
+    expect(held.calls.read).toBe(0);
+    clock.advance(a.e.timing.callTimeoutMs + 1_000);
     await until(clock, () => stop.done, "stop");
     expect(a.outcomes()).toEqual(["transient-error"]);
     expect(a.ticks[0]?.sentence).toMatch(/^could not claim lease stop-claim-error \(canceling statement/);
@@ -265,7 +275,44 @@ describe("stop while a claim is in flight", () => {
     expect(row?.ttlMs).toBeLessThanOrEqual(0);
   });
 
-  it("timed out and never settling: stop waits no longer than the call timeout plus a second", async () => {
+  // Simulation seeds 30460 and 77703: the connection broke after the claim left, the claim
+  // committed on the server after the process had exited.
+  it("failed on a broken connection while queued on the server: stop waits for it as for a timed-out one", async () => {
+    const clock = new ManualClock();
+    const url = new URL(h.db.url);
+    const proxy = await startFaultProxy({ host: url.hostname, port: Number(url.port) });
+    h.cleanup(() => proxy.close());
+    const cutPool = createLeasePool({ connectionString: proxy.url(h.db.url), max: 2 });
+    h.cleanup(() => cutPool.end());
+    await cutPool.query("SELECT 1"); // connected before the claim, so it is on the server at once
+    const held = new HoldingStore(new PgLeaseStore({ pool: cutPool, statementTimeoutMs: 60_000 }));
+    const earlier = await freeRow("stop-claim-cut");
+    const lock = await lockRow(h.db.url, h.store.table, "stop-claim-cut");
+    h.cleanup(() => lock.release());
+    const a = h.elector(clock, { key: "stop-claim-cut", holder: "a", store: held });
+    a.e.start();
+    await until(clock, () => held.calls.claim === 1, "the claim goes out");
+    await settleWaiting(lock, 1);
+    proxy.cut(); // the client fails at once; the backend waits on, not reading its socket
+    await settle(() => a.ticks.length === 1, "the claim fails");
+    expect(a.ticks[0]?.outcome).toBe("transient-error");
+    proxy.heal();
+    const stop = stopping(a.e);
+    await nextTurn();
+    expect(held.calls.read).toBe(0); // it waits: the claim may still commit
+    await lock.release(); // the claim commits now, its client long gone
+    await committedFor("stop-claim-cut", "a");
+    clock.advance(a.e.timing.callTimeoutMs + 1_000);
+    await until(clock, () => stop.done, "stop, after looking at the row");
+    const row = await h.store.read("stop-claim-cut");
+    expect(row).toMatchObject({ holder: "a" });
+    expect(row?.fence).toBeGreaterThan(earlier);
+    expect(a.outcomes()).toEqual(["transient-error", "refused"]);
+    expect(a.terms).toEqual([]);
+    expect(row?.ttlMs).toBeLessThanOrEqual(0);
+  });
+
+  it("timed out and never settling: stop waits until the call timeout plus a second after it was sent, no longer", async () => {
     const clock = new ManualClock();
     const held = new HoldingStore(h.store);
     await freeRow("stop-claim-stuck");
@@ -279,7 +326,7 @@ describe("stop while a claim is in flight", () => {
     await until(clock, () => a.ticks.length === 1, "the claim times out");
     const stop = stopping(a.e);
     await nextTurn();
-    clock.advance(a.e.timing.callTimeoutMs + 999);
+    clock.advance(999); // the claim was sent at 0
     await nextTurn();
     expect(held.calls.read).toBe(0);
     clock.advance(1);
@@ -294,4 +341,11 @@ async function settleWaiting(lock: { waiting(): Promise<number> }, n: number): P
     if ((await lock.waiting()) >= n) return;
   }
   throw new Error(`never happened: ${n} statement(s) waiting for the row lock`);
+}
+
+async function committedFor(key: string, holder: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if ((await h.store.read(key))?.holder === holder) return;
+  }
+  throw new Error(`never happened: a commit of ${key} for ${holder}`);
 }
