@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds test/kube-apiserver-go (the real kube-apiserver over an embedded etcd, for the tests and the
-# bench) once, into .tools/kube-apiserver/<key>/, the key naming the Kubernetes and etcd versions
-# and a hash of the module's sources, so that a change to any of them builds anew.
-#   build-kube-apiserver.sh            build when missing; print the binary's path
+# bench, and the bench's client-go elector beside it) once, into .tools/kube-apiserver/<key>/, the
+# key naming the Kubernetes and etcd versions and a hash of the module's sources, so that a change
+# to any of them builds anew.
+#   build-kube-apiserver.sh            build when missing; print the API server binary's path
 #   build-kube-apiserver.sh --path     print the path if built; else exit 3 with the reason on stderr
+# The elector is client-go-elector in the same directory.
 # Without Go it says so in one line and exits 0 (the suites then skip), or 3 with --path.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,12 +37,13 @@ minor="$(echo "$kubernetes" | cut -d. -f2)"
 # /version then reports the release rather than v0.0.0-master, as a released binary would.
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kubernetes"
 ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-mkdir -p "$dir"
 echo "kube-apiserver: building k8s.io/kubernetes $kubernetes with etcd $etcd into $dir" >&2
 started=$SECONDS
+# Built aside and renamed into place: a build cut short never looks finished.
+rm -rf "$dir.partial" && mkdir -p "$dir.partial"
 # -mod=mod: the module keeps no vendor directory; go.sum pins every download.
 (cd "$module" && GOFLAGS=-mod=mod go build -p "${GO_BUILD_JOBS:-2}" -trimpath -ldflags "$ldflags" \
-  -o "$binary.partial" .)
-mv "$binary.partial" "$binary"
+  -o "$dir.partial/" . ./client-go-elector)
+rm -rf "$dir" && mv "$dir.partial" "$dir"
 echo "kube-apiserver: built in $((SECONDS - started)) s, $(du -m "$binary" | cut -f1) MB" >&2
 echo "$binary"

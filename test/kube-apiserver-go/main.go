@@ -114,6 +114,9 @@ func apiServerFlags(dir string, keys pki, etcdURL string, port int) []string {
 		"--service-account-key-file=" + keys.serviceAccountKeyFile,
 		"--service-account-signing-key-file=" + keys.serviceAccountKeyFile,
 		"--service-cluster-ip-range=10.0.0.0/24",
+		// The reconciler would publish 127.0.0.1 as the kubernetes Service's endpoint, which
+		// validation refuses (loopback), logging an error every few seconds; nothing here needs it.
+		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	}
 }

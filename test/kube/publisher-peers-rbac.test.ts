@@ -1,6 +1,6 @@
 import type { V1Pod } from "@kubernetes/client-node";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { chartRules, kubeServers } from "../support/kube-servers.ts";
+import { afterEach, describe, expect, it } from "vitest";
+import { chartRules, onEachKubeServer } from "../support/kube-servers.ts";
 import {
   APP_LABELS,
   follower,
@@ -46,9 +46,7 @@ async function seedLeader(
   expect(seeded.metadata?.name).toBe(name);
 }
 
-describe.each(await kubeServers("publisher peers and RBAC suite"))("on the $name API server", (kube) => {
-  afterAll(() => kube.release());
-
+await onEachKubeServer("publisher peers and RBAC suite", (kube) => {
   describe("gap, never overlap", () => {
     it("clears a stale leader label of the same lease on other pods before labelling itself", async () => {
       h = await startHarness(kube);

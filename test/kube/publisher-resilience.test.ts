@@ -1,5 +1,5 @@
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { type KubeServerKind, kubeServers } from "../support/kube-servers.ts";
+import { afterEach, describe, expect, it } from "vitest";
+import { type KubeServerKind, onEachKubeServer } from "../support/kube-servers.ts";
 import {
   follower,
   type Harness,
@@ -31,9 +31,7 @@ async function startedAsLeader(
   await h.server.waitForWatches(1);
 }
 
-describe.each(await kubeServers("publisher resilience suite"))("on the $name API server", (kube) => {
-  afterAll(() => kube.release());
-
+await onEachKubeServer("publisher resilience suite", (kube) => {
   describe("changes made by hand", () => {
     it("puts back a removed label, a changed annotation and a flipped condition, seen through the watch", async () => {
       await startedAsLeader(kube);

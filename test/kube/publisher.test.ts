@@ -1,6 +1,6 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { kubeServers } from "../support/kube-servers.ts";
+import { afterEach, describe, expect, it } from "vitest";
+import { onEachKubeServer } from "../support/kube-servers.ts";
 import {
   follower,
   type Harness,
@@ -31,9 +31,7 @@ function conditionTypes(pod: V1Pod): string[] {
   return (pod.status?.conditions ?? []).map((c) => c.type).sort();
 }
 
-describe.each(await kubeServers("publisher suite"))("on the $name API server", (kube) => {
-  afterAll(() => kube.release());
-
+await onEachKubeServer("publisher suite", (kube) => {
   describe("start", () => {
     it("publishes follower before the caller campaigns, through one merge patch and one strategic status patch", async () => {
       h = await startHarness(kube);

@@ -4,6 +4,7 @@
 // server going down). Bytes pass through unchanged otherwise, so the answers are the real server's.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Agent, request as httpsRequest } from "node:https";
+import type { Socket } from "node:net";
 import { Abandoned, FaultPlan, type FaultRequest, matcherFor } from "./kube-apiserver/faults.ts";
 import type { FaultControl } from "./kube-apiserver/index.ts";
 import { Listener } from "./kube-apiserver/listener.ts";
@@ -53,6 +54,14 @@ function forLog(body: Buffer): unknown {
   } catch {
     return text;
   }
+}
+
+/**
+ * The TCP socket under a TLS one: only it can be reset (RST); the TLS socket's handle refuses.
+ * Node keeps no public link from the one to the other, only `_parent`.
+ */
+function rawSocket(socket: Socket): Socket {
+  return (socket as Socket & { _parent?: Socket })._parent ?? socket;
 }
 
 function sendError(res: ServerResponse, record: RecordedRequest, error: ApiError): void {
@@ -172,7 +181,7 @@ export async function startKubeProxy(options: ProxyOptions): Promise<KubeProxy> 
         dropped++;
         watches.delete(watch);
         if ((o.mode ?? "reset") === "end") watch.response.end();
-        else watch.client.socket.resetAndDestroy();
+        else rawSocket(watch.client.socket).resetAndDestroy();
         watch.stop();
       }
       changed();
