@@ -10,7 +10,8 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { type Running, runPglease, startShortLeaseRun } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { chartRules, onEachKubeServer, type TestKube } from "../support/kube-servers.ts";
+import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { chartRules, type TestKube } from "../support/kube-servers.ts";
 
 const NS = "shop";
 let db: TestDatabase;

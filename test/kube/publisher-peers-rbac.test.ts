@@ -1,6 +1,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
-import { chartRules, onEachKubeServer } from "../support/kube-servers.ts";
+import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { chartRules } from "../support/kube-servers.ts";
 import {
   APP_LABELS,
   follower,

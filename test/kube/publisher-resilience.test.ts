@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { type KubeServerKind, onEachKubeServer } from "../support/kube-servers.ts";
+import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import type { KubeServerKind } from "../support/kube-servers.ts";
 import {
   follower,
   type Harness,

@@ -4,9 +4,7 @@
 // the code under test holds a ServiceAccount identity on both: a real TokenRequest token on the
 // real server.
 //
-//   await onEachKubeServer("publisher suite", (kube) => {
-//     it("...", async () => { const server = await kube.start({ namespace: "shop" }); ... });
-//   });
+// Suites use onEachKubeServer (kube-server-suites.ts); the bench uses the kinds directly.
 import { readFile } from "node:fs/promises";
 import {
   type CoreV1Event,
@@ -15,7 +13,6 @@ import {
   type V1PolicyRule,
   type V1Role,
 } from "@kubernetes/client-node";
-import { afterAll, describe, it } from "vitest";
 import { kubeTools, renderChartRole } from "./chart.ts";
 import type { FaultControl, RecordedRequest } from "./kube-apiserver/index.ts";
 import { startKubeApiServer } from "./kube-apiserver/index.ts";
@@ -80,7 +77,7 @@ export async function chartRules(): Promise<V1PolicyRule[]> {
   return (await chartRole).rules ?? [];
 }
 
-function inProcess(): KubeServerKind {
+export function inProcessKubeServer(): KubeServerKind {
   return {
     name: "in-process",
     async start({ namespace, rules }) {
@@ -110,7 +107,8 @@ function inProcess(): KubeServerKind {
   };
 }
 
-function real(): KubeServerKind {
+/** One real kube-apiserver, started on the first start() and shared by every namespace until release(). */
+export function realKubeServer(): KubeServerKind {
   let server: Promise<RealKubeApiServer> | undefined;
   const identities = new Map<string, Promise<ChartIdentity>>();
   // The rules each namespace's Role holds now, so a test that changed them is undone by the next.
@@ -193,26 +191,7 @@ export async function kubeServers(suite: string): Promise<KubeServerKind[]> {
       throw new Error(`[${suite}] the real kube-apiserver is missing in CI: ${available.reason}`);
     }
     console.warn(`[${suite}] real kube-apiserver skipped: ${available.reason}`);
-    return [inProcess()];
+    return [inProcessKubeServer()];
   }
-  return [real(), inProcess()];
-}
-
-/**
- * describe.each over the servers this machine has, titled "on the <name> API server", the shared
- * server released after it; when there is none, one skipped suite (vitest fails a file without any).
- */
-export async function onEachKubeServer(suite: string, body: (kube: KubeServerKind) => void): Promise<void> {
-  const kinds = await kubeServers(suite);
-  if (kinds.length === 0) {
-    describe.skip(suite, () => {
-      it("needs helm to render the chart's Role (see the line above)", () => {});
-    });
-    return;
-  }
-  describe.each(kinds)("on the $name API server", (kube) => {
-    // Registered first, so it runs after the suite's own afterAll hooks (they run in reverse).
-    afterAll(() => kube.release());
-    body(kube);
-  });
+  return [realKubeServer(), inProcessKubeServer()];
 }
