@@ -190,7 +190,7 @@ export async function kubeServers(suite: string): Promise<KubeServerKind[]> {
     if (process.env.CI === "true" && !available.reason.includes("Go is not installed")) {
       throw new Error(`[${suite}] the real kube-apiserver is missing in CI: ${available.reason}`);
     }
-    console.warn(`[${suite}] real kube-apiserver skipped: ${available.reason}`);
+    console.warn(`[${suite}] on the in-process API server only: ${available.reason}`);
     return [inProcessKubeServer()];
   }
   return [realKubeServer(), inProcessKubeServer()];
