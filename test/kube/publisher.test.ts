@@ -194,8 +194,15 @@ await onEachKubeServer("publisher suite", (kube) => {
     it("reports each patch and the time a new role took to show", async () => {
       h = await startHarness(kube);
       await h.publisher.start(follower());
+      await h.server.waitForWatches(1);
+      // The real server may stream the watch event of the status write (which reports the role as
+      // shown) before it answers the PATCH (which reports the patch); held answers make that so.
+      h.server.faults.setLatency({ match: { method: "PATCH", path: /\/status$/ }, ms: 100, phase: "after" });
       h.publisher.setDesired(leader(3));
-      await until("leader", () => h.published.length === 2);
+      await until(
+        "leader shown and both patches reported",
+        () => h.published.length === 2 && h.patches.length === 4,
+      );
       expect(h.published[1]).toEqual({ role: "leader", fence: 3, sinceChangeMs: expect.any(Number) });
       expect(h.published[1]?.sinceChangeMs).toBeGreaterThan(0);
       expect(h.patches.map((p) => [p.target, p.ok])).toEqual([
