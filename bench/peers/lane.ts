@@ -156,14 +156,24 @@ export class Lane {
 
   /** Every candidate campaigning, one leader, and (pglease) only the leader's pod labelled leader. */
   async settle(): Promise<Candidate> {
-    return until(`${this.name}: no settled leader`, this.timeoutMs, this.#env.signal, async () => {
-      if (!this.candidates.every((c) => c.running && c.lines.some((l) => l.event === "started"))) return null;
-      const leader = this.leader();
-      if (!leader || this.system.kind !== "pglease") return leader;
-      const labels = await Promise.all(this.candidates.map((c) => this.#label(c.pod)));
-      const labelled = this.candidates.filter((_, i) => labels[i] === "leader");
-      return labelled.length === 1 && labelled[0] === leader ? leader : null;
-    });
+    try {
+      return await until(`${this.name}: no settled leader`, this.timeoutMs, this.#env.signal, async () => {
+        if (!this.candidates.every((c) => c.running && c.lines.some((l) => l.event === "started")))
+          return null;
+        const leader = this.leader();
+        if (!leader || this.system.kind !== "pglease") return leader;
+        const labels = await Promise.all(this.candidates.map((c) => this.#label(c.pod)));
+        const labelled = this.candidates.filter((_, i) => labels[i] === "leader");
+        return labelled.length === 1 && labelled[0] === leader ? leader : null;
+      });
+    } catch (error) {
+      if (this.#env.signal.aborted) throw error;
+      const states = this.candidates.map(
+        (c) =>
+          `${c.pod} ${c.running ? "running" : "exited"}, events ${c.lines.map((l) => l.event ?? "-").join(",") || "none"}, ${c.why()}`,
+      );
+      throw new Error(`${(error as Error).message} (${states.join("; ")})`);
+    }
   }
 
   async #serverClock(): Promise<{ text: string; ms: number }> {
