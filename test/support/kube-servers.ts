@@ -19,6 +19,7 @@ import { startKubeApiServer } from "./kube-apiserver/index.ts";
 import {
   type RealKubeApiServer,
   realKubeApiServerAvailable,
+  type ServerInfo,
   startRealKubeApiServer,
 } from "./real-kube-apiserver.ts";
 import {
@@ -107,6 +108,50 @@ export function inProcessKubeServer(): KubeServerKind {
   };
 }
 
+/** One test's view of the real server: the identity's token through a fresh recording proxy, the rest as the admin. */
+async function realTestKube(
+  info: ServerInfo,
+  admin: KubeConfig,
+  namespace: string,
+  identity: ChartIdentity,
+  setRules: (rules: V1PolicyRule[]) => Promise<void>,
+): Promise<TestKube> {
+  const [ca, cert, key] = await Promise.all([
+    readFile(info.caFile),
+    readFile(info.servingCertFile),
+    readFile(info.servingKeyFile),
+  ]);
+  const proxy = await startKubeProxy({ target: info.server, ca, cert, key });
+  return {
+    user: identity.user,
+    kubeConfig: ({ namespace: ns = "default" } = {}) => {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [{ name: "real", server: proxy.url, caFile: info.caFile }],
+        users: [{ name: "pglease", token: identity.token }],
+        contexts: [{ name: "real", cluster: "real", user: "pglease", namespace: ns }],
+        currentContext: "real",
+      });
+      return kc;
+    },
+    seedPod: (pod) => createRunningPod(admin, pod.metadata?.namespace ?? namespace, pod),
+    pod: (ns, name) => readPod(admin, ns, name),
+    mutatePod: (ns, name, change) => mutateRealPod(admin, ns, name, change),
+    events: (ns) => readEvents(admin, ns),
+    requests: proxy.requests,
+    clearRequests: () => {
+      proxy.requests.length = 0;
+    },
+    get openWatches() {
+      return proxy.openWatches;
+    },
+    waitForWatches: (n) => proxy.waitForWatches(n),
+    faults: proxy.faults,
+    setRules,
+    close: () => proxy.close(),
+  };
+}
+
 /** One real kube-apiserver, started on the first start() and shared by every namespace until release(). */
 export function realKubeServer(): KubeServerKind {
   let server: Promise<RealKubeApiServer> | undefined;
@@ -129,40 +174,7 @@ export function realKubeServer(): KubeServerKind {
       if (!rulesNow.has(namespace)) rulesNow.set(namespace, JSON.stringify(identity.role.rules));
       await setRules(rules ?? identity.role.rules ?? []);
       await emptyNamespace(adminConfig, namespace);
-      const [ca, cert, key] = await Promise.all([
-        readFile(info.caFile),
-        readFile(info.servingCertFile),
-        readFile(info.servingKeyFile),
-      ]);
-      const proxy = await startKubeProxy({ target: info.server, ca, cert, key });
-      return {
-        user: identity.user,
-        kubeConfig: ({ namespace: ns = "default" } = {}) => {
-          const kc = new KubeConfig();
-          kc.loadFromOptions({
-            clusters: [{ name: "real", server: proxy.url, caFile: info.caFile }],
-            users: [{ name: "pglease", token: identity.token }],
-            contexts: [{ name: "real", cluster: "real", user: "pglease", namespace: ns }],
-            currentContext: "real",
-          });
-          return kc;
-        },
-        seedPod: (pod) => createRunningPod(adminConfig, pod.metadata?.namespace ?? namespace, pod),
-        pod: (ns, name) => readPod(adminConfig, ns, name),
-        mutatePod: (ns, name, change) => mutateRealPod(adminConfig, ns, name, change),
-        events: (ns) => readEvents(adminConfig, ns),
-        requests: proxy.requests,
-        clearRequests: () => {
-          proxy.requests.length = 0;
-        },
-        get openWatches() {
-          return proxy.openWatches;
-        },
-        waitForWatches: (n) => proxy.waitForWatches(n),
-        faults: proxy.faults,
-        setRules,
-        close: () => proxy.close(),
-      };
+      return realTestKube(info, adminConfig, namespace, identity, setRules);
     },
     async release() {
       const running = server;

@@ -84,8 +84,8 @@ export async function replaceRole(admin: KubeConfig, user: string, role: V1Role)
   });
   const review = admin.makeApiClient(AuthorizationV1Api);
   const checks = [...oldRules, ...(role.rules ?? [])].flatMap((rule) =>
-    (rule.resources ?? []).flatMap((resource) =>
-      rule.verbs.map((verb) => ({ group: rule.apiGroups?.[0] ?? "", resource, verb })),
+    (rule.apiGroups ?? [""]).flatMap((group) =>
+      (rule.resources ?? []).flatMap((resource) => rule.verbs.map((verb) => ({ group, resource, verb }))),
     ),
   );
   const granted = (check: (typeof checks)[number]) =>
