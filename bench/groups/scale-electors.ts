@@ -6,7 +6,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import type { Elector } from "../../src/election/elector.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
-import { openLeases } from "../../src/library/open-leases.ts";
+import { openLeases } from "../../src/open-leases.ts";
 import type { BenchContext, Table } from "../group.ts";
 import { memoryNow } from "../measure.ts";
 import { count, mb, ms } from "../report.ts";
@@ -67,16 +67,17 @@ async function allLeading(electors: Elector[], signal: AbortSignal): Promise<boo
 }
 
 async function measureCount(context: BenchContext, leases: number): Promise<ElectorScaleFigure> {
+  // Statements may take at most the electors' call timeout (half the renew interval), as the library asks.
+  const statementTimeoutMs = Math.floor(context.budget.peerTiming.leaseMs / 6);
   const pool = createLeasePool({
     connectionString: context.databaseUrl,
     max: POOL_SIZE,
     applicationName: "pglease-bench",
+    statementTimeoutMs,
   });
   const counts = countByKind(pool);
   let library: Awaited<ReturnType<typeof openLeases>> | undefined;
   try {
-    // Statements may take at most the electors' call timeout (half the renew interval), as the library asks.
-    const statementTimeoutMs = Math.floor(context.budget.peerTiming.leaseMs / 6);
     library = await openLeases({
       pool,
       table: TABLE,

@@ -17,7 +17,7 @@ const STEADY_SYSTEMS: SystemId[] = ["pglease", "client-go", "advisory-lock"];
 
 // Connections the candidates hold, the bench's own left out; a LISTEN session is pinned for good.
 const CONNECTIONS = `SELECT count(*)::int AS total,
-    count(*) FILTER (WHERE query ILIKE 'LISTEN%')::int AS listening,
+    count(*) FILTER (WHERE application_name = 'pglease-listen')::int AS listening,
     count(*) FILTER (WHERE application_name = 'bench-advisory')::int AS advisory
   FROM pg_stat_activity
   WHERE datname = $1 AND backend_type = 'client backend' AND application_name NOT IN ('pglease-bench', 'pglease-demo')`;

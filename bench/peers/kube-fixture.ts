@@ -18,7 +18,7 @@ import { realKubeApiServerAvailable } from "../../test/support/real-kube-apiserv
 
 const NAMESPACE = "bench";
 
-/** What client-go's election does with its Lease (the chart grants none: pglease needs none). */
+/** What client-go's election does with its Lease, on top of the chart's Role (charts/pglease-sidecar/templates/_rbac.tpl), which grants none: pglease needs none. */
 const LEASE_RULE = {
   apiGroups: ["coordination.k8s.io"],
   resources: ["leases"],

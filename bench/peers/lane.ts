@@ -3,7 +3,7 @@
 // the leader and time the handover on the servers' clocks.
 import { setTimeout as delay } from "node:timers/promises";
 import pg from "pg";
-import { FailoverTimer } from "../../src/cli/demo/failover-timer.ts";
+import { FailoverTimer } from "../../test/support/demo-helpers.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";
 import { type KubeFixture, startKubeFixture } from "./kube-fixture.ts";
@@ -38,18 +38,22 @@ export interface LaneEnvironment {
   signal: AbortSignal;
 }
 
+const START_BUDGET_MS = 120_000;
+
 async function until<T>(
   what: string,
   timeoutMs: number,
   signal: AbortSignal,
   probe: () => T | null | undefined | Promise<T | null | undefined>,
+  /** What the timeout message adds, to say why. */
+  detail?: () => string,
 ): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     signal.throwIfAborted();
     const found = await probe();
     if (found !== null && found !== undefined) return found;
-    if (performance.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms`);
+    if (performance.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms${detail?.() ?? ""}`);
     await delay(POLL_MS, undefined, { signal });
   }
 }
@@ -156,8 +160,20 @@ export class Lane {
 
   /** Every candidate campaigning, one leader, and (pglease) only the leader's pod labelled leader. */
   async settle(): Promise<Candidate> {
-    try {
-      return await until(`${this.name}: no settled leader`, this.timeoutMs, this.#env.signal, async () => {
+    // Process start-up is not what is measured: on a loaded 2-core host a dozen candidates starting
+    // at once took 35 s to print their first line, so it gets a budget of its own.
+    await until(
+      `${this.name}: candidates not started`,
+      START_BUDGET_MS,
+      this.#env.signal,
+      () => this.candidates.every((c) => !c.running || c.lines.some((l) => l.event === "started")) || null,
+      () => this.#candidatesState(),
+    );
+    return until(
+      `${this.name}: no settled leader`,
+      this.timeoutMs,
+      this.#env.signal,
+      async () => {
         if (!this.candidates.every((c) => c.running && c.lines.some((l) => l.event === "started")))
           return null;
         const leader = this.leader();
@@ -165,15 +181,17 @@ export class Lane {
         const labels = await Promise.all(this.candidates.map((c) => this.#label(c.pod)));
         const labelled = this.candidates.filter((_, i) => labels[i] === "leader");
         return labelled.length === 1 && labelled[0] === leader ? leader : null;
-      });
-    } catch (error) {
-      if (this.#env.signal.aborted) throw error;
-      const states = this.candidates.map(
-        (c) =>
-          `${c.pod} ${c.running ? "running" : "exited"}, events ${c.lines.map((l) => l.event ?? "-").join(",") || "none"}, ${c.why()}`,
-      );
-      throw new Error(`${(error as Error).message} (${states.join("; ")})`);
-    }
+      },
+      () => this.#candidatesState(),
+    );
+  }
+
+  #candidatesState(): string {
+    const states = this.candidates.map(
+      (c) =>
+        `${c.pod}: ${c.running ? "running" : "exited"}, events ${c.lines.map((l) => l.event ?? "-").join(",") || "none"}, ${c.why()}`,
+    );
+    return `: ${states.join("; ")}`;
   }
 
   async #serverClock(): Promise<{ text: string; ms: number }> {

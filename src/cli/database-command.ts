@@ -1,40 +1,39 @@
-// What status, release and migrate share: their flags, and a store on a small pool.
+// What status, release and migrate share: their flags, and the lease store from the composition
+// root on a one-connection pool, with the same TLS settings as `pglease run`.
 import { DATABASE_OPTIONS, readDatabaseConfig } from "../config/database.ts";
 import { type OptionSpec, type RawOptions, readOptions, UsageError } from "../config/options.ts";
-import { createLeasePool } from "../lease/pool.ts";
-import { PgLeaseStore } from "../lease/store.ts";
+import { connectLeaseStore, type Leases } from "../open-leases.ts";
 
 export interface DatabaseCommand {
   raw: RawOptions;
-  store: PgLeaseStore;
-  pool: ReturnType<typeof createLeasePool>;
+  store: Leases["store"];
+  pool: Awaited<ReturnType<typeof connectLeaseStore>>["pool"];
   close(): Promise<void>;
 }
 
-export function openDatabaseCommand(
+export async function openDatabaseCommand(
   extra: readonly OptionSpec[],
   argv: readonly string[],
   env: NodeJS.ProcessEnv,
   validate: (raw: RawOptions, problems: string[]) => void,
-): DatabaseCommand {
+): Promise<DatabaseCommand> {
   const raw = readOptions([...DATABASE_OPTIONS, ...extra], argv, env);
   const problems = [...raw.problems];
   const database = readDatabaseConfig(raw, env, problems);
   validate(raw, problems);
   if (problems.length > 0) throw new UsageError(problems);
-  const pool = createLeasePool({
+  const { store, pool, close } = await connectLeaseStore({
     connectionString: database.connectionString,
-    max: 1,
+    ...(database.ssl !== undefined ? { ssl: database.ssl } : {}),
+    poolSize: 1,
     applicationName: "pglease-cli",
-  });
-  const store = new PgLeaseStore({
-    pool,
     schema: database.schema,
     table: database.table,
     statementTimeoutMs: 10_000,
     preparedStatements: database.preparedStatements,
+    serverTimeouts: database.serverTimeouts,
   });
-  return { raw, store, pool, close: () => pool.end() };
+  return { raw, store, pool, close };
 }
 
 export function databaseHelp(): readonly OptionSpec[] {

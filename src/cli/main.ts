@@ -1,7 +1,7 @@
 // Subcommand dispatch, help, and the exit-code contract: 0 ok, 2 bad usage or configuration
 // (every problem listed), 1 runtime failure (one clear line, never a stack trace or a secret).
 import { UsageError } from "../config/options.ts";
-import { scrub, secretsFrom } from "../controller/logger.ts";
+import { scrub, secretsFrom } from "../observability/logger.ts";
 import { explainDatabaseError } from "./database-errors.ts";
 
 export const MAIN_HELP = `pglease: leader election for Kubernetes pods, backed by a lease row in PostgreSQL.
@@ -15,7 +15,7 @@ Commands:
   migrate   create the lease table and exit
   demo      three replicas on an embedded PostgreSQL, leaders stopped on a schedule
 
-Run 'pglease COMMAND --help' for the flags of a command.
+Run 'pglease COMMAND --help' for the flags of a command; 'pglease --version' prints the version.
 
 Examples:
   pglease demo
@@ -55,8 +55,8 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     process.stdout.write(MAIN_HELP);
     return name === undefined ? 2 : 0;
   }
-  if (name === "--version") {
-    process.stdout.write(`${await version()}\n`);
+  if (name === "--version" || name === "version") {
+    process.stdout.write(`pglease ${await version()}\n`);
     return 0;
   }
   const load = COMMANDS[name];
@@ -87,10 +87,16 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   }
 }
 
+/**
+ * The version in the package's own package.json, found by walking up from this module: it sits
+ * two levels up in a source checkout (src/cli) and three in the built package (dist/src/cli).
+ */
 async function version(): Promise<string> {
   const { readFile } = await import("node:fs/promises");
-  const pkg = JSON.parse(await readFile(new URL("../../package.json", import.meta.url), "utf8")) as {
-    version: string;
-  };
-  return pkg.version;
+  for (let dir = new URL("./", import.meta.url); ; dir = new URL("../", dir)) {
+    const text = await readFile(new URL("package.json", dir), "utf8").catch(() => null);
+    const pkg = text === null ? null : (JSON.parse(text) as { name?: string; version?: string });
+    if (pkg?.name === "pglease" && pkg.version) return pkg.version;
+    if (new URL("../", dir).href === dir.href) return "unknown (no package.json found)";
+  }
 }

@@ -17,7 +17,7 @@ Example:
 `;
 
 export async function migrateCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const command = openDatabaseCommand([], argv, env, (raw, problems) => {
+  const command = await openDatabaseCommand([], argv, env, (raw, problems) => {
     noArguments("migrate", raw, problems);
   });
   try {

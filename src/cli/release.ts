@@ -18,7 +18,7 @@ Example:
 
 export async function releaseCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   let key = "";
-  const command = openDatabaseCommand([], argv, env, (raw, problems) => {
+  const command = await openDatabaseCommand([], argv, env, (raw, problems) => {
     if (raw.positionals.length !== 1) {
       problems.push(
         `pglease release takes exactly one lease name, got ${raw.positionals.length}: pglease release orders-sync`,
@@ -30,7 +30,7 @@ export async function releaseCommand(argv: readonly string[], env: NodeJS.Proces
     const ended = await command.store.forceRelease(key);
     if (ended) {
       process.stdout.write(
-        `released lease ${key} held by ${ended.holder} (fence ${ended.fence}); the next claim gets fence ${ended.fence + 1}\n`,
+        `released lease ${key} held by ${ended.holder} (fence ${ended.fence}); the next claim gets a higher fence\n`,
       );
     } else {
       process.stdout.write(`lease ${key} was not held: nothing to release\n`);

@@ -1,10 +1,11 @@
-// `pglease run`: the controller a pod runs, and its shutdown: the first SIGTERM (or SIGINT)
+// `pglease run`: the sidecar a pod runs, and its shutdown: the first SIGTERM (or SIGINT)
 // stops gracefully within the grace period; a second one, or the period running out, exits at once.
 import { optionHelp } from "../config/options.ts";
 import { readRunConfig } from "../config/run-config.ts";
 import { RUN_OPTIONS } from "../config/run-options.ts";
-import { type Controller, StartAborted, startController } from "../controller/controller.ts";
-import { createLogger, secretsFrom } from "../controller/logger.ts";
+import { createLogger, secretsFrom } from "../observability/logger.ts";
+import { StartAborted } from "../open-leases.ts";
+import { type Sidecar, startSidecar } from "../sidecar/sidecar.ts";
 
 export const RUN_HELP = `Usage: pglease run --lease NAME [flags]
 
@@ -30,13 +31,13 @@ export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv
   const config = readRunConfig(argv, env);
   const logger = createLogger(config.logLevel, secretsFrom(env));
   const startup = new AbortController();
-  let controller: Controller | null = null;
+  let sidecar: Sidecar | null = null;
   let signals = 0;
   let finish: (code: number) => void = () => {};
   const finished = new Promise<number>((resolve) => {
     finish = resolve;
   });
-  const stopGracefully = (running: Controller) => {
+  const stopGracefully = (running: Sidecar) => {
     const force = setTimeout(() => {
       logger.error(`graceful stop did not finish within ${config.gracePeriodMs} ms: exiting`);
       process.exit(1);
@@ -59,23 +60,23 @@ export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv
       logger.warn(`second ${signal}: exiting now without finishing the graceful stop`);
       process.exit(130);
     }
-    if (!controller) {
+    if (!sidecar) {
       logger.info(`${signal} before start-up finished: stopping`);
       startup.abort();
       return;
     }
     logger.info(`${signal}: stopping leader work, demoting the pod, releasing the lease`);
-    stopGracefully(controller);
+    stopGracefully(sidecar);
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
   try {
-    controller = await startController({ config, logger, env, signal: startup.signal });
+    sidecar = await startSidecar({ config, logger, signal: startup.signal });
   } catch (error) {
     if (error instanceof StartAborted) return 0;
     throw error;
   }
   // A signal that arrived while the last start-up attempt was finishing.
-  if (startup.signal.aborted) stopGracefully(controller);
+  if (startup.signal.aborted) stopGracefully(sidecar);
   return finished;
 }

@@ -1,6 +1,6 @@
 // `pglease status`: every lease in the table, readable in a terminal or as stable JSON.
 import { setTimeout as delay } from "node:timers/promises";
-import { noArguments, type OptionSpec, optionHelp } from "../config/options.ts";
+import { type OptionSpec, optionHelp } from "../config/options.ts";
 import { parseDuration } from "../config/values.ts";
 import type { LeaseView } from "../election/ports.ts";
 import { databaseHelp, openDatabaseCommand } from "./database-command.ts";
@@ -11,10 +11,11 @@ const OPTIONS: readonly OptionSpec[] = [
   { flag: "interval", value: "DURATION", help: "refresh period with --watch", defaultText: "1s" },
 ];
 
-export const STATUS_HELP = `Usage: pglease status [--json] [--watch] [flags]
+export const STATUS_HELP = `Usage: pglease status [KEY ...] [--json] [--watch] [flags]
 
-Shows every lease: key, holder, fence, acquired, expires, remaining, held or expired.
-Times come from the PostgreSQL server's clock.
+Shows every lease, or only the named ones: key, holder, fence, acquired, expires,
+remaining, held or expired. Times come from the PostgreSQL server's clock. A named
+lease that does not exist is reported on stderr and makes the exit code 1.
 
 Flags:
 ${optionHelp([...OPTIONS, ...databaseHelp()])}
@@ -23,6 +24,7 @@ Examples:
   DATABASE_URL=postgres://app:secret@db:5432/app pglease status
   pglease status --json | jq '.leases[] | select(.state == "held")'
   pglease status --watch --interval 500ms
+  pglease status orders-sync billing
 `;
 
 export interface LeaseStatusJson {
@@ -73,8 +75,7 @@ export function leaseTableText(views: readonly LeaseView[]): string {
 
 export async function statusCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   let interval = 1_000;
-  const command = openDatabaseCommand(OPTIONS, argv, env, (raw, problems) => {
-    noArguments("status", raw, problems);
+  const command = await openDatabaseCommand(OPTIONS, argv, env, (raw, problems) => {
     const text = raw.values.get("interval");
     if (text) {
       const parsed = parseDuration(text.text);
@@ -84,20 +85,26 @@ export async function statusCommand(argv: readonly string[], env: NodeJS.Process
   });
   const json = command.raw.values.get("json")?.text === "true";
   const watch = command.raw.values.get("watch")?.text === "true";
+  const named = command.raw.positionals;
   let interrupted = false;
   const onSignal = () => {
     interrupted = true;
   };
   process.once("SIGINT", onSignal);
   try {
+    let missing: string[] = [];
     do {
-      const views = await command.store.list();
+      const all = await command.store.list();
+      const views = named.length === 0 ? all : all.filter((v) => named.includes(v.key));
+      missing = named.filter((key) => !views.some((v) => v.key === key));
       const text = json ? `${JSON.stringify({ leases: views.map(leaseJson) })}\n` : leaseTableText(views);
       if (watch && !json && process.stdout.isTTY) process.stdout.write("\x1b[2J\x1b[H");
       process.stdout.write(text);
+      for (const key of missing)
+        process.stderr.write(`pglease status: no lease named ${JSON.stringify(key)}\n`);
       if (watch) await delay(interval);
     } while (watch && !interrupted);
-    return 0;
+    return missing.length > 0 ? 1 : 0;
   } finally {
     process.off("SIGINT", onSignal);
     await command.close();

@@ -1,9 +1,9 @@
 // Where the database is: DATABASE_URL, or the standard libpq PG* variables that pg reads
 // itself. The URL is a secret (it may carry a password): no message ever repeats it.
-import { readFileSync } from "node:fs";
 import type { ConnectionOptions } from "node:tls";
 import { identifierProblem } from "../lease/table.ts";
 import type { OptionSpec, RawOptions } from "./options.ts";
+import { resolveTls } from "./tls.ts";
 import { parseBoolean } from "./values.ts";
 
 export const DATABASE_OPTIONS: readonly OptionSpec[] = [
@@ -22,16 +22,26 @@ export const DATABASE_OPTIONS: readonly OptionSpec[] = [
     help: "use named prepared statements (turn off behind PgBouncer < 1.21 in transaction mode)",
     defaultText: "true",
   },
+  {
+    flag: "server-timeouts",
+    env: "PGLEASE_SERVER_TIMEOUTS",
+    value: "startup|role",
+    help:
+      "how lease connections get statement_timeout and lock_timeout: sent when connecting (startup), or set " +
+      "on the role with ALTER ROLE … SET (role; behind PgBouncer in transaction mode, which refuses them)",
+    defaultText: "startup",
+  },
 ];
 
 export interface DatabaseConfig {
   /** Undefined: pg reads PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE itself. */
   connectionString: string | undefined;
-  /** Built from PGSSLMODE and PGSSLROOTCERT, which pg alone does not combine; undefined: pg's defaults. */
+  /** From sslmode/sslrootcert/sslcert/sslkey in the URL, else the PGSSL* variables (see tls.ts). */
   ssl: false | ConnectionOptions | undefined;
   schema: string;
   table: string;
   preparedStatements: boolean;
+  serverTimeouts: "startup" | "role";
 }
 
 export function readDatabaseConfig(
@@ -73,44 +83,21 @@ export function readDatabaseConfig(
     if ("problem" in parsed) problems.push(`${prepared.source}: ${parsed.problem}`);
     else preparedStatements = parsed.value;
   }
+  const serverTimeouts = raw.values.get("server-timeouts");
+  if (serverTimeouts && serverTimeouts.text !== "startup" && serverTimeouts.text !== "role") {
+    problems.push(
+      `${serverTimeouts.source}: ${JSON.stringify(serverTimeouts.text)} is not a way to set server timeouts; use startup or role`,
+    );
+  }
+  const tls = resolveTls(url, env, problems);
   return {
-    connectionString: url,
-    ssl: readSsl(env, problems),
+    connectionString: tls.connectionString,
+    ssl: tls.ssl,
     schema: text("schema", "public"),
     table: text("table", "pglease_leases"),
     preparedStatements,
+    serverTimeouts: serverTimeouts?.text === "role" ? "role" : "startup",
   };
-}
-
-const SSL_MODES = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"];
-
-/**
- * libpq's meaning of PGSSLMODE with PGSSLROOTCERT: with a root certificate, "require" verifies
- * the chain like verify-ca; verify-full also checks the host name.
- */
-function readSsl(env: NodeJS.ProcessEnv, problems: string[]): DatabaseConfig["ssl"] {
-  const mode = env.PGSSLMODE?.trim();
-  const rootCert = env.PGSSLROOTCERT?.trim();
-  if (mode && !SSL_MODES.includes(mode)) {
-    problems.push(
-      `PGSSLMODE: ${JSON.stringify(mode)} is not an SSL mode; use one of ${SSL_MODES.join(", ")}`,
-    );
-    return undefined;
-  }
-  if (mode === "disable") return false;
-  if (!rootCert) return undefined;
-  let ca: string;
-  try {
-    ca = readFileSync(rootCert, "utf8");
-  } catch (error) {
-    problems.push(
-      `PGSSLROOTCERT: cannot read ${rootCert} (${(error as NodeJS.ErrnoException).code}); mount the CA bundle there`,
-    );
-    return undefined;
-  }
-  return mode === "verify-full" || mode === undefined
-    ? { ca, rejectUnauthorized: true }
-    : { ca, rejectUnauthorized: true, checkServerIdentity: () => undefined };
 }
 
 /** A connection string safe to print: the password, if any, replaced. */

@@ -1,6 +1,7 @@
 // The configuration of `pglease run`, read once from flags and environment, validated once,
 // every problem reported together (exit code 2), nothing silently adjusted.
 import { resolveTiming, type Timing } from "../election/timing.ts";
+import { decidePublishing, type PublishingDecision } from "../kube/environment.ts";
 import { type PublishConfigField, validatePublishConfig } from "../kube/publish-config.ts";
 import { type DatabaseConfig, readDatabaseConfig } from "./database.ts";
 import { noArguments, optionReader, type RawOptions, readOptions, UsageError } from "./options.ts";
@@ -33,11 +34,15 @@ export interface RunConfig {
     holderAnnotation: string;
     leaseAnnotation: string;
     peerSelector: string | null;
+    /** False with --no-peer-demotion: no pod but this one is ever demoted. */
+    peerDemotion: boolean;
   };
   gracePeriodMs: number;
   startTimeoutMs: number;
   logLevel: LogLevel;
   pod: { name: string | undefined; namespace: string | undefined };
+  /** Whether this process publishes to its pod, decided from the environment once, here. */
+  publishing: PublishingDecision;
 }
 
 const TIMING_FLAGS: Record<keyof Timing, string> = {
@@ -78,13 +83,13 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
   }
 
   const timing = readTiming(raw, get, problems);
-  const publish = readPublish(raw, env, problems);
+  const publish = readPublish(raw, env, problems, get("peer-demotion", parseBoolean) ?? true);
   const database = readDatabaseConfig(raw, env, problems);
   const config: RunConfig = {
     leases: leases ?? [],
     publishLease,
     timing,
-    http: get("http-addr", parseAddress) ?? { host: "0.0.0.0", port: 8484 },
+    http: get("http-addr", parseAddress) ?? { host: "::", port: 8484 },
     notify: get("notify", parseBoolean) ?? true,
     migrate: get("migrate", parseBoolean) ?? true,
     poolSize: get("pool-size", (t) => parseInteger(t, 1, 100)) ?? 4,
@@ -94,6 +99,7 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
     startTimeoutMs: get("start-timeout", parseDuration) ?? 60_000,
     logLevel: get("log-level", parseLogLevel) ?? "info",
     pod: { name: env.POD_NAME?.trim() || undefined, namespace: env.POD_NAMESPACE?.trim() || undefined },
+    publishing: decidePublishing(env),
   };
   if (problems.length > 0) throw new UsageError(problems);
   return config;
@@ -123,8 +129,16 @@ function readTiming(
   return resolved.timing;
 }
 
-function readPublish(raw: RawOptions, env: NodeJS.ProcessEnv, problems: string[]): RunConfig["publish"] {
+function readPublish(
+  raw: RawOptions,
+  env: NodeJS.ProcessEnv,
+  problems: string[],
+  peerDemotion: boolean,
+): RunConfig["publish"] {
   const text = (flag: string) => raw.values.get(flag)?.text;
+  if (!peerDemotion && text("peer-selector") !== undefined) {
+    problems.push("--peer-selector and --no-peer-demotion contradict each other: give one of them");
+  }
   const result = validatePublishConfig(
     {
       // Checked here too, so a mistake shows before the pod exists; placeholders outside a cluster.
@@ -152,6 +166,7 @@ function readPublish(raw: RawOptions, env: NodeJS.ProcessEnv, problems: string[]
       holderAnnotation: "",
       leaseAnnotation: "",
       peerSelector: null,
+      peerDemotion,
     };
   }
   const c = result.config;
@@ -162,5 +177,6 @@ function readPublish(raw: RawOptions, env: NodeJS.ProcessEnv, problems: string[]
     holderAnnotation: c.holderAnnotation,
     leaseAnnotation: c.leaseAnnotation,
     peerSelector: c.peerSelector,
+    peerDemotion,
   };
 }

@@ -1,4 +1,6 @@
 // The flags of `pglease run`, each with its environment variable, help and default.
+
+import { PEER_SELECTOR_LABELS, POD_CONTRACT } from "../kube/pod-contract.ts";
 import { DATABASE_OPTIONS } from "./database.ts";
 import type { OptionSpec } from "./options.ts";
 
@@ -56,8 +58,8 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     flag: "http-addr",
     env: "PGLEASE_HTTP_ADDR",
     value: "HOST:PORT",
-    help: "address of /healthz, /readyz, /leader, /status, /metrics",
-    defaultText: "0.0.0.0:8484",
+    help: "address of /healthz, /readyz, /leader, /status, /metrics (default: every IPv6 and IPv4 address)",
+    defaultText: "[::]:8484",
   },
   {
     flag: "notify",
@@ -86,42 +88,49 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     env: "PGLEASE_ROLE_LABEL",
     value: "KEY",
     help: "pod label for the role",
-    defaultText: "pglease.io/role",
+    defaultText: POD_CONTRACT.roleLabel,
   },
   {
     flag: "condition-type",
     env: "PGLEASE_CONDITION_TYPE",
     value: "TYPE",
     help: "pod condition for leadership",
-    defaultText: "pglease.io/leader",
+    defaultText: POD_CONTRACT.conditionType,
   },
   {
     flag: "fence-annotation",
     env: "PGLEASE_FENCE_ANNOTATION",
     value: "KEY",
     help: "pod annotation with the fence",
-    defaultText: "pglease.io/fence",
+    defaultText: POD_CONTRACT.fenceAnnotation,
   },
   {
     flag: "holder-annotation",
     env: "PGLEASE_HOLDER_ANNOTATION",
     value: "KEY",
     help: "pod annotation with the holder",
-    defaultText: "pglease.io/holder",
+    defaultText: POD_CONTRACT.holderAnnotation,
   },
   {
     flag: "lease-annotation",
     env: "PGLEASE_LEASE_ANNOTATION",
     value: "KEY",
     help: "pod annotation with the lease name",
-    defaultText: "pglease.io/lease",
+    defaultText: POD_CONTRACT.leaseAnnotation,
   },
   {
     flag: "peer-selector",
     env: "PGLEASE_PEER_SELECTOR",
     value: "SELECTOR",
-    help: "label selector of the pods competing for the lease",
-    defaultText: "the pod's app.kubernetes.io/name and /instance",
+    help: "label selector of the pods competing for the lease (a new leader takes a stale leader label off them)",
+    defaultText: `the pod's ${PEER_SELECTOR_LABELS.join(" and ")} labels`,
+  },
+  {
+    flag: "peer-demotion",
+    env: "PGLEASE_PEER_DEMOTION",
+    boolean: true,
+    help: "take a stale leader label off other pods of the lease; --no-peer-demotion opts out (a frozen old leader's pod then keeps its label)",
+    defaultText: "true",
   },
   {
     flag: "start-timeout",

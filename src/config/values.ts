@@ -18,12 +18,6 @@ export function parseDuration(text: string): Parsed<number> {
   return { value: ms };
 }
 
-export function formatDuration(ms: number): string {
-  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
-  if (ms % 1_000 === 0) return `${ms / 1_000}s`;
-  return `${ms}ms`;
-}
-
 export function parseBoolean(text: string): Parsed<boolean> {
   const t = text.trim().toLowerCase();
   if (["true", "1", "yes", "on"].includes(t)) return { value: true };
@@ -46,11 +40,12 @@ export interface Address {
 
 export function parseAddress(text: string): Parsed<Address> {
   const at = text.lastIndexOf(":");
-  const host = at <= 0 ? "0.0.0.0" : text.slice(0, at).replace(/^\[(.*)\]$/, "$1");
+  // ":port" listens on every address, IPv6 and IPv4 (dual-stack), as the default does.
+  const host = at <= 0 ? "::" : text.slice(0, at).replace(/^\[(.*)\]$/, "$1");
   const port = Number(text.slice(at + 1));
   if (at < 0 || !/^\d+$/.test(text.slice(at + 1)) || port > 65_535) {
     return {
-      problem: `${JSON.stringify(text)} is not an address; use host:port or :port, e.g. 0.0.0.0:8484 or 127.0.0.1:0`,
+      problem: `${JSON.stringify(text)} is not an address; use host:port or :port, e.g. :8484, [::]:8484, 0.0.0.0:8484 or 127.0.0.1:0`,
     };
   }
   return { value: { host, port } };

@@ -30,3 +30,20 @@ export function settledWithin(clock: Clock, ms: number, promise: Promise<unknown
     promise.then(done, done);
   });
 }
+
+/** The promise's value if it fulfils within `ms`; undefined if it rejects or takes longer. */
+export function valueWithin<T>(clock: Clock, ms: number, promise: Promise<T>): Promise<T | undefined> {
+  return new Promise((resolve) => {
+    const timer = clock.setTimer(ms, () => resolve(undefined));
+    promise.then(
+      (value) => {
+        timer.cancel();
+        resolve(value);
+      },
+      () => {
+        timer.cancel();
+        resolve(undefined);
+      },
+    );
+  });
+}

@@ -40,17 +40,25 @@ export class ManualClock implements Clock {
     };
   }
 
-  /** Moves time forward, firing each due timer at its own instant. */
+  /** Moves time forward, firing each due timer at its own instant, or now if it is overdue. */
   advance(ms: number): void {
     const target = this.#now + ms;
     for (;;) {
       const due = this.#timers.filter((t) => t.at <= target).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
       if (!due) break;
       this.#timers.splice(this.#timers.indexOf(due), 1);
-      this.#now = due.at;
+      this.#now = Math.max(this.#now, due.at);
       due.fire();
     }
     this.#now = target;
+  }
+
+  /**
+   * Moves time forward and fires nothing, as when the event loop is blocked: the timers that fell
+   * due fire late, in due order, at the next advance().
+   */
+  stall(ms: number): void {
+    this.#now += ms;
   }
 
   pendingTimers(): number {

@@ -2,59 +2,21 @@
 // a named outcome, a sentence (the log line and the test oracle) and the next wake-up out.
 // Times are on the elector's monotonic clock; the server's clock only arrives as durations
 // (ttlMs = expires_at − the server's now, measured in the same statement).
+import { refuse, stepDown } from "./endings.ts";
 import type { ClaimAnswer, LeaseView, RenewAnswer } from "./ports.ts";
-import type { Timing } from "./timing.ts";
+import {
+  type Action,
+  type Context,
+  type Decision,
+  type ElectionState,
+  initialState,
+  type Observed,
+  seconds,
+  type Term,
+} from "./state.ts";
 
-export type Outcome =
-  | "acquired"
-  | "renewed"
-  | "held-by-other"
-  | "lost"
-  | "stepped-down"
-  | "released"
-  | "transient-error";
-
-export interface Term {
-  fence: number;
-  acquiredAt: Date;
-  expiresAt: Date;
-  /** Local end of leadership: send time of the last good claim/renew + its ttl − the margin. */
-  deadline: number;
-}
-
-export interface Observed {
-  holder: string | null;
-  fence: number | null;
-  expiresAt: Date | null;
-  /** Local instant by which the server's expiry has certainly passed; null when unknown. */
-  localExpiry: number | null;
-}
-
-export interface ElectionState {
-  role: "leader" | "follower";
-  term: Term | null;
-  observed: Observed | null;
-}
-
-export interface Decision {
-  outcome: Outcome;
-  sentence: string;
-  state: ElectionState;
-  /** Monotonic instant of the next tick. */
-  wakeAt: number;
-}
-
-export interface Context {
-  key: string;
-  holder: string;
-  timing: Timing;
-}
-
-export type Action = "renew" | "claim" | "read";
-
-export const initialState: ElectionState = { role: "follower", term: null, observed: null };
-
-const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
+export * from "./endings.ts";
+export * from "./state.ts";
 
 /**
  * The next renew falls on a grid of the renew interval shared by every elector of the process
@@ -69,37 +31,66 @@ export function nextRenewal(sentAt: number, renewIntervalMs: number): number {
 /**
  * What the next tick does:
  * 1. a leader renews (the deadline timer handles a passed deadline);
- * 2. a follower told of a release, or knowing nothing yet, or past the observed expiry, claims;
+ * 2. a follower knowing nothing yet, or past the observed expiry, claims;
  * 3. any other follower only reads (a failed claim is still a write), including one that lost a
- *    race without learning who won.
+ *    race without learning who won, and one told of a release: anyone who can connect can send
+ *    a notice, so only a read that finds the lease free leads to a claim.
  */
-export function nextAction(state: ElectionState, now: number, releaseAnnounced: boolean): Action {
+export function nextAction(state: ElectionState, now: number): Action {
   if (state.role === "leader") return "renew";
-  if (releaseAnnounced || state.observed === null) return "claim";
+  if (state.observed === null) return "claim";
   const expiry = state.observed.localExpiry;
   // Lost a race without learning the winner: look before writing again.
   if (expiry === null) return "read";
   return expiry <= now ? "claim" : "read";
 }
 
-/** After a claim sent at `sentAt` was answered at `receivedAt`. */
-export function afterClaim(ctx: Context, answer: ClaimAnswer, sentAt: number, receivedAt: number): Decision {
+/**
+ * After a claim sent at `sentAt` was answered at `receivedAt`. `handedOut` is the highest fence
+ * this elector ever gave to leader work (0 for none). A won claim is refused when:
+ * 1. it was answered at or after the local deadline it would set (a blocked event loop, a clock
+ *    that moved past it): nothing received after a deadline counts;
+ * 2. its fence is not higher than one already handed out: every lead() gets a fresh fence.
+ * A refused term is released at once; the elector claims again after a short pause.
+ */
+export function afterClaim(
+  ctx: Context,
+  answer: ClaimAnswer,
+  sentAt: number,
+  receivedAt: number,
+  handedOut: number,
+): Decision {
   const { key, timing } = ctx;
-  if (answer.won) {
-    const term: Term = {
-      fence: answer.fence,
-      acquiredAt: answer.acquiredAt,
-      expiresAt: answer.expiresAt,
-      deadline: sentAt + answer.ttlMs - timing.safetyMarginMs,
-    };
-    return {
-      outcome: "acquired",
-      sentence: `acquired lease ${key} with fence ${answer.fence}`,
-      state: { role: "leader", term, observed: null },
-      wakeAt: nextRenewal(sentAt, timing.renewIntervalMs),
-    };
+  if (!answer.won) return heldByOther(ctx, answer, receivedAt);
+  const deadline = sentAt + answer.ttlMs - timing.safetyMarginMs;
+  if (receivedAt >= deadline) {
+    return refuse(
+      ctx,
+      answer.fence,
+      `won lease ${key} with fence ${answer.fence} but the answer came ${seconds(receivedAt - deadline)} after the local deadline it would set; releasing it`,
+      receivedAt,
+    );
   }
-  return heldByOther(ctx, answer, receivedAt);
+  if (answer.fence <= handedOut) {
+    return refuse(
+      ctx,
+      answer.fence,
+      `refused fence ${answer.fence} of lease ${key}: not higher than fence ${handedOut} already handed to leader work; releasing it to claim a fresh one`,
+      receivedAt,
+    );
+  }
+  const term: Term = {
+    fence: answer.fence,
+    acquiredAt: answer.acquiredAt,
+    expiresAt: answer.expiresAt,
+    deadline,
+  };
+  return {
+    outcome: "acquired",
+    sentence: `acquired lease ${key} with fence ${answer.fence}`,
+    state: { role: "leader", term, observed: null },
+    wakeAt: nextRenewal(sentAt, timing.renewIntervalMs),
+  };
 }
 
 function heldByOther(
@@ -128,12 +119,23 @@ function heldByOther(
   };
 }
 
-/** A follower's read. Null means "claim now": the lease is free, expired, or ours already. */
+/**
+ * A follower's read. Null means "claim now": the lease is free, expired, or held in this
+ * holder's name by a claim whose answer never arrived (settled before this read, see the
+ * elector); the claim that follows wins a term of its own, and only its answer can start work.
+ */
 export function afterRead(ctx: Context, view: LeaseView | null, receivedAt: number): Decision | null {
   if (view === null || view.ttlMs <= 0 || view.holder === ctx.holder) return null;
   return heldByOther(ctx, view, receivedAt);
 }
 
+/**
+ * After a renew sent at `sentAt` was answered at `receivedAt`:
+ * 1. zero rows: the term is lost, at once (also while stopping);
+ * 2. answered at or after the local deadline (the current one, or the one it would set): the
+ *    answer counts for nothing and the leader steps down;
+ * 3. otherwise the deadline moves to this renew's send time + its ttl − the margin.
+ */
 export function afterRenew(
   ctx: Context,
   state: ElectionState,
@@ -144,28 +146,28 @@ export function afterRenew(
   const { key, timing } = ctx;
   const term = state.term;
   if (state.role !== "leader" || term === null) throw new Error("afterRenew needs a leader's state");
-  if (answer.renewed) {
+  if (!answer.renewed) {
     return {
-      outcome: "renewed",
-      sentence: `renewed lease ${key} with fence ${term.fence}, valid for ${seconds(answer.ttlMs)}`,
-      state: {
-        role: "leader",
-        term: {
-          ...term,
-          expiresAt: answer.expiresAt,
-          deadline: sentAt + answer.ttlMs - timing.safetyMarginMs,
-        },
-        observed: null,
-      },
-      wakeAt: nextRenewal(sentAt, timing.renewIntervalMs),
+      outcome: "lost",
+      sentence: `lost lease ${key}: the renew of fence ${term.fence} matched no row (expired or taken over)`,
+      state: initialState,
+      // Look at once: the answer to "who holds it now" decides when to try again.
+      wakeAt: receivedAt,
     };
   }
+  const deadline = sentAt + answer.ttlMs - timing.safetyMarginMs;
+  if (receivedAt >= Math.min(term.deadline, deadline)) {
+    return stepDown(ctx, state, receivedAt, "the renew was answered only after the local deadline");
+  }
   return {
-    outcome: "lost",
-    sentence: `lost lease ${key}: the renew of fence ${term.fence} matched no row (expired or taken over)`,
-    state: initialState,
-    // Look at once: the answer to "who holds it now" decides when to try again.
-    wakeAt: receivedAt,
+    outcome: "renewed",
+    sentence: `renewed lease ${key} with fence ${term.fence}, valid for ${seconds(answer.ttlMs)}`,
+    state: {
+      role: "leader",
+      term: { ...term, expiresAt: answer.expiresAt, deadline },
+      observed: null,
+    },
+    wakeAt: nextRenewal(sentAt, timing.renewIntervalMs),
   };
 }
 
@@ -194,38 +196,5 @@ export function afterError(
     sentence: `could not ${action} lease ${key} (${reason}); retrying in ${seconds(timing.retryIntervalMs)}`,
     state,
     wakeAt: now + timing.retryIntervalMs,
-  };
-}
-
-/** The local deadline passed without a successful renew. */
-export function stepDown(ctx: Context, state: ElectionState, now: number): Decision {
-  const fence = state.term?.fence;
-  return {
-    outcome: "stepped-down",
-    sentence: `stepped down from lease ${ctx.key} (fence ${fence}): no successful renew before the local deadline`,
-    state: initialState,
-    wakeAt: now + ctx.timing.retryIntervalMs,
-  };
-}
-
-export function released(ctx: Context, fence: number, ended: boolean, now: number): Decision {
-  return {
-    outcome: "released",
-    sentence: ended
-      ? `released lease ${ctx.key} (fence ${fence})`
-      : `released lease ${ctx.key} (fence ${fence}); it had already ended on the server`,
-    state: initialState,
-    wakeAt: now,
-  };
-}
-
-/** Stopping, the release itself failed: leadership ends here all the same. */
-export function releaseFailed(ctx: Context, fence: number, error: unknown, now: number): Decision {
-  const reason = error instanceof Error ? error.message : String(error);
-  return {
-    outcome: "stepped-down",
-    sentence: `stopped leading lease ${ctx.key} (fence ${fence}) but could not release it (${reason}); it ends on the server at its expiry`,
-    state: initialState,
-    wakeAt: now,
   };
 }

@@ -14,75 +14,39 @@ import {
   type Decision,
   type ElectionState,
   initialState,
+  lateClaimWon,
   nextAction,
   type Outcome,
-  released,
+  refusedReleaseFailed,
   releaseFailed,
+  releasing,
+  serverClockJumped,
   stepDown,
+  strayTerm,
+  type Term,
+  wonWhileStopping,
 } from "./decide.ts";
-import { type RunningWork, startLeaderWork } from "./leader-work.ts";
-import type { LeaseStore, ReleaseFeed } from "./ports.ts";
-import { type Timing, type TimingInput, timingOrThrow } from "./timing.ts";
+import {
+  type ElectorEvents,
+  type ElectorOptions,
+  type ElectorStatus,
+  emitSafely,
+  type LeaderSeen,
+  type TickReport,
+} from "./elector-types.ts";
+import { LeaderWork } from "./leader-work.ts";
+import { ServerClockWatch } from "./server-clock.ts";
+import { type Timing, timingOrThrow } from "./timing.ts";
+import { UnansweredWrites } from "./unanswered-writes.ts";
 
-export interface LeaderTerm {
-  key: string;
-  holder: string;
-  fence: number;
-  acquiredAt: Date;
-  /** Aborted at the local deadline, on a lost renew and on stop: before anyone else can hold the lease. */
-  signal: AbortSignal;
-}
-
-export interface ElectorOptions extends TimingInput {
-  key: string;
-  /** Unique per process: see holderIdentity(). */
-  holder: string;
-  store: LeaseStore;
-  releases?: ReleaseFeed;
-  clock?: Clock;
-  /** Leader-only work, started on each acquisition with the fence and a signal. */
-  lead?: (term: LeaderTerm) => unknown;
-  /** Awaited (bounded) before a graceful release: demote the pod first, so there is a gap, never an overlap. */
-  beforeRelease?: (term: { key: string; fence: number }) => Promise<unknown>;
-  /** Bound on waiting for leader work, and for beforeRelease, when stopping. */
-  stopTimeoutMs?: number;
-}
-
-export interface TickReport extends Decision {
-  key: string;
-  action: Action | "deadline" | "release";
-  /** How long the store call took, in ms (0 for the deadline timer). */
-  durationMs: number;
-}
-
-export interface LeaderSeen {
-  key: string;
-  holder: string | null;
-  fence: number | null;
-}
-
-export interface ElectorStatus {
-  key: string;
-  holder: string;
-  role: "leader" | "follower";
-  /** The fence of this process's own term; null unless it leads. Hand only this one to writes. */
-  fence: number | null;
-  leader: string | null;
-  /** The fence of whoever leads, as far as this process knows (its own when it leads). */
-  leaderFence: number | null;
-  expiresAt: Date | null;
-  lastOutcome: Outcome | null;
-  since: Date;
-  /** Local time left before this leader steps down on its own, ms; null for a follower. */
-  deadlineInMs: number | null;
-}
-
-type ElectorEvents = {
-  tick: [TickReport];
-  transition: [TickReport];
-  "leader-changed": [LeaderSeen];
-  "work-error": [unknown];
-};
+export type {
+  ElectorOptions,
+  ElectorStatus,
+  LeaderSeen,
+  LeaderTerm,
+  TickReport,
+} from "./elector-types.ts";
+export type { ClockStepReport } from "./server-clock.ts";
 
 export class Elector extends EventEmitter<ElectorEvents> {
   readonly key: string;
@@ -91,6 +55,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
   readonly #ctx: Context;
   readonly #opts: ElectorOptions;
   readonly #clock: Clock;
+  readonly #stopTimeoutMs: number;
   #state: ElectionState = initialState;
   #lastOutcome: Outcome | null = null;
   #since = new Date();
@@ -99,15 +64,16 @@ export class Elector extends EventEmitter<ElectorEvents> {
   #deadline: Timer | null = null;
   #inflight: Promise<void> | null = null;
   #tickRequested = false;
-  #releaseAnnounced = false;
-  /** The last claim got no answer: it may have committed all the same. */
-  #claimUncertain = false;
   #generation = 0;
   #started = false;
   #stopping = false;
   #stopped: Promise<void> | null = null;
-  #unsubscribe: (() => void) | null = null;
-  #work: RunningWork | null = null;
+  #unsubscribe: Array<() => void> = [];
+  readonly #work: LeaderWork | null;
+  /** The highest fence ever handed to leader work or status(); every new term must exceed it. */
+  #handedOut = 0;
+  readonly #unanswered: UnansweredWrites;
+  readonly #serverClock: ServerClockWatch;
 
   constructor(options: ElectorOptions) {
     super();
@@ -118,7 +84,15 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.timing = timingOrThrow(options);
     this.#opts = options;
     this.#clock = options.clock ?? monotonicClock;
+    this.#stopTimeoutMs = options.stopTimeoutMs ?? 5_000;
     this.#ctx = { key: this.key, holder: this.holder, timing: this.timing };
+    this.#unanswered = new UnansweredWrites(this.#clock, this.timing.callTimeoutMs);
+    this.#serverClock = new ServerClockWatch(this.key, this.timing.safetyMarginMs);
+    this.#work = options.lead
+      ? new LeaderWork(this.#clock, this.#stopTimeoutMs, options.lead, (error) =>
+          emitSafely(this, "work-error", error),
+        )
+      : null;
     this.#leaderSeen = { key: this.key, holder: null, fence: null };
   }
 
@@ -126,14 +100,14 @@ export class Elector extends EventEmitter<ElectorEvents> {
   start(): void {
     if (this.#started) return;
     this.#started = true;
-    this.#unsubscribe =
-      this.#opts.releases?.subscribe((key) => {
-        if (key !== this.key || this.#stopping) return;
-        // A leader told of a release of its own lease (an operator's) renews at once, finds no row
-        // and steps down, instead of leading on until its next scheduled renew.
-        if (this.#state.role !== "leader") this.#releaseAnnounced = true;
-        this.#schedule(this.#clock.now());
-      }) ?? null;
+    const feed = this.#opts.releases;
+    // A notice (or a reconnection after which notices may have been missed) makes a follower read
+    // at once, and a leader renew at once: an operator's release of its lease then ends it at once.
+    const look = () => {
+      if (!this.#stopping) this.#schedule(this.#clock.now());
+    };
+    if (feed) this.#unsubscribe.push(feed.subscribe((key) => key === this.key && look()));
+    if (feed?.subscribeReconnects) this.#unsubscribe.push(feed.subscribeReconnects(look));
     this.#schedule(this.#clock.now());
   }
 
@@ -187,29 +161,27 @@ export class Elector extends EventEmitter<ElectorEvents> {
   }
 
   async #runTick(): Promise<void> {
+    // Only when there is one: otherwise the call goes out in this very turn of the event loop.
+    if (this.#state.role === "follower" && this.#unanswered.claimPending) await this.#settleUncertainClaim();
+    if (this.#stopping) return;
     const generation = this.#generation;
     const sentAt = this.#clock.now();
-    const action = nextAction(this.#state, sentAt, this.#releaseAnnounced);
-    this.#releaseAnnounced = false;
+    const action = nextAction(this.#state, sentAt);
     let decision: Decision;
     try {
       decision = await this.#perform(action, sentAt);
     } catch (error) {
       decision = afterError(this.#ctx, this.#state, action, error, this.#clock.now());
     }
-    const durationMs = this.#clock.now() - sentAt;
-    this.#claimUncertain = action !== "renew" && decision.outcome === "transient-error";
-    if (this.#stopping) {
-      // stop() releases whatever this last call won; nothing else may start now.
-      if (generation === this.#generation && decision.state.role === "leader") {
-        this.#state = decision.state;
-        this.#armDeadline();
-      }
-      return;
-    }
     // The deadline timer already ended this term while the call was in flight.
     if (generation !== this.#generation) return;
-    this.#apply(decision, action, durationMs);
+    // stop() releases whatever this last call won; nothing may start now. Anything else, a loss
+    // above all, applies as usual: a term ends at once, stopping or not.
+    if (this.#stopping && decision.outcome === "acquired" && decision.state.term) {
+      decision = wonWhileStopping(this.#ctx, decision.state.term.fence, this.#clock.now());
+    }
+    this.#apply(decision, action, this.#clock.now() - sentAt, !this.#stopping);
+    if (decision.release !== undefined) await this.#releaseRefused(decision.release);
   }
 
   async #perform(action: Action, sentAt: number): Promise<Decision> {
@@ -218,23 +190,62 @@ export class Elector extends EventEmitter<ElectorEvents> {
     if (action === "renew") {
       const term = this.#state.term;
       if (!term) throw new Error("renew without a term");
-      const answer = await this.#call(store.renew(this.key, this.holder, term.fence, leaseDurationMs));
-      return afterRenew(this.#ctx, this.#state, answer, sentAt, this.#clock.now());
+      const renew = store.renew(this.key, this.holder, term.fence, leaseDurationMs);
+      const answer = await this.#unanswered.write(renew, (o) => this.#call(o));
+      const receivedAt = this.#clock.now();
+      const step = answer.renewed ? this.#observeServer(answer, sentAt, receivedAt) : null;
+      if (step?.direction === "forward")
+        return serverClockJumped(this.#ctx, this.#state, step.sizeMs, receivedAt);
+      return afterRenew(this.#ctx, this.#state, answer, sentAt, receivedAt);
     }
     if (action === "read") {
       const view = await this.#call(store.read(this.key));
-      const decision = afterRead(this.#ctx, view, this.#clock.now());
+      const receivedAt = this.#clock.now();
+      if (view) this.#observeServer(view, sentAt, receivedAt);
+      const decision = afterRead(this.#ctx, view, receivedAt);
       // Free, expired or ours: claim in the same tick.
       if (decision) return decision;
-      sentAt = this.#clock.now();
+      sentAt = receivedAt;
     }
-    const answer = await this.#call(store.claim(this.key, this.holder, leaseDurationMs));
-    return afterClaim(this.#ctx, answer, sentAt, this.#clock.now());
+    const claim = store.claim(this.key, this.holder, leaseDurationMs);
+    const answer = await this.#unanswered.claim(claim, (o) => this.#call(o));
+    const receivedAt = this.#clock.now();
+    this.#observeServer(answer, sentAt, receivedAt);
+    return afterClaim(this.#ctx, answer, sentAt, receivedAt, this.#handedOut);
   }
 
   /** A store call bounded on the elector's own clock, so a hung pool or socket costs one tick. */
   #call<T>(operation: Promise<T>): Promise<T> {
     return withDeadline(this.#clock, this.timing.callTimeoutMs, operation);
+  }
+
+  /** Feeds one answer's server time to the clock watch; a step is reported, and returned. */
+  #observeServer(
+    answer: { expiresAt: Date | null; ttlMs: number | null },
+    sentAt: number,
+    receivedAt: number,
+  ) {
+    const step = this.#serverClock.observe(answer, sentAt, receivedAt);
+    if (step) emitSafely(this, "clock-step", step);
+    return step;
+  }
+
+  /** A follower first waits (bounded) for a claim that got no answer: if it won after all, that term is refused. */
+  async #settleUncertainClaim(): Promise<void> {
+    const answer = await this.#unanswered.settleClaim();
+    if (!answer?.won) return;
+    this.#apply(lateClaimWon(this.#ctx, answer.fence, this.#clock.now()), "claim", 0, false);
+    await this.#releaseRefused(answer.fence);
+  }
+
+  /** Ends a term this elector won but will not lead; if that fails, it ends at its expiry. */
+  async #releaseRefused(fence: number): Promise<void> {
+    try {
+      await this.#call(this.#opts.store.release(this.key, this.holder, fence));
+    } catch (error) {
+      const failed = refusedReleaseFailed(this.#ctx, this.#state, fence, error, this.#clock.now());
+      this.#apply(failed, "release", 0, false);
+    }
   }
 
   #apply(decision: Decision, action: TickReport["action"], durationMs: number, schedule = true): void {
@@ -247,11 +258,17 @@ export class Elector extends EventEmitter<ElectorEvents> {
 
     if (before.role === "leader" && decision.state.role !== "leader") this.#endTerm(decision.sentence);
     if (decision.state.role === "leader") this.#armDeadline();
-    // Scheduled before the listeners run, so a throwing listener cannot stop the loop.
     if (schedule) this.#schedule(decision.wakeAt);
-    if (decision.outcome === "acquired") this.#startWork();
-    this.emit("tick", report);
-    if (changed) this.emit("transition", report);
+    if (decision.outcome === "acquired" && decision.state.term) {
+      const { fence, acquiredAt } = decision.state.term;
+      this.#handedOut = Math.max(this.#handedOut, fence);
+      const term = { key: this.key, holder: this.holder, fence, acquiredAt };
+      // Checked again when a previous term's work delays the start: this term may be over by then.
+      const generation = this.#generation;
+      this.#work?.start(term, () => !this.#stopping && generation === this.#generation && this.isLeader());
+    }
+    emitSafely(this, "tick", report);
+    if (changed) emitSafely(this, "transition", report);
     this.#noteLeader();
   }
 
@@ -275,23 +292,12 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#work?.abort(reason);
   }
 
-  #startWork(): void {
-    const lead = this.#opts.lead;
-    const term = this.#state.term;
-    if (!lead || !term) return;
-    this.#work = startLeaderWork(
-      lead,
-      { key: this.key, holder: this.holder, fence: term.fence, acquiredAt: term.acquiredAt },
-      (error) => this.emit("work-error", error),
-    );
-  }
-
   #noteLeader(): void {
     const status = this.status();
     const seen = { key: this.key, holder: status.leader, fence: status.leaderFence };
     if (seen.holder === this.#leaderSeen.holder && seen.fence === this.#leaderSeen.fence) return;
     this.#leaderSeen = seen;
-    this.emit("leader-changed", seen);
+    emitSafely(this, "leader-changed", seen);
   }
 
   /**
@@ -306,47 +312,57 @@ export class Elector extends EventEmitter<ElectorEvents> {
   async #shutdown(): Promise<void> {
     this.#stopping = true;
     this.#wake?.cancel();
-    this.#unsubscribe?.();
+    for (const unsubscribe of this.#unsubscribe.splice(0)) unsubscribe();
     this.#work?.abort(`stopping: releasing lease ${this.key}`);
     await this.#inflight;
     const term = this.#state.role === "leader" ? this.#state.term : null;
-    if (!term) {
-      await this.#releaseUncertainClaim();
-      return;
-    }
-    // Each wait ends by the local deadline at the latest; the deadline timer stays armed and steps
-    // down if a wait runs that long, so stopping never stretches leadership.
-    const bound = () =>
-      Math.max(0, Math.min(this.#opts.stopTimeoutMs ?? 5_000, term.deadline - this.#clock.now()));
-    if (this.#work) await settledWithin(this.#clock, bound(), this.#work.done);
+    if (term) await this.#drain(term);
+    else await this.#work?.ended(this.#stopTimeoutMs);
+    // A write still queued on the server could commit after the release: a renew would revive the
+    // term, a claim would take one nobody leads. The server's statement timeout bounds the wait.
+    await this.#unanswered.settled();
+    if (term) await this.#releaseTerm(term.fence);
+    else if (this.#unanswered.any) await this.#releaseStrayTerm();
+    this.#deadline?.cancel();
+  }
+
+  /** Waits for the work, then beforeRelease: each bounded, and never past the local deadline. */
+  async #drain(term: Term): Promise<void> {
+    // The deadline timer stays armed and steps down if a wait runs that long.
+    const bound = () => Math.max(0, Math.min(this.#stopTimeoutMs, term.deadline - this.#clock.now()));
+    await this.#work?.ended(bound());
     const demote = this.#opts.beforeRelease;
     if (demote) {
       const demoted = Promise.resolve().then(() => demote({ key: this.key, fence: term.fence }));
       await settledWithin(this.#clock, bound(), demoted);
     }
-    const sentAt = this.#clock.now();
-    let decision: Decision;
-    try {
-      // Scoped to this term's fence: harmless if the term already ended.
-      const ended = await this.#call(this.#opts.store.release(this.key, this.holder, term.fence));
-      decision = released(this.#ctx, term.fence, ended, this.#clock.now());
-    } catch (error) {
-      decision = releaseFailed(this.#ctx, term.fence, error, this.#clock.now());
-    }
-    this.#apply(decision, "release", this.#clock.now() - sentAt, false);
-    this.#deadline?.cancel();
   }
 
-  /** A claim that timed out may still have committed: release it if the row says it is ours. */
-  async #releaseUncertainClaim(): Promise<void> {
-    if (!this.#claimUncertain) return;
+  /** Ends the term here first (unless its deadline or a loss already did), then on the server. */
+  async #releaseTerm(fence: number): Promise<void> {
+    if (this.#state.role === "leader") {
+      this.#apply(releasing(this.#ctx, fence, this.#clock.now()), "release", 0, false);
+    }
+    const sentAt = this.#clock.now();
+    try {
+      // Scoped to this term's fence: harmless if the term already ended.
+      await this.#call(this.#opts.store.release(this.key, this.holder, fence));
+    } catch (error) {
+      const failed = releaseFailed(this.#ctx, fence, error, this.#clock.now());
+      this.#apply(failed, "release", this.#clock.now() - sentAt, false);
+    }
+  }
+
+  /** A write without a timely answer may have left a live term in this holder's name: release it. */
+  async #releaseStrayTerm(): Promise<void> {
     try {
       const view = await this.#call(this.#opts.store.read(this.key));
       if (view && view.holder === this.holder && view.ttlMs > 0) {
-        await this.#call(this.#opts.store.release(this.key, this.holder, view.fence));
+        this.#apply(strayTerm(this.#ctx, view.fence, this.#clock.now()), "release", 0, false);
+        await this.#releaseRefused(view.fence);
       }
     } catch {
-      // Unreachable: the lease, if ours, ends at its expiry on the server.
+      // Unreachable: the term, if any, ends at its expiry on the server.
     }
   }
 }

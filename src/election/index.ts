@@ -1,19 +1,40 @@
 /**
  * Leader election on a lease, independent of where the lease is stored.
  *
- * Guaranteed: a leader's local leadership (isLeader(), the work signal) ends at a local
- * deadline computed from the send time of its last successful claim or renew and the
- * server's own ttl, minus a safety margin — before the server can hand the lease to anyone
- * else, as long as the process is not paused longer than that margin. Fences strictly
- * increase across every change of hands.
+ * Guaranteed, under the assumptions below:
+ * - A leader's local leadership (isLeader(), status(), the work signal) ends at a local deadline:
+ *   the send time of its last claim or renew answered in time, plus the ttl the server gave in that
+ *   same statement, minus the safety margin; so before the server can hand the lease to anyone,
+ *   even while PostgreSQL is unreachable or a call hangs.
+ * - No answer received at or after that deadline counts: it starts no work, publishes nothing and
+ *   extends nothing. A claim won too late, or won while stopping, is released, not led.
+ * - A renew that matches no row ends the term at once, also while stop() is waiting.
+ * - Every lead() call gets a fence strictly higher than every fence this elector handed out
+ *   before, and starts only once the previous term's work has returned or stopTimeoutMs passed.
+ * - A release notice, or a reconnection of the notice feed, leads to a read; only a read that
+ *   finds the lease free or expired leads to a claim. Notices are hints: anyone may send one.
+ * - A claim or renew that timed out may still commit: stop() waits for it (bounded by the call
+ *   timeout plus a second) before releasing, and releases a term such a write left in its name.
  *
- * Not guaranteed: that two processes never *believe* they lead at once. A process frozen
- * past its deadline (GC pause, SIGSTOP, a blocked event loop) wakes up believing until its
- * next check. Only a resource that rejects stale fences closes that window: see src/fence.
+ * Assumed:
+ * - The process is not paused longer than the margin between a check and what it acts on.
+ * - The database server's clock runs at the rate of this process's monotonic clock. Each answer
+ *   carries the server's time (expires_at − ttl); a step beyond the margin is reported as a
+ *   "clock-step" event, and a forward one ends leadership at once. A backward step ends nothing.
+ * - No statement commits later than the call timeout after it was sent (a server-side statement
+ *   timeout), or later than the slack stop() allows.
+ * - One elector per key and holder; an acknowledged commit survives a database failover.
+ *
+ * Not guaranteed: that two processes never *believe* they lead at once. A process frozen past its
+ * deadline (GC pause, SIGSTOP, a blocked event loop) believes until its next check, and its work's
+ * signal is aborted only when it runs again. "Stopped" means "asked to stop": work that ignores its
+ * signal outlives its term. Only a resource that rejects stale fences closes these windows: see
+ * src/fence.
  */
 export { type Clock, ManualClock, monotonicClock, type Timer } from "./clock.ts";
 export type { Decision, ElectionState, Outcome } from "./decide.ts";
 export {
+  type ClockStepReport,
   Elector,
   type ElectorOptions,
   type ElectorStatus,

@@ -1,6 +1,6 @@
 // The two things the elector talks to, as small interfaces: the lease store (PostgreSQL
 // in production, src/lease) and the release feed (LISTEN/NOTIFY). The elector itself
-// never imports a database or Kubernetes client; src/controller wires the real ones in.
+// never imports a database or Kubernetes client; the composition root (src/open-leases.ts) wires the real ones in.
 
 /** A claim either wins the lease or tells who holds it, in the same round trip. */
 export type ClaimAnswer =
@@ -41,7 +41,12 @@ export interface LeaseStore {
   read(key: string): Promise<LeaseView | null>;
 }
 
-/** Announcements of released leases, so followers claim at once instead of at their next poll. */
+/**
+ * Announcements of released leases, so followers look at once instead of at their next poll.
+ * A notice is a hint, never proof: anyone who can connect can send one.
+ */
 export interface ReleaseFeed {
   subscribe(listener: (key: string) => void): () => void;
+  /** Optional: called after the feed reconnected, since notices may have been missed meanwhile. */
+  subscribeReconnects?(listener: () => void): () => void;
 }

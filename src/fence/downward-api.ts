@@ -11,15 +11,16 @@
 import { type FSWatcher, watch } from "node:fs";
 import { readFile, realpath } from "node:fs/promises";
 import { join } from "node:path";
+import { fenceFromAnnotation, POD_CONTRACT, ROLE } from "../kube/pod-contract.ts";
 import { parseDownwardApiMap } from "./downward-api-format.ts";
-import { LeadershipReadError, type LeadershipReading, parseFence } from "./leadership.ts";
+import { LeadershipReadError, type LeadershipReading, readFence } from "./leadership.ts";
 
 export interface DownwardApiOptions {
-  /** Default "pglease.io/role"; the value "leader" means leader. */
+  /** Default POD_CONTRACT.roleLabel ("pglease.io/role"); the value "leader" means leader. */
   roleLabel?: string;
-  /** Default "pglease.io/fence". */
+  /** Default POD_CONTRACT.fenceAnnotation ("pglease.io/fence"). */
   fenceAnnotation?: string;
-  /** Default "pglease.io/lease". */
+  /** Default POD_CONTRACT.leaseAnnotation ("pglease.io/lease"). */
   leaseAnnotation?: string;
   /** The volume item path of `metadata.labels`; default "labels". Preferred over `roleFile` when present. */
   labelsFile?: string;
@@ -55,9 +56,9 @@ export async function readDownwardApi(
   options: DownwardApiOptions = {},
 ): Promise<DownwardApiReading> {
   const keys = {
-    role: options.roleLabel ?? "pglease.io/role",
-    fence: options.fenceAnnotation ?? "pglease.io/fence",
-    lease: options.leaseAnnotation ?? "pglease.io/lease",
+    role: options.roleLabel ?? POD_CONTRACT.roleLabel,
+    fence: options.fenceAnnotation ?? POD_CONTRACT.fenceAnnotation,
+    lease: options.leaseAnnotation ?? POD_CONTRACT.leaseAnnotation,
   };
   const files = {
     labels: options.labelsFile ?? "labels",
@@ -83,9 +84,9 @@ export async function readDownwardApi(
     const leaseValue = annotations ? annotations.get(keys.lease) : lease;
     if (roleValue !== null && fenceValue !== null) {
       return {
-        role: roleValue === "leader" ? "leader" : "follower",
+        role: roleValue === POD_CONTRACT.leaderValue ? ROLE.leader : ROLE.follower,
         lease: leaseValue || null,
-        fence: parseFence(SOURCE, `annotation ${keys.fence}`, fenceValue),
+        fence: readFence(SOURCE, () => fenceFromAnnotation(fenceValue, `annotation ${keys.fence}`)),
         source: SOURCE,
       };
     }

@@ -3,6 +3,7 @@
 // quoted when spliced into SQL; resources and fences only ever travel as parameters.
 import type { Pool } from "pg";
 import { identifierProblem } from "../lease/table.ts";
+import { inTransaction } from "../lease/transaction.ts";
 
 export const DEFAULT_FENCE_SCHEMA = "public";
 export const DEFAULT_FENCE_TABLE = "pglease_fences";
@@ -43,47 +44,29 @@ const createGuardTable = (t: FenceTable) => `
 
 /** Creates the guard table if it is missing, in one transaction under the migration lock. */
 export async function migrateFenceTable(pool: Pick<Pool, "connect">, t: FenceTable): Promise<void> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  // A checked-out client's 'error' event is ours to hear: the pool only listens to idle ones.
-  const onConnectionError = (error: Error) => {
-    broken ??= error;
-  };
-  client.on("error", onConnectionError);
-  try {
-    await client.query("BEGIN");
+  await inTransaction(pool, async (client) => {
     await client.query(TAKE_MIGRATION_LOCK, [FENCE_MIGRATION_LOCK_ID]);
     const { rows } = await client.query<{ table_present: boolean; schema_present: boolean }>(
       FIND_TABLE_AND_SCHEMA,
       [t.qualified, `"${t.schema}"`],
     );
     const found = rows[0];
-    if (!found?.table_present) {
-      if (!found?.schema_present) {
-        throw new Error(
-          `fence guard: schema "${t.schema}" does not exist; create it (CREATE SCHEMA "${t.schema}") ` +
-            "or configure an existing schema for the guard table",
-        );
-      }
-      await client.query(createGuardTable(t));
+    if (found?.table_present) return;
+    if (!found?.schema_present) {
+      throw new Error(
+        `fence guard: schema "${t.schema}" does not exist; create it (CREATE SCHEMA "${t.schema}") ` +
+          "or configure an existing schema for the guard table",
+      );
     }
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch((rollbackError: Error) => {
-      broken = rollbackError;
-    });
-    throw error;
-  } finally {
-    client.off("error", onConnectionError);
-    client.release(broken);
-  }
+    await client.query(createGuardTable(t));
+  });
 }
 
 /** The error for a guard table nobody created, with the way out. */
 export function missingTableError(t: FenceTable, cause: unknown): Error {
   return new Error(
     `fence guard table ${t.qualified} does not exist: call createFenceGuard({ pool }).migrate() once at ` +
-      "start with a role that may create it, or create it by hand (docs/writing-safely.md)",
+      'start with a role that may create it, or create it by hand (README, "Plain SQL, without the helper")',
     { cause },
   );
 }

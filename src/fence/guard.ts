@@ -3,8 +3,10 @@
 // A lease only bounds the window in which two processes believe they lead; this is what closes
 // it, because the rejection happens where the write lands, not where the belief lives.
 import type { Pool, PoolClient } from "pg";
+import { inTransaction } from "../lease/transaction.ts";
 import { type FenceTable, fenceTable, migrateFenceTable, missingTableError } from "./guard-table.ts";
 import { StaleFenceError } from "./stale-fence-error.ts";
+import { parseFence } from "./token.ts";
 
 export interface FenceGuardOptions {
   pool: Pool;
@@ -60,6 +62,7 @@ const beginTransaction = (lockTimeoutMs: number | undefined) =>
     : `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${lockTimeoutMs}`;
 
 const UNDEFINED_TABLE = "42P01";
+const GUARD_ROW_FENCE = "fence guard: the guard row's fence";
 
 export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
   const { pool, lockTimeoutMs } = options;
@@ -83,35 +86,14 @@ export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
     assertFence(fence);
     if (typeof fn !== "function")
       throw new TypeError("fence guard: the third argument must be an async function");
-    const client = await pool.connect();
-    let broken: Error | undefined;
-    // While checked out, a dying connection's 'error' event is ours to handle (the pool only
-    // listens to idle clients); unheard, it would crash the process.
-    const onConnectionError = (error: Error) => {
-      broken ??= error;
-    };
-    client.on("error", onConnectionError);
-    try {
-      await client.query(sql.begin);
-      await advanceOrThrow(client, resource, fence);
-      const result = await fn(client);
-      assertTransactionIntact(client.getTransactionStatus());
-      const commit = await client.query("COMMIT");
-      // PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK rather than an error.
-      if (commit.command !== "COMMIT") throw abortedTransactionError();
-      return result;
-    } catch (error) {
-      if (client.getTransactionStatus() !== "I") {
-        await client.query("ROLLBACK").catch((rollbackError: Error) => {
-          broken = rollbackError;
-        });
-      }
-      throw error;
-    } finally {
-      // A client whose connection failed or whose ROLLBACK failed is in an unknown state: destroy it.
-      client.off("error", onConnectionError);
-      client.release(broken);
-    }
+    return inTransaction(
+      pool,
+      async (client) => {
+        await advanceOrThrow(client, resource, fence);
+        return fn(client);
+      },
+      { begin: sql.begin, abortedError: abortedTransactionError, endedError: endedTransactionError },
+    );
   }
 
   async function advanceOrThrow(client: PoolClient, resource: string, fence: number): Promise<void> {
@@ -119,8 +101,7 @@ export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
       const advanced = await client.query(sql.advance, [resource, fence]);
       if (advanced.rowCount === 1) return;
       const { rows } = await client.query<{ fence: string }>(sql.read, [resource]);
-      await client.query("ROLLBACK");
-      throw new StaleFenceError(resource, fence, toFence(rows[0]?.fence));
+      throw new StaleFenceError(resource, fence, parseFence(rows[0]?.fence, GUARD_ROW_FENCE));
     } catch (error) {
       throw isUndefinedTable(error) ? missingTableError(t, error) : error;
     }
@@ -134,7 +115,7 @@ export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
       assertResource(resource);
       try {
         const { rows } = await pool.query<{ fence: string }>(sql.read, [resource]);
-        return rows[0] ? toFence(rows[0].fence) : null;
+        return rows[0] ? parseFence(rows[0].fence, GUARD_ROW_FENCE) : null;
       } catch (error) {
         throw isUndefinedTable(error) ? missingTableError(t, error) : error;
       }
@@ -152,14 +133,11 @@ export function withFence<T>(
   return guard.run(write.resource, write.fence, fn);
 }
 
-function assertTransactionIntact(status: string | null): void {
-  if (status === "E") throw abortedTransactionError();
-  if (status !== "T") {
-    throw new Error(
-      "fence guard: the callback ended the guard's transaction itself (COMMIT or ROLLBACK); anything written " +
-        "after that was not fenced. Leave COMMIT and ROLLBACK to the guard: return to commit, throw to roll back.",
-    );
-  }
+function endedTransactionError(): Error {
+  return new Error(
+    "fence guard: the callback ended the guard's transaction itself (COMMIT or ROLLBACK); anything written " +
+      "after that was not fenced. Leave COMMIT and ROLLBACK to the guard: return to commit, throw to roll back.",
+  );
 }
 
 function abortedTransactionError(): Error {
@@ -184,14 +162,6 @@ function assertFence(fence: unknown): asserts fence is number {
         "a missing fence means this process is not the leader, so it must not write",
     );
   }
-}
-
-function toFence(value: string | undefined): number {
-  const fence = Number(value);
-  if (!Number.isSafeInteger(fence)) {
-    throw new Error(`fence guard: the guard row holds ${String(value)}, which is not a safe integer fence`);
-  }
-  return fence;
 }
 
 function isUndefinedTable(error: unknown): boolean {

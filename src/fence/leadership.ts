@@ -34,15 +34,14 @@ export class LeadershipReadError extends Error {
   }
 }
 
-/** Parses a fence from its wire form (a JSON number, or the annotation's decimal string). */
-export function parseFence(source: LeadershipSource, field: string, value: unknown): number | null {
-  if (value === undefined || value === null || value === "") return null;
-  const fence = typeof value === "string" && /^[0-9]+$/.test(value) ? Number(value) : value;
-  if (typeof fence !== "number" || !Number.isSafeInteger(fence) || fence <= 0) {
-    throw new LeadershipReadError(
-      source,
-      `${field} must be a positive integer fence, got ${JSON.stringify(value)}`,
-    );
+/**
+ * Runs a fence parse (fence/token.ts, through the pod contract for an annotation), turning its
+ * RangeError into a LeadershipReadError that names the source.
+ */
+export function readFence(source: LeadershipSource, parse: () => number | null): number | null {
+  try {
+    return parse();
+  } catch (error) {
+    throw new LeadershipReadError(source, (error as Error).message, { cause: error });
   }
-  return fence;
 }

@@ -1,6 +1,8 @@
 // Reads leadership from the pglease sidecar's localhost HTTP `/status`. The answer is as fresh as
 // the sidecar's last tick (at most one renew interval old), and no fresher than that.
-import { LeadershipReadError, type LeadershipReading, parseFence } from "./leadership.ts";
+import { ROLE } from "../kube/pod-contract.ts";
+import { LeadershipReadError, type LeadershipReading, readFence } from "./leadership.ts";
+import { parseFence } from "./token.ts";
 
 export interface StatusEndpointOptions {
   /** Which lease to report; may be left out when the sidecar runs exactly one. */
@@ -35,9 +37,14 @@ export async function readStatusEndpoint(
   const leases = leasesOf(url, body);
   const entry = pickLease(url, leases, options.lease);
   return {
-    role: entry.role === "leader" ? "leader" : "follower",
+    role: entry.role === ROLE.leader ? ROLE.leader : ROLE.follower,
     lease: entry.lease,
-    fence: parseFence(SOURCE, `leases[${JSON.stringify(entry.lease)}].fence`, entry.fence),
+    // A follower's fence is null: it holds no term.
+    fence: readFence(SOURCE, () =>
+      entry.fence === null || entry.fence === undefined
+        ? null
+        : parseFence(entry.fence, `leases[${JSON.stringify(entry.lease)}].fence`),
+    ),
     source: SOURCE,
   };
 }

@@ -1,4 +1,5 @@
 // Exponential backoff with jitter, so replicas that failed together do not retry together.
+import type { Clock } from "../election/clock.ts";
 
 export interface BackoffTiming {
   initialMs: number;
@@ -11,16 +12,16 @@ export function backoffDelay(attempt: number, timing: BackoffTiming, random: () 
   return base / 2 + random() * (base / 2);
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts; never rejects. */
-export function pause(ms: number, signal: AbortSignal): Promise<void> {
+/** Resolves after `ms` on `clock`, or at once when `signal` aborts; never rejects. */
+export function pause(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {
-      clearTimeout(timer);
+      timer.cancel();
       signal.removeEventListener("abort", done);
       resolve();
     };
-    const timer = setTimeout(done, ms);
+    const timer = clock.setTimer(ms, done);
     signal.addEventListener("abort", done, { once: true });
   });
 }

@@ -1,11 +1,12 @@
 // What the pod should show, as a pure function of the elector's state, and the smallest
 // patches that take a pod as last seen to it. No I/O here: the publisher decides when to send.
 import type { V1Pod, V1PodCondition } from "@kubernetes/client-node";
+import { CONDITION_REASON, fenceAnnotationValue, ROLE, type Role } from "./pod-contract.ts";
 import type { PublishConfig } from "./publish-config.ts";
 
 export interface LeadershipState {
   lease: string;
-  role: "leader" | "follower";
+  role: Role;
   /** The fencing token of this pod's term; null when it holds none. */
   fence: number | null;
   /** Who holds the lease as far as this pod knows; "" when unknown. */
@@ -15,7 +16,7 @@ export interface LeadershipState {
 export interface DesiredCondition {
   type: string;
   status: "True" | "False";
-  reason: "LeaseHeld" | "LeaseNotHeld";
+  reason: (typeof CONDITION_REASON)[keyof typeof CONDITION_REASON];
   message: string;
 }
 
@@ -27,18 +28,18 @@ export interface DesiredPod {
 }
 
 export function desiredPod(state: LeadershipState, config: PublishConfig): DesiredPod {
-  const leader = state.role === "leader";
+  const leader = state.role === ROLE.leader;
   return {
     labels: { [config.roleLabel]: leader ? config.leaderValue : config.followerValue },
     annotations: {
-      [config.fenceAnnotation]: state.fence === null ? null : String(state.fence),
+      [config.fenceAnnotation]: fenceAnnotationValue(state.fence),
       [config.holderAnnotation]: state.holder === "" ? null : state.holder,
       [config.leaseAnnotation]: state.lease,
     },
     condition: {
       type: config.conditionType,
       status: leader ? "True" : "False",
-      reason: leader ? "LeaseHeld" : "LeaseNotHeld",
+      reason: leader ? CONDITION_REASON.held : CONDITION_REASON.notHeld,
       message: leader
         ? `holds lease ${state.lease}${state.fence === null ? "" : ` with fence ${state.fence}`}`
         : `does not hold lease ${state.lease}`,
@@ -103,11 +104,11 @@ export function podShows(desired: DesiredPod, pod: V1Pod | undefined): boolean {
   return metadataPatch(desired, pod) === null && conditionPatch(desired, pod, new Date(0)) === null;
 }
 
-export function findCondition(pod: V1Pod | undefined, type: string): V1PodCondition | undefined {
+function findCondition(pod: V1Pod | undefined, type: string): V1PodCondition | undefined {
   return pod?.status?.conditions?.find((c) => c.type === type);
 }
 
 /** RFC 3339 at second precision, the form the API server stores. */
-export function kubernetesTime(date: Date): string {
+function kubernetesTime(date: Date): string {
   return `${date.toISOString().slice(0, 19)}Z`;
 }

@@ -1,5 +1,5 @@
 // Whether this process can publish to its pod at all. Outside a cluster (a laptop, CI, the
-// demo) there is no pod to patch: publishing is off and the controller says why, once.
+// demo) there is no pod to patch: publishing is off and the sidecar says why, once.
 // Free of the Kubernetes client, so a process outside a cluster never loads it.
 import { existsSync } from "node:fs";
 

@@ -3,6 +3,7 @@
 // nothing depends on them, so they never hold up publishing or shutdown for long.
 import type { CoreV1Event, V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import type { Clock } from "../election/clock.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 import type { LeadershipState } from "./desired-state.ts";
 import { KubeRequestError, type PodApi } from "./pod-api.ts";
@@ -19,6 +20,9 @@ export interface EventRecorderOptions {
   attempts: number;
   backoff: BackoffTiming;
   random: () => number;
+  /** Paces retries. */
+  clock: Clock;
+  /** Stamps the events. */
   wallClock: () => Date;
   /** Aborts retries' pauses when the publisher stops. */
   stopSignal: AbortSignal;
@@ -46,73 +50,22 @@ export function leadershipTransitions(
 // Beyond this many unsent events the oldest are dropped: a flapping elector must not grow memory.
 const MAX_PENDING = 20;
 
+interface PendingEvent {
+  reason: LeadershipEventReason;
+  message: string;
+  at: Date;
+  sequence: number;
+}
+
 export function createEventRecorder(opts: EventRecorderOptions) {
-  type Pending = { reason: LeadershipEventReason; message: string; at: Date; sequence: number };
-  const pending: Pending[] = [];
+  const pending: PendingEvent[] = [];
   let sequence = 0;
   let dropped = 0;
   let sending: Promise<void> | null = null;
 
-  async function send({ reason, message, at, sequence }: Pending): Promise<void> {
-    for (let attempt = 0; attempt < opts.attempts; attempt++) {
-      try {
-        const pod = opts.lastSeenPod() ?? (await opts.api.readPod());
-        await opts.api.createEvent(eventFor(pod, reason, message, at, sequence));
-        return;
-      } catch (error) {
-        const last = attempt === opts.attempts - 1 || opts.stopSignal.aborted;
-        const forbidden = error instanceof KubeRequestError && error.kind === "forbidden";
-        if (last || forbidden) {
-          opts.logger[forbidden ? "error" : "warn"](
-            { reason, err: error instanceof Error ? error.message : String(error) },
-            forbidden
-              ? `event not recorded: missing permission ${error.permission.verb} ${error.permission.resource} in namespace ${opts.namespace}`
-              : "event not recorded after retries; dropping it",
-          );
-          return;
-        }
-        await pause(backoffDelay(attempt, opts.backoff, opts.random), opts.stopSignal);
-      }
-    }
-  }
-
-  function eventFor(
-    pod: V1Pod,
-    reason: LeadershipEventReason,
-    message: string,
-    at: Date,
-    sequence: number,
-  ): CoreV1Event {
-    return {
-      apiVersion: "v1",
-      kind: "Event",
-      metadata: {
-        // client-go's scheme (pod name, hex nanoseconds); the sequence keeps same-millisecond events apart.
-        name: `${opts.podName}.${(BigInt(at.getTime()) * 1_000_000n + BigInt(sequence % 1_000_000)).toString(16)}`,
-        namespace: opts.namespace,
-      },
-      involvedObject: {
-        apiVersion: "v1",
-        kind: "Pod",
-        name: opts.podName,
-        namespace: opts.namespace,
-        uid: pod.metadata?.uid,
-      },
-      reason,
-      message,
-      type: "Normal",
-      source: { component: "pglease" },
-      reportingComponent: "pglease",
-      reportingInstance: opts.podName,
-      firstTimestamp: at,
-      lastTimestamp: at,
-      count: 1,
-    };
-  }
-
   async function drain(): Promise<void> {
     for (let next = pending.shift(); next; next = pending.shift()) {
-      await send(next);
+      await send(opts, next);
     }
     sending = null;
     if (dropped > 0) {
@@ -142,3 +95,56 @@ export function createEventRecorder(opts: EventRecorderOptions) {
 }
 
 export type EventRecorder = ReturnType<typeof createEventRecorder>;
+
+/** Sends one event, a few attempts at most; a failure is logged and dropped, never thrown. */
+async function send(opts: EventRecorderOptions, event: PendingEvent): Promise<void> {
+  for (let attempt = 0; attempt < opts.attempts; attempt++) {
+    try {
+      const pod = opts.lastSeenPod() ?? (await opts.api.readPod());
+      await opts.api.createEvent(eventFor(opts, pod, event));
+      return;
+    } catch (error) {
+      const last = attempt === opts.attempts - 1 || opts.stopSignal.aborted;
+      const forbidden = error instanceof KubeRequestError && error.kind === "forbidden";
+      if (last || forbidden) {
+        opts.logger[forbidden ? "error" : "warn"](
+          { reason: event.reason, err: error instanceof Error ? error.message : String(error) },
+          forbidden
+            ? `event not recorded: missing permission ${error.permission.verb} ${error.permission.resource} in namespace ${opts.namespace}`
+            : "event not recorded after retries; dropping it",
+        );
+        return;
+      }
+      await pause(opts.clock, backoffDelay(attempt, opts.backoff, opts.random), opts.stopSignal);
+    }
+  }
+}
+
+function eventFor(opts: EventRecorderOptions, pod: V1Pod, event: PendingEvent): CoreV1Event {
+  const { at, sequence } = event;
+  return {
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: {
+      // client-go's scheme (pod name, hex nanoseconds); the sequence keeps same-millisecond events apart.
+      name: `${opts.podName}.${(BigInt(at.getTime()) * 1_000_000n + BigInt(sequence % 1_000_000)).toString(16)}`,
+      namespace: opts.namespace,
+    },
+    involvedObject: {
+      apiVersion: "v1",
+      kind: "Pod",
+      name: opts.podName,
+      namespace: opts.namespace,
+      uid: pod.metadata?.uid,
+    },
+    reason: event.reason,
+    message: event.message,
+    type: "Normal",
+    source: { component: "pglease" },
+    reportingComponent: "pglease",
+    reportingInstance: opts.podName,
+    firstTimestamp: at,
+    lastTimestamp: at,
+    count: 1,
+  };
+}

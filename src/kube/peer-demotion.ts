@@ -2,7 +2,7 @@
 // same lease that still carries it (an old leader that froze or lost the API server cannot
 // do it itself), and only then labels itself. Any failure here stops the self-label.
 import type { V1Pod } from "@kubernetes/client-node";
-import { conditionPatch, desiredPod } from "./desired-state.ts";
+import { conditionPatch, desiredPod, type MetadataPatch } from "./desired-state.ts";
 import { KubeRequestError, type PodApi } from "./pod-api.ts";
 import type { PublishConfig } from "./publish-config.ts";
 
@@ -12,12 +12,23 @@ export interface PeerDemotionOptions {
   peerSelector: string;
   lease: string;
   wallClock: () => Date;
+  /**
+   * Asked before each patch. The list can be seconds old by then: a process that lost the lease
+   * meanwhile would take the label off the new leader, so it stops at the first false.
+   */
+  stillLeads: () => boolean;
   /** Wraps each patch so the caller can time it and count it. */
   observe: <T>(run: () => Promise<T>) => Promise<T>;
 }
 
-/** Demotes every other pod still labelled leader for this lease; returns the names it demoted. */
-export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<string[]> {
+export interface PeerDemotion {
+  demoted: string[];
+  /** stillLeads() answered false: the remaining peers were left alone. */
+  stoppedEarly: boolean;
+}
+
+/** Demotes every other pod still labelled leader for this lease, while this process still leads. */
+export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerDemotion> {
   const { config } = opts;
   const selector = `${opts.peerSelector},${config.roleLabel}=${config.leaderValue}`;
   const peers = (await opts.api.listPods(selector)).filter((pod) => isStaleLeader(pod, opts));
@@ -27,9 +38,9 @@ export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<strin
   for (const peer of peers) {
     const name = peer.metadata?.name as string;
     try {
-      await opts.observe(() =>
-        opts.api.patchMetadata(name, { metadata: { labels: { [config.roleLabel]: config.followerValue } } }),
-      );
+      if (!opts.stillLeads()) return { demoted, stoppedEarly: true };
+      await opts.observe(() => opts.api.patchMetadata(name, demotion(config)));
+      // A peer once started is finished: a follower label beside a True condition would mislead.
       const status = conditionPatch(follower, peer, opts.wallClock());
       if (status) await opts.observe(() => opts.api.patchStatus(name, status));
       demoted.push(name);
@@ -38,7 +49,21 @@ export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<strin
       if (!(error instanceof KubeRequestError && error.kind === "not-found")) throw error;
     }
   }
-  return demoted;
+  return { demoted, stoppedEarly: false };
+}
+
+/**
+ * The follower label, and the old term's fence and holder removed: a reader of the peer's
+ * annotations (the downward API, kubectl) must not take the old fence for a current one. The
+ * lease annotation stays as it is: it says which lease the pod competes for, not who leads.
+ */
+function demotion(config: PublishConfig): MetadataPatch {
+  return {
+    metadata: {
+      labels: { [config.roleLabel]: config.followerValue },
+      annotations: { [config.fenceAnnotation]: null, [config.holderAnnotation]: null },
+    },
+  };
 }
 
 function isStaleLeader(pod: V1Pod, opts: PeerDemotionOptions): boolean {

@@ -4,6 +4,7 @@
 import {
   ApiException,
   AuthorizationV1Api,
+  type ConfigurationOptions,
   CoreV1Api,
   type CoreV1Event,
   type KubeConfig,
@@ -12,7 +13,9 @@ import {
   PatchStrategy,
   setHeaderOptions,
   type V1Pod,
+  type V1SelfSubjectAccessReview,
 } from "@kubernetes/client-node";
+import type { Clock } from "../election/clock.ts";
 import type { ConditionPatch, MetadataPatch } from "./desired-state.ts";
 
 export interface Permission {
@@ -76,6 +79,8 @@ export interface PodApiOptions {
   namespace: string;
   podName: string;
   requestTimeoutMs: number;
+  /** Times each request out: the publisher's clock, so tests drive timeouts instead of waiting. */
+  clock: Clock;
   /** Aborts every request in flight when the publisher stops. */
   stopSignal: AbortSignal;
 }
@@ -89,73 +94,102 @@ export const PERMISSIONS = {
   createEvent: { verb: "create", resource: "events" },
 } as const satisfies Record<string, Permission>;
 
-export function createPodApi(opts: PodApiOptions) {
-  const core = opts.kubeConfig.makeApiClient(CoreV1Api);
-  const authorization = opts.kubeConfig.makeApiClient(AuthorizationV1Api);
-  const { namespace } = opts;
+type RequestOptions = ConfigurationOptions<ObservableMiddleware>;
 
-  const timeout: ObservableMiddleware = {
+/** Options that abort the request on `signal`, with the content type set when a patch needs one. */
+function requestOptions(signal: AbortSignal, contentType?: PatchStrategy): RequestOptions {
+  const abortable: ObservableMiddleware = {
     pre: (request) => {
-      request.setSignal(AbortSignal.any([AbortSignal.timeout(opts.requestTimeoutMs), opts.stopSignal]));
+      request.setSignal(signal);
       return new Observable(Promise.resolve(request));
     },
     post: (response) => new Observable(Promise.resolve(response)),
   };
-  const bounded = { middleware: [timeout], middlewareMergeStrategy: "append" as const };
-  const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch, bounded);
-  // Strategic merge merges status.conditions by type; a JSON merge patch would replace the array.
-  const strategicMergePatch = setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch, bounded);
+  const options = { middleware: [abortable], middlewareMergeStrategy: "append" as const };
+  return contentType === undefined ? options : setHeaderOptions("Content-Type", contentType, options);
+}
 
-  async function call<T>(permission: Permission, run: () => Promise<T>): Promise<T> {
+/** Sends one request, abandoned after requestTimeoutMs on the injected clock or at stop; errors classified. */
+function requestSender(opts: PodApiOptions) {
+  return async function send<T>(
+    permission: Permission,
+    request: (options: RequestOptions) => Promise<T>,
+    contentType?: PatchStrategy,
+  ): Promise<T> {
+    const deadline = new AbortController();
+    const timer = opts.clock.setTimer(opts.requestTimeoutMs, () =>
+      deadline.abort(new DOMException(`no answer within ${opts.requestTimeoutMs} ms`, "TimeoutError")),
+    );
     try {
-      return await run();
+      return await request(requestOptions(AbortSignal.any([deadline.signal, opts.stopSignal]), contentType));
     } catch (error) {
       throw new KubeRequestError(permission, error);
+    } finally {
+      timer.cancel();
     }
-  }
+  };
+}
+
+export function createPodApi(opts: PodApiOptions) {
+  const core = opts.kubeConfig.makeApiClient(CoreV1Api);
+  const authorization = opts.kubeConfig.makeApiClient(AuthorizationV1Api);
+  const { namespace } = opts;
+  const send = requestSender(opts);
 
   return {
     readPod: (): Promise<V1Pod> =>
-      call(PERMISSIONS.getPod, () => core.readNamespacedPod({ name: opts.podName, namespace }, bounded)),
+      send(PERMISSIONS.getPod, (options) =>
+        core.readNamespacedPod({ name: opts.podName, namespace }, options),
+      ),
 
     listPods: async (labelSelector: string): Promise<V1Pod[]> =>
-      (await call(PERMISSIONS.listPods, () => core.listNamespacedPod({ namespace, labelSelector }, bounded)))
-        .items,
+      (
+        await send(PERMISSIONS.listPods, (options) =>
+          core.listNamespacedPod({ namespace, labelSelector }, options),
+        )
+      ).items,
 
     patchMetadata: (name: string, body: MetadataPatch): Promise<V1Pod> =>
-      call(PERMISSIONS.patchPod, () => core.patchNamespacedPod({ name, namespace, body }, mergePatch)),
+      send(
+        PERMISSIONS.patchPod,
+        (options) => core.patchNamespacedPod({ name, namespace, body }, options),
+        PatchStrategy.MergePatch,
+      ),
 
+    // Strategic merge merges status.conditions by type; a JSON merge patch would replace the array.
     patchStatus: (name: string, body: ConditionPatch): Promise<V1Pod> =>
-      call(PERMISSIONS.patchPodStatus, () =>
-        core.patchNamespacedPodStatus({ name, namespace, body }, strategicMergePatch),
+      send(
+        PERMISSIONS.patchPodStatus,
+        (options) => core.patchNamespacedPodStatus({ name, namespace, body }, options),
+        PatchStrategy.StrategicMergePatch,
       ),
 
     createEvent: (body: CoreV1Event): Promise<CoreV1Event> =>
-      call(PERMISSIONS.createEvent, () => core.createNamespacedEvent({ namespace, body }, bounded)),
+      send(PERMISSIONS.createEvent, (options) => core.createNamespacedEvent({ namespace, body }, options)),
 
     /** SelfSubjectAccessReview: may this process do `permission` in its namespace? */
     allowed: async (permission: Permission): Promise<boolean> => {
-      const review = await call({ verb: "create", resource: "selfsubjectaccessreviews" }, () =>
-        authorization.createSelfSubjectAccessReview(
-          {
-            body: {
-              apiVersion: "authorization.k8s.io/v1",
-              kind: "SelfSubjectAccessReview",
-              spec: {
-                resourceAttributes: {
-                  namespace,
-                  verb: permission.verb,
-                  group: "",
-                  resource: permission.resource,
-                  ...(permission.subresource ? { subresource: permission.subresource } : {}),
-                },
-              },
-            },
-          },
-          bounded,
-        ),
+      const body = accessReview(namespace, permission);
+      const review = await send({ verb: "create", resource: "selfsubjectaccessreviews" }, (options) =>
+        authorization.createSelfSubjectAccessReview({ body }, options),
       );
       return review.status?.allowed === true;
+    },
+  };
+}
+
+function accessReview(namespace: string, permission: Permission): V1SelfSubjectAccessReview {
+  return {
+    apiVersion: "authorization.k8s.io/v1",
+    kind: "SelfSubjectAccessReview",
+    spec: {
+      resourceAttributes: {
+        namespace,
+        verb: permission.verb,
+        group: "",
+        resource: permission.resource,
+        ...(permission.subresource ? { subresource: permission.subresource } : {}),
+      },
     },
   };
 }

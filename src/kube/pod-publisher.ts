@@ -1,324 +1,278 @@
-// Publishes the elector's state onto its own pod, level-triggered: one worker loop compares
-// the newest desired state with the pod as last seen and patches only the difference, until
-// they match. The elector never waits on it: setDesired() records the state and returns.
+// Publishes the elector's state onto its own pod, level-triggered: one worker loop runs the
+// reconcile step (reconcile.ts) on the state record (publisher-state.ts) until the pod shows the
+// newest desired state. The elector never waits on it: setDesired() records the state and returns.
 import type { V1Pod } from "@kubernetes/client-node";
-import { backoffDelay, pause } from "./backoff.ts";
-import {
-  conditionPatch,
-  type DesiredPod,
-  desiredPod,
-  type LeadershipState,
-  metadataPatch,
-  podShows,
-} from "./desired-state.ts";
-import { createEventRecorder, leadershipTransitions } from "./leadership-events.ts";
-import { demoteStalePeers } from "./peer-demotion.ts";
+import { type Clock, monotonicClock, type Timer } from "../election/clock.ts";
+import { pause } from "./backoff.ts";
+import type { LeadershipState } from "./desired-state.ts";
+import { createEventRecorder, type EventRecorder, leadershipTransitions } from "./leadership-events.ts";
 import { checkPermissions } from "./permission-check.ts";
-import { createPodApi, KubeRequestError, permissionName } from "./pod-api.ts";
+import { createPodApi, KubeRequestError, type PodApi } from "./pod-api.ts";
 import { watchOwnPod } from "./pod-watch.ts";
-import { defaultPeerSelector } from "./publish-config.ts";
-import { createPublishTracker } from "./publish-tracker.ts";
+import { peerSelectorFor } from "./publish-config.ts";
+import { failureLog } from "./publish-failures.ts";
+import { createPublishTracker, type PublishTracker } from "./publish-tracker.ts";
 import {
   DEFAULT_TIMING,
   type PatchObservation,
   type PodPublisher,
   type PodPublisherOptions,
+  type PublishTiming,
   type StartResult,
 } from "./publisher-contract.ts";
+import { initialState, isOlder, podShowsDesired, recordDesired } from "./publisher-state.ts";
+import { type ReconcileContext, reconcile } from "./reconcile.ts";
+import { createWorkLoop, type WorkLoop } from "./work-loop.ts";
 
 export function createPodPublisher(opts: PodPublisherOptions): PodPublisher {
-  const { config, logger } = opts;
-  const timing = { ...DEFAULT_TIMING, ...opts.timing };
-  const random = opts.random ?? Math.random;
-  const now = opts.monotonicNow ?? (() => performance.now());
-  const wallClock = opts.wallClock ?? (() => new Date());
-  const stopping = new AbortController();
-  const api = createPodApi({
-    kubeConfig: opts.kubeConfig,
-    namespace: config.namespace,
-    podName: config.podName,
-    requestTimeoutMs: timing.requestTimeoutMs,
-    stopSignal: stopping.signal,
-  });
-  const events = createEventRecorder({
-    api,
-    namespace: config.namespace,
-    podName: config.podName,
-    logger,
-    lastSeenPod: () => pod,
-    attempts: timing.eventAttempts,
-    backoff: timing.backoff,
-    random,
-    wallClock,
-    stopSignal: stopping.signal,
-  });
-  const tracker = createPublishTracker(now);
+  return new KubePodPublisher(opts);
+}
 
-  let desired: { state: LeadershipState; pod: DesiredPod; generation: number } | null = null;
-  let pod: V1Pod | undefined;
-  let podStale = true;
-  let peerSelector: string | null | undefined = config.peerSelector ?? undefined;
-  let peersClearedFor: string | null = null;
-  let lastError: string | undefined;
-  let dirty = false;
-  let wakeLoop: (() => void) | null = null;
-  let backoffCut = new AbortController();
-  let loop: Promise<void> | null = null;
-  let stopWatch: (() => void) | null = null;
-  let resyncTimer: NodeJS.Timeout | null = null;
-  let startResult: Promise<StartResult> | null = null;
-  let stopped: Promise<void> | null = null;
+class KubePodPublisher implements PodPublisher {
+  readonly #opts: PodPublisherOptions;
+  readonly #timing: PublishTiming;
+  readonly #clock: Clock;
+  readonly #random: () => number;
+  readonly #wallClock: () => Date;
+  readonly #stopping = new AbortController();
+  readonly #state = initialState();
+  readonly #api: PodApi;
+  readonly #events: EventRecorder;
+  readonly #tracker: PublishTracker;
+  readonly #loop: WorkLoop;
+  #running: { loop: Promise<void>; stopWatch: () => void; resync: Timer } | null = null;
+  #starting: Promise<StartResult> | null = null;
+  #stopped: Promise<void> | null = null;
 
-  const shows = () => desired !== null && podShows(desired.pod, pod);
-
-  function wake(): void {
-    dirty = true;
-    wakeLoop?.();
-  }
-
-  function seen(next: V1Pod): void {
-    pod = next;
-    if (desired) {
-      if (shows()) {
-        const reported = tracker.shown(desired.state.role);
-        if (reported)
-          opts.onPublished?.({ role: desired.state.role, fence: desired.state.fence, ...reported });
-      } else {
-        wake();
-      }
-    }
-    tracker.notify();
-  }
-
-  async function patch<T>(target: PatchObservation["target"], run: () => Promise<T>): Promise<T> {
-    const started = now();
-    try {
-      const result = await run();
-      opts.onPatch?.({ target, ok: true, durationMs: now() - started });
-      return result;
-    } catch (error) {
-      const status = error instanceof KubeRequestError ? error.status : undefined;
-      opts.onPatch?.({ target, ok: false, durationMs: now() - started, ...(status ? { status } : {}) });
-      throw error;
-    }
-  }
-
-  function resolvePeerSelector(own: V1Pod): void {
-    if (peerSelector !== undefined) return;
-    peerSelector = defaultPeerSelector(own.metadata?.labels);
-    if (peerSelector === null) {
-      logger.warn(
-        "peers cannot be found: no peer selector configured and this pod has neither an app.kubernetes.io/name nor an app.kubernetes.io/instance label; a stale leader label left on another pod will not be cleared",
-      );
-    }
-  }
-
-  /** One pass towards the newest desired state; returns early when a newer one arrives. */
-  async function reconcile(): Promise<void> {
-    const target = desired;
-    if (!target) return;
-    const superseded = () => desired?.generation !== target.generation || stopping.signal.aborted;
-    if (podStale || !pod) {
-      podStale = false;
-      seen(await api.readPod());
-    }
-    if (pod) resolvePeerSelector(pod);
-    const term = `${target.state.lease}#${target.state.fence}`;
-    if (target.state.role === "leader" && peersClearedFor !== term && peerSelector) {
-      const demoted = await demoteStalePeers({
-        api,
-        config,
-        peerSelector,
-        lease: target.state.lease,
-        wallClock,
-        observe: (run) => patch("peer", run),
-      });
-      if (demoted.length > 0) logger.warn({ pods: demoted }, "took a stale leader label off other pods");
-      peersClearedFor = term;
-    }
-    if (superseded()) return;
-    const labels = metadataPatch(target.pod, pod);
-    if (labels) seen(await patch("metadata", () => api.patchMetadata(config.podName, labels)));
-    if (superseded()) return;
-    const condition = conditionPatch(target.pod, pod, wallClock());
-    if (condition) seen(await patch("status", () => api.patchStatus(config.podName, condition)));
-    // Without this a server that answers patches but never reflects them would spin the loop.
-    if (!superseded() && !shows()) throw new Error("the pod does not show the patched state");
-  }
-
-  async function run(): Promise<void> {
-    let failures = 0;
-    let lastLogged = "";
-    while (!stopping.signal.aborted) {
-      if (!dirty) await new Promise<void>((resolve) => (wakeLoop = resolve));
-      wakeLoop = null;
-      if (stopping.signal.aborted) return;
-      dirty = false;
-      try {
-        await reconcile();
-        if (failures > 0) logger.info({ failures }, "pod publishing recovered");
-        failures = 0;
-        lastLogged = "";
-        lastError = undefined;
-      } catch (error) {
-        if (stopping.signal.aborted) return;
-        failures++;
-        lastError = error instanceof Error ? error.message : String(error);
-        const repeated = lastError === lastLogged && failures % 20 !== 0;
-        if (!repeated) logFailure(error, failures);
-        lastLogged = lastError;
-        if (error instanceof KubeRequestError && (error.kind === "conflict" || error.kind === "not-found")) {
-          podStale = true;
-        }
-        dirty = true;
-        backoffCut = new AbortController();
-        await pause(
-          backoffDelay(failures - 1, timing.backoff, random),
-          AbortSignal.any([stopping.signal, backoffCut.signal]),
-        );
-      }
-    }
-  }
-
-  function logFailure(error: unknown, failures: number): void {
-    if (!(error instanceof KubeRequestError)) {
-      logger.error({ err: error, failures }, "pod publishing failed unexpectedly; retrying");
-    } else if (error.kind === "forbidden") {
-      logger.error(
-        { failures, permission: permissionName(error.permission) },
-        `missing permission: ${permissionName(error.permission)} in namespace ${config.namespace}; grant it in the Role bound to this pod's service account (retrying)`,
-      );
-    } else if (error.kind === "conflict") {
-      logger.debug({ failures }, "pod changed under a patch (409); re-reading and retrying");
-    } else {
-      logger.warn({ failures, err: error.message }, "pod publishing failed; retrying with backoff");
-    }
-  }
-
-  function setDesired(state: LeadershipState): void {
-    if (stopping.signal.aborted) return;
-    try {
-      const previous = desired?.state;
-      if (
-        previous &&
-        previous.lease === state.lease &&
-        previous.role === state.role &&
-        previous.fence === state.fence &&
-        previous.holder === state.holder
-      ) {
-        return;
-      }
-      const next = { ...state };
-      desired = { state: next, pod: desiredPod(next, config), generation: (desired?.generation ?? 0) + 1 };
-      if (previous?.role !== next.role) {
-        tracker.roleChanged(next.role);
-        // A role change is when the pod matters most: try it now, not at the end of a backoff.
-        backoffCut.abort();
-      }
-      if (next.role === "follower") peersClearedFor = null;
-      for (const e of leadershipTransitions(previous, next, config.podName))
-        events.record(e.reason, e.message);
-      if (shows()) seen(pod as V1Pod);
-      wake();
-      tracker.notify();
-    } catch (error) {
-      logger.error({ err: error }, "could not record the desired pod state");
-    }
-  }
-
-  function startBackground(): void {
-    loop = run();
-    stopWatch = watchOwnPod({
+  constructor(opts: PodPublisherOptions) {
+    const { config, logger } = opts;
+    this.#opts = opts;
+    this.#timing = { ...DEFAULT_TIMING, ...opts.timing };
+    this.#clock = opts.clock ?? monotonicClock;
+    this.#random = opts.random ?? Math.random;
+    this.#wallClock = opts.wallClock ?? (() => new Date());
+    this.#api = createPodApi({
       kubeConfig: opts.kubeConfig,
       namespace: config.namespace,
       podName: config.podName,
+      requestTimeoutMs: this.#timing.requestTimeoutMs,
+      clock: this.#clock,
+      stopSignal: this.#stopping.signal,
+    });
+    this.#events = createEventRecorder({
+      api: this.#api,
+      namespace: config.namespace,
+      podName: config.podName,
       logger,
-      backoff: timing.backoff,
-      random,
-      onPod: (next) => {
-        if (!isOlder(next, pod)) seen(next);
-      },
-      onDeleted: () => {
-        logger.warn("this pod was deleted; publishing continues until the process stops");
-        pod = undefined;
-        podStale = true;
-      },
-      onReconnect: () => {
-        podStale = true;
-        wake();
-      },
-    }).stop;
-    resyncTimer = setInterval(() => {
-      podStale = true;
-      wake();
-    }, config.resyncIntervalMs);
-    resyncTimer.unref();
+      lastSeenPod: () => this.#state.pod,
+      attempts: this.#timing.eventAttempts,
+      backoff: this.#timing.backoff,
+      random: this.#random,
+      clock: this.#clock,
+      wallClock: this.#wallClock,
+      stopSignal: this.#stopping.signal,
+    });
+    this.#tracker = createPublishTracker(this.#clock);
+    this.#loop = this.#reconcileLoop();
   }
 
-  return {
-    start(initial) {
-      startResult ??= (async () => {
-        startBackground();
-        setDesired(initial);
-        const publishing = tracker.waitFor(
-          () => (shows() ? true : null),
-          timing.startTimeoutMs,
-          stopping.signal,
-        );
-        const missingPermissions = await checkPermissions(api, config.namespace, logger);
-        // A missing permission is the answer: no need to wait for a publish it may forbid.
-        if (missingPermissions.length > 0) return { published: shows(), missingPermissions };
-        const published = await publishing;
-        if (!published) {
-          logger.warn(
-            { lastError, timeoutMs: timing.startTimeoutMs },
-            "the pod did not show the initial state in time; publishing continues in the background",
-          );
-        }
-        return { published, missingPermissions };
-      })();
-      return startResult;
-    },
-    setDesired,
-    async demote(timeoutMs) {
-      if (!desired) return false;
-      setDesired({ ...desired.state, role: "follower", fence: null });
-      return tracker.waitFor(
-        () => (desired?.state.role !== "follower" ? false : shows() || null),
-        timeoutMs,
-        stopping.signal,
+  start(initial: LeadershipState): Promise<StartResult> {
+    this.#starting ??= this.#start(initial);
+    return this.#starting;
+  }
+
+  setDesired(next: LeadershipState): void {
+    if (this.#stopping.signal.aborted) return;
+    try {
+      const change = recordDesired(this.#state, next, this.#opts.config);
+      if (change === null) return;
+      if (change.previous?.role !== next.role) {
+        this.#tracker.roleChanged(next.role);
+        // A role change is when the pod matters most: try it now, not at the end of a backoff.
+        this.#loop.retryNow();
+      }
+      for (const e of leadershipTransitions(change.previous, next, this.#opts.config.podName)) {
+        this.#events.record(e.reason, e.message);
+      }
+      if (podShowsDesired(this.#state)) this.#seen(this.#state.pod as V1Pod);
+      this.#loop.wake();
+      this.#tracker.notify();
+    } catch (error) {
+      this.#opts.logger.error({ err: error }, "could not record the desired pod state");
+    }
+  }
+
+  async demote(timeoutMs: number): Promise<boolean> {
+    const desired = this.#state.desired;
+    if (!desired) return false;
+    this.setDesired({ ...desired.state, role: "follower", fence: null });
+    return this.#tracker.waitFor(
+      () => (this.#state.desired?.state.role !== "follower" ? false : podShowsDesired(this.#state) || null),
+      timeoutMs,
+      this.#stopping.signal,
+    );
+  }
+
+  state(): { published: boolean; lastError?: string } {
+    const { lastError } = this.#state;
+    return { published: podShowsDesired(this.#state), ...(lastError === undefined ? {} : { lastError }) };
+  }
+
+  stop(): Promise<void> {
+    this.#stopped ??= (async () => {
+      this.#running?.stopWatch();
+      this.#running?.resync.cancel();
+      // Give the last events (a LeadershipLost at shutdown) one bounded chance to be sent.
+      const grace = new AbortController();
+      await Promise.race([
+        this.#events.flushed(),
+        pause(this.#clock, this.#timing.requestTimeoutMs, grace.signal),
+      ]);
+      grace.abort();
+      this.#stopping.abort();
+      this.#tracker.notify();
+      await this.#running?.loop;
+      await this.#events.flushed();
+    })();
+    return this.#stopped;
+  }
+
+  async #start(initial: LeadershipState): Promise<StartResult> {
+    const { config, logger } = this.#opts;
+    this.#startBackground();
+    this.setDesired(initial);
+    const publishing = this.#tracker.waitFor(
+      () => (podShowsDesired(this.#state) ? true : null),
+      this.#timing.startTimeoutMs,
+      this.#stopping.signal,
+    );
+    const missingPermissions = await checkPermissions(this.#api, config.namespace, logger);
+    // A missing permission is the answer: no need to wait for a publish it may forbid.
+    if (missingPermissions.length > 0) return { published: podShowsDesired(this.#state), missingPermissions };
+    const published = await publishing;
+    // Known once the pod was read; a pod not read yet is checked when it first leads.
+    if (this.#state.pod) {
+      try {
+        peerSelectorFor(config, this.#state.pod.metadata?.labels);
+      } catch (error) {
+        await this.stop();
+        throw error;
+      }
+    }
+    if (!published) {
+      logger.warn(
+        { lastError: this.#state.lastError, timeoutMs: this.#timing.startTimeoutMs },
+        "the pod did not show the initial state in time; publishing continues in the background",
       );
-    },
-    state() {
-      return { published: shows(), ...(lastError === undefined ? {} : { lastError }) };
-    },
-    stop() {
-      stopped ??= (async () => {
-        stopWatch?.();
-        if (resyncTimer) clearInterval(resyncTimer);
-        // Give the last events (a LeadershipLost at shutdown) one bounded chance to be sent.
-        const grace = new AbortController();
-        await Promise.race([events.flushed(), pause(timing.requestTimeoutMs, grace.signal)]);
-        grace.abort();
-        stopping.abort();
-        wakeLoop?.();
-        tracker.notify();
-        await loop;
-        await events.flushed();
-      })();
-      return stopped;
-    },
-  };
+    }
+    return { published, missingPermissions };
+  }
+
+  /** The worker that runs the reconcile step on the state record until the pod shows it. */
+  #reconcileLoop(): WorkLoop {
+    const { config, logger } = this.#opts;
+    const context: ReconcileContext = {
+      api: this.#api,
+      config,
+      logger,
+      wallClock: this.#wallClock,
+      stopSignal: this.#stopping.signal,
+      stillLeads: this.#opts.stillLeads ?? (() => true),
+      seen: (pod) => this.#seen(pod),
+      observe: (target, run) => observePatch(this.#clock, target, run, this.#opts.onPatch),
+    };
+    const failures = failureLog(logger, config);
+    return createWorkLoop({
+      clock: this.#clock,
+      backoff: this.#timing.backoff,
+      random: this.#random,
+      stopSignal: this.#stopping.signal,
+      step: () => reconcile(this.#state, context),
+      onSuccess: (failed) => {
+        failures.recovered(failed);
+        this.#state.lastError = undefined;
+      },
+      onFailure: (error, failed) => {
+        this.#state.lastError = failures.failed(error, failed);
+        if (error instanceof KubeRequestError && (error.kind === "conflict" || error.kind === "not-found")) {
+          this.#state.podStale = true;
+        }
+      },
+    });
+  }
+
+  #seen(next: V1Pod): void {
+    this.#state.pod = next;
+    const desired = this.#state.desired;
+    if (desired && podShowsDesired(this.#state)) {
+      const reported = this.#tracker.shown(desired.state.role);
+      if (reported) {
+        this.#opts.onPublished?.({ role: desired.state.role, fence: desired.state.fence, ...reported });
+      }
+    } else if (desired) {
+      this.#loop.wake();
+    }
+    this.#tracker.notify();
+  }
+
+  #startBackground(): void {
+    const { config, logger } = this.#opts;
+    const resync = () => {
+      this.#state.podStale = true;
+      this.#loop.wake();
+    };
+    this.#running = {
+      loop: this.#loop.run(),
+      stopWatch: watchOwnPod({
+        kubeConfig: this.#opts.kubeConfig,
+        namespace: config.namespace,
+        podName: config.podName,
+        logger,
+        backoff: this.#timing.backoff,
+        random: this.#random,
+        clock: this.#clock,
+        onPod: (next) => {
+          if (!isOlder(next, this.#state.pod)) this.#seen(next);
+        },
+        onDeleted: () => {
+          logger.warn("this pod was deleted; publishing continues until the process stops");
+          this.#state.pod = undefined;
+          this.#state.podStale = true;
+        },
+        onReconnect: resync,
+      }).stop,
+      resync: repeat(this.#clock, config.resyncIntervalMs, resync),
+    };
+  }
 }
 
-/**
- * A watch event can arrive after a patch response that already showed a newer pod. Resource
- * versions are opaque by contract, but every API server in practice issues increasing integers;
- * when both are, the older one is dropped instead of undoing what the patch response showed.
- */
-function isOlder(incoming: V1Pod, current: V1Pod | undefined): boolean {
-  const a = incoming.metadata?.resourceVersion;
-  const b = current?.metadata?.resourceVersion;
-  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;
-  return BigInt(a) < BigInt(b);
+async function observePatch<T>(
+  clock: Clock,
+  target: PatchObservation["target"],
+  run: () => Promise<T>,
+  onPatch: ((e: PatchObservation) => void) | undefined,
+): Promise<T> {
+  const started = clock.now();
+  try {
+    const result = await run();
+    onPatch?.({ target, ok: true, durationMs: clock.now() - started });
+    return result;
+  } catch (error) {
+    const status = error instanceof KubeRequestError ? error.status : undefined;
+    onPatch?.({ target, ok: false, durationMs: clock.now() - started, ...(status ? { status } : {}) });
+    throw error;
+  }
+}
+
+/** Calls `fire` every `intervalMs` until cancelled. */
+function repeat(clock: Clock, intervalMs: number, fire: () => void): Timer {
+  let timer: Timer;
+  const arm = () => {
+    timer = clock.setTimer(intervalMs, () => {
+      arm();
+      fire();
+    });
+  };
+  arm();
+  return { cancel: () => timer.cancel() };
 }

@@ -4,6 +4,7 @@
 // made while no watch was open are not replayed.
 import { type KubeConfig, type V1Pod, Watch } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import type { Clock } from "../election/clock.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 
 export interface PodWatchOptions {
@@ -13,6 +14,7 @@ export interface PodWatchOptions {
   logger: Logger;
   backoff: BackoffTiming;
   random: () => number;
+  clock: Clock;
   onPod: (pod: V1Pod) => void;
   onDeleted: () => void;
   /** Called each time a watch is (re)established after an end: the caller should re-read the pod. */
@@ -71,7 +73,7 @@ export function watchOwnPod(opts: PodWatchOptions): { stop(): void } {
         { err: err instanceof Error ? err.message : err },
         "pod watch ended; re-establishing",
       );
-      await pause(backoffDelay(failures, opts.backoff, opts.random), stopping.signal);
+      await pause(opts.clock, backoffDelay(failures, opts.backoff, opts.random), stopping.signal);
     }
   }
 

@@ -8,6 +8,7 @@ import {
   parseLabelSelector,
   qualifiedNameProblem,
 } from "./kubernetes-syntax.ts";
+import { PEER_SELECTOR_LABELS, POD_CONTRACT } from "./pod-contract.ts";
 
 export interface PublishConfig {
   namespace: string;
@@ -19,36 +20,100 @@ export interface PublishConfig {
   holderAnnotation: string;
   leaseAnnotation: string;
   conditionType: string;
-  /** null: built at start from the pod's own app.kubernetes.io/name and /instance labels. */
+  /** The configured selector of the pods competing for the lease; null when none is (see demotePeers). */
   peerSelector: string | null;
+  /**
+   * Whether a new leader demotes peers still labelled leader. False only when the input's
+   * peerSelector was null: the operator opted out. Otherwise peers are found by peerSelector or,
+   * without one, by the pod's own PEER_SELECTOR_LABELS; a pod with neither is a configuration error.
+   */
+  demotePeers: boolean;
   resyncIntervalMs: number;
 }
 
 export type PublishConfigField = keyof PublishConfig;
 
 export const PUBLISH_DEFAULTS = {
-  roleLabel: "pglease.io/role",
-  leaderValue: "leader",
-  followerValue: "follower",
-  fenceAnnotation: "pglease.io/fence",
-  holderAnnotation: "pglease.io/holder",
-  leaseAnnotation: "pglease.io/lease",
-  conditionType: "pglease.io/leader",
+  ...POD_CONTRACT,
   peerSelector: null,
+  demotePeers: true,
   // A safety net behind the watch, which already restores hand-made changes at once.
   resyncIntervalMs: 300_000,
 } as const satisfies Omit<PublishConfig, "namespace" | "podName">;
 
-export type PublishConfigInput = { [K in PublishConfigField]?: unknown };
+/** peerSelector: a selector; null to opt out of peer demotion; left out to build it from the pod's labels. */
+export type PublishConfigInput = { [K in Exclude<PublishConfigField, "demotePeers">]?: unknown };
+
+/** A setting that cannot work with this pod; the message names the field and the fix. */
+export class PublishConfigError extends Error {
+  readonly field: PublishConfigField;
+
+  constructor(field: PublishConfigField, message: string) {
+    super(message);
+    this.name = "PublishConfigError";
+    this.field = field;
+  }
+}
 
 type Check = (value: string) => string | null;
+type FieldName = (field: PublishConfigField) => string;
+
+/** Each text field: its default (none: required), its syntax check and what it is, for messages. */
+const TEXT_FIELDS = {
+  namespace: [undefined, dnsLabelProblem, "the pod's namespace, e.g. from POD_NAMESPACE"],
+  podName: [undefined, dnsSubdomainProblem, "the pod's name, e.g. from POD_NAME"],
+  roleLabel: [PUBLISH_DEFAULTS.roleLabel, qualifiedNameProblem, "a label key"],
+  leaderValue: [PUBLISH_DEFAULTS.leaderValue, nonEmptyLabelValue, "a label value"],
+  followerValue: [PUBLISH_DEFAULTS.followerValue, nonEmptyLabelValue, "a label value"],
+  fenceAnnotation: [PUBLISH_DEFAULTS.fenceAnnotation, qualifiedNameProblem, "an annotation key"],
+  holderAnnotation: [PUBLISH_DEFAULTS.holderAnnotation, qualifiedNameProblem, "an annotation key"],
+  leaseAnnotation: [PUBLISH_DEFAULTS.leaseAnnotation, qualifiedNameProblem, "an annotation key"],
+  conditionType: [PUBLISH_DEFAULTS.conditionType, qualifiedNameProblem, "a pod condition type"],
+} as const satisfies Partial<Record<PublishConfigField, readonly [string | undefined, Check, string]>>;
+
+type TextField = keyof typeof TEXT_FIELDS;
 
 export function validatePublishConfig(
   input: PublishConfigInput,
-  fieldName: (field: PublishConfigField) => string = (field) => field,
+  fieldName: FieldName = (field) => field,
 ): { config: PublishConfig } | { problems: string[] } {
   const problems: string[] = [];
-  const text = (field: PublishConfigField, fallback: string | undefined, check: Check, what: string) => {
+  const text = textReader(input, fieldName, problems);
+  const names = Object.fromEntries(
+    Object.entries(TEXT_FIELDS).map(([field, [fallback, check, what]]) => [
+      field,
+      text(field as TextField, fallback, check, what),
+    ]),
+  ) as Record<TextField, string>;
+  const config: PublishConfig = {
+    ...names,
+    peerSelector: null,
+    demotePeers: input.peerSelector !== null,
+    resyncIntervalMs: PUBLISH_DEFAULTS.resyncIntervalMs,
+  };
+  if (input.peerSelector !== undefined && input.peerSelector !== null) {
+    config.peerSelector = text(
+      "peerSelector",
+      undefined,
+      selectorProblem(config.roleLabel),
+      "a label selector",
+    );
+  }
+  const resync = input.resyncIntervalMs ?? PUBLISH_DEFAULTS.resyncIntervalMs;
+  if (typeof resync !== "number" || !Number.isInteger(resync) || resync <= 0) {
+    problems.push(
+      `${fieldName("resyncIntervalMs")} must be a positive whole number of milliseconds, got ${JSON.stringify(resync)}`,
+    );
+  } else {
+    config.resyncIntervalMs = resync;
+  }
+  problems.push(...clashes(config, fieldName));
+  return problems.length > 0 ? { problems } : { config };
+}
+
+/** Reads one text field, adding any problem to `problems`; "" stands in for a value that is unusable. */
+function textReader(input: PublishConfigInput, fieldName: FieldName, problems: string[]) {
+  return (field: keyof PublishConfigInput, fallback: string | undefined, check: Check, what: string) => {
     const value = input[field] ?? fallback;
     if (value === undefined) {
       problems.push(`${fieldName(field)} is required (${what})`);
@@ -62,59 +127,11 @@ export function validatePublishConfig(
     if (problem !== null) problems.push(`${fieldName(field)} ${JSON.stringify(value)} ${problem} (${what})`);
     return value;
   };
+}
 
-  const config: PublishConfig = {
-    namespace: text("namespace", undefined, dnsLabelProblem, "the pod's namespace, e.g. from POD_NAMESPACE"),
-    podName: text("podName", undefined, dnsSubdomainProblem, "the pod's name, e.g. from POD_NAME"),
-    roleLabel: text("roleLabel", PUBLISH_DEFAULTS.roleLabel, qualifiedNameProblem, "a label key"),
-    leaderValue: text("leaderValue", PUBLISH_DEFAULTS.leaderValue, nonEmptyLabelValue, "a label value"),
-    followerValue: text("followerValue", PUBLISH_DEFAULTS.followerValue, nonEmptyLabelValue, "a label value"),
-    fenceAnnotation: text(
-      "fenceAnnotation",
-      PUBLISH_DEFAULTS.fenceAnnotation,
-      qualifiedNameProblem,
-      "an annotation key",
-    ),
-    holderAnnotation: text(
-      "holderAnnotation",
-      PUBLISH_DEFAULTS.holderAnnotation,
-      qualifiedNameProblem,
-      "an annotation key",
-    ),
-    leaseAnnotation: text(
-      "leaseAnnotation",
-      PUBLISH_DEFAULTS.leaseAnnotation,
-      qualifiedNameProblem,
-      "an annotation key",
-    ),
-    conditionType: text(
-      "conditionType",
-      PUBLISH_DEFAULTS.conditionType,
-      qualifiedNameProblem,
-      "a pod condition type",
-    ),
-    peerSelector: null,
-    resyncIntervalMs: PUBLISH_DEFAULTS.resyncIntervalMs,
-  };
-
-  if (input.peerSelector !== undefined && input.peerSelector !== null) {
-    config.peerSelector = text(
-      "peerSelector",
-      undefined,
-      selectorProblem(config.roleLabel),
-      "a label selector",
-    );
-  }
-
-  const resync = input.resyncIntervalMs ?? PUBLISH_DEFAULTS.resyncIntervalMs;
-  if (typeof resync !== "number" || !Number.isInteger(resync) || resync <= 0) {
-    problems.push(
-      `${fieldName("resyncIntervalMs")} must be a positive whole number of milliseconds, got ${JSON.stringify(resync)}`,
-    );
-  } else {
-    config.resyncIntervalMs = resync;
-  }
-
+/** Values valid one by one that cannot work together. */
+function clashes(config: PublishConfig, fieldName: FieldName): string[] {
+  const problems: string[] = [];
   if (config.leaderValue !== "" && config.leaderValue === config.followerValue) {
     problems.push(
       `${fieldName("leaderValue")} and ${fieldName("followerValue")} are both ${JSON.stringify(config.leaderValue)}: a Service could not tell the leader apart`,
@@ -130,8 +147,7 @@ export function validatePublishConfig(
       }
     }
   }
-
-  return problems.length > 0 ? { problems } : { config };
+  return problems;
 }
 
 function nonEmptyLabelValue(value: string): string | null {
@@ -151,11 +167,32 @@ function selectorProblem(roleLabel: string): Check {
 
 /**
  * The selector that finds this pod's peers when none is configured: the pod's own
- * app.kubernetes.io/name and /instance labels, whichever it has; null when it has neither.
+ * PEER_SELECTOR_LABELS, whichever it has; null when it has neither.
  */
 export function defaultPeerSelector(podLabels: Record<string, string> | undefined): string | null {
-  const parts = ["app.kubernetes.io/name", "app.kubernetes.io/instance"]
-    .filter((key) => podLabels?.[key] !== undefined)
-    .map((key) => `${key}=${podLabels?.[key]}`);
+  const parts = PEER_SELECTOR_LABELS.filter((key) => podLabels?.[key] !== undefined).map(
+    (key) => `${key}=${podLabels?.[key]}`,
+  );
   return parts.length > 0 ? parts.join(",") : null;
+}
+
+/**
+ * The selector a new leader lists its peers with; null when the operator opted out. Throws a
+ * PublishConfigError when there is none to use: without it a stale leader label on another pod
+ * would stay, and a Service would send traffic to two pods.
+ */
+export function peerSelectorFor(
+  config: PublishConfig,
+  podLabels: Record<string, string> | undefined,
+): string | null {
+  if (!config.demotePeers) return null;
+  const selector = config.peerSelector ?? defaultPeerSelector(podLabels);
+  if (selector !== null) return selector;
+  throw new PublishConfigError(
+    "peerSelector",
+    `peerSelector is not set and pod ${config.podName} has neither ${PEER_SELECTOR_LABELS.join(" nor ")} label to build it from, ` +
+      "so a new leader could not take a stale leader label off another pod: " +
+      "set peerSelector to the selector of the pods competing for the lease (the workload's selector, never the role label), " +
+      "or to null to opt out of demoting stale leaders",
+  );
 }

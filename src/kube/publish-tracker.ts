@@ -1,9 +1,11 @@
 // Who is waiting for the pod to show something (start, demote), and how long a role change
 // took to reach the pod. Waits are bounded: a hung API server turns into `false`, never a hang.
+import type { Clock } from "../election/clock.ts";
 
 type Verdict = boolean | null;
 
-export function createPublishTracker(now: () => number) {
+export function createPublishTracker(clock: Clock) {
+  const now = () => clock.now();
   let roleChange: { role: string; at: number; reported: boolean } | null = null;
   const waiters = new Set<() => void>();
 
@@ -28,7 +30,7 @@ export function createPublishTracker(now: () => number) {
     waitFor(predicate: () => Verdict, timeoutMs: number, signal: AbortSignal): Promise<boolean> {
       return new Promise((resolve) => {
         const finish = (result: boolean) => {
-          clearTimeout(timer);
+          timer.cancel();
           waiters.delete(check);
           signal.removeEventListener("abort", onAbort);
           resolve(result);
@@ -38,7 +40,7 @@ export function createPublishTracker(now: () => number) {
           if (verdict !== null) finish(verdict);
         };
         const onAbort = () => finish(false);
-        const timer = setTimeout(() => finish(false), timeoutMs);
+        const timer = clock.setTimer(timeoutMs, () => finish(false));
         signal.addEventListener("abort", onAbort, { once: true });
         waiters.add(check);
         check();
@@ -46,3 +48,4 @@ export function createPublishTracker(now: () => number) {
     },
   };
 }
+export type PublishTracker = ReturnType<typeof createPublishTracker>;

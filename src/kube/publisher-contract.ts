@@ -1,7 +1,8 @@
-// The publisher's public surface: what the controller passes in, what it gets back, and the
-// observations it turns into metrics (prom-client lives in the controller, not here).
+// The publisher's public surface: what the sidecar passes in, what it gets back, and the
+// observations it turns into metrics (prom-client lives in src/observability, not here).
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import type { Clock } from "../election/clock.ts";
 import type { BackoffTiming } from "./backoff.ts";
 import type { LeadershipState } from "./desired-state.ts";
 import type { PublishConfig } from "./publish-config.ts";
@@ -44,13 +45,21 @@ export interface PodPublisherOptions {
   onPatch?: (e: PatchObservation) => void;
   onPublished?: (e: PublishedObservation) => void;
   random?: () => number;
-  /** Monotonic milliseconds, for durations. */
-  monotonicNow?: () => number;
+  /** Durations, timeouts, backoff and the resync; a monotonic real-time clock when left out. */
+  clock?: Clock;
   /** Wall clock, for lastTransitionTime and event timestamps. */
   wallClock?: () => Date;
   timing?: Partial<PublishTiming>;
+  /**
+   * Whether `term` is still this process's current term (the elector's word, e.g.
+   * `elector.isLeader() && elector.status().fence === term.fence`). Asked after listing peers,
+   * before each peer is demoted and before the pod is labelled leader: a term that ended meanwhile
+   * stops there. Without it only the newest setDesired() counts.
+   */
+  stillLeads?: (term: LeadershipState) => boolean;
 }
 
+/** start() rejects with a PublishConfigError (publish-config.ts) when the pod's peers cannot be found. */
 export interface StartResult {
   /** The pod showed the initial state before startTimeoutMs. */
   published: boolean;

@@ -1,6 +1,7 @@
 // Renewals of many leases held by one process, coalesced: every renew() asked for within a few
 // milliseconds goes out as one `UPDATE … FROM unnest(…)`. Electors renew on a shared grid
 // (decide.ts, nextRenewal), so a process holding 10,000 leases sends one statement per tick.
+import { type Clock, monotonicClock } from "../election/clock.ts";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import type { PgLeaseStore } from "./store.ts";
 
@@ -19,12 +20,15 @@ export interface BatchedRenewalsOptions {
    * a millisecond apart; the elector's deadline counts from before the wait, so it only costs latency.
    */
   windowMs?: number;
+  /** Whose timers run the window: give the electors' clock, so a test's ManualClock drives both. */
+  clock?: Clock;
 }
 
 export class BatchedRenewals implements LeaseStore {
   readonly #store: PgLeaseStore;
   readonly #maxBatch: number;
   readonly #windowMs: number;
+  readonly #clock: Clock;
   /** Pending renewals by holder and duration: one statement renews one holder's terms for one duration. */
   #pending = new Map<string, { holder: string; durationMs: number; terms: Pending[] }>();
   #scheduled = false;
@@ -33,6 +37,7 @@ export class BatchedRenewals implements LeaseStore {
     this.#store = store;
     this.#maxBatch = options.maxBatch ?? 10_000;
     this.#windowMs = options.windowMs ?? 10;
+    this.#clock = options.clock ?? monotonicClock;
   }
 
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
@@ -58,7 +63,7 @@ export class BatchedRenewals implements LeaseStore {
       batch.terms.push({ key, fence, resolve, reject });
       if (!this.#scheduled) {
         this.#scheduled = true;
-        setTimeout(() => this.#flush(), this.#windowMs);
+        this.#clock.setTimer(this.#windowMs, () => this.#flush());
       }
     });
   }

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { LeaseTable } from "./table.ts";
+import { inTransaction } from "./transaction.ts";
 
 /** Serializes migrations across every replica and every table: all start at once, one creates. */
 export const MIGRATION_LOCK_ID = 0x70676c65; // "pgle"
@@ -17,44 +18,98 @@ const createTable = (t: LeaseTable) => `
     CONSTRAINT "${t.table}_expires_after_acquired" CHECK (expires_at > acquired_at)
   ) WITH (fillfactor = 90)`;
 
-// to_regclass answers NULL instead of raising when the table is absent.
-const TABLE_EXISTS = "SELECT to_regclass($1) IS NOT NULL AS present";
+// Not OWNED BY the table: DROP TABLE and TRUNCATE … RESTART IDENTITY leave the counter where it was.
+const createFenceSequence = (t: LeaseTable) => `CREATE SEQUENCE ${t.fenceSequence} AS bigint MINVALUE 1`;
+
+// For a table made before the sequence: the next fence is above every fence its rows hold.
+const continueAboveRows = (t: LeaseTable) =>
+  `SELECT setval('${t.fenceSequence}', max(fence)) FROM ${t.qualified} HAVING max(fence) IS NOT NULL`;
+
+// to_regclass answers NULL instead of raising when the relation is absent.
+const FIND_TABLE_AND_SEQUENCE =
+  "SELECT to_regclass($1) IS NOT NULL AS table_present, to_regclass($2) IS NOT NULL AS sequence_present";
+
+// Each privilege on its own: has_table_privilege with a list answers true when any one is held.
+const FIND_PRIVILEGES = `
+  SELECT current_user AS role,
+         has_table_privilege($1, 'SELECT') AND has_table_privilege($1, 'INSERT')
+           AND has_table_privilege($1, 'UPDATE') AS table_ok,
+         has_sequence_privilege($2, 'USAGE') AS sequence_ok`;
 
 // Checked first because CREATE SCHEMA IF NOT EXISTS still needs CREATE on the database.
 const SCHEMA_EXISTS = "SELECT to_regnamespace($1) IS NOT NULL AS present";
 
+const INSUFFICIENT_PRIVILEGE = "42501";
+
+const unquoted = (name: string) => name.replaceAll('"', "");
+
 export class LeaseTableMissingError extends Error {
-  constructor(t: LeaseTable) {
+  constructor(t: LeaseTable, missing: "table" | "sequence" = "table") {
     super(
-      `lease table ${t.schema}.${t.table} does not exist and migrations are off: run \`pglease migrate\` ` +
-        "(or start with --migrate) with a role allowed to create it",
+      missing === "table"
+        ? `lease table ${t.schema}.${t.table} does not exist and migrations are off: run \`pglease migrate\` ` +
+            "(or start with --migrate) with a role allowed to create it"
+        : `fence sequence ${unquoted(t.fenceSequence)} does not exist (the lease table was made by an older pglease): ` +
+            "run `pglease migrate` once with a role allowed to create it, then GRANT USAGE ON SEQUENCE to the lease role",
     );
     this.name = "LeaseTableMissingError";
   }
 }
 
-/** Creates the lease table if needed, in one transaction under the migration lock. */
+/** A claim would fail on every attempt without these: say so at start, with the GRANT that fixes it. */
+async function assertPrivileges(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
+  const { rows } = await client.query<{ role: string; table_ok: boolean; sequence_ok: boolean }>(
+    FIND_PRIVILEGES,
+    [t.qualified, t.fenceSequence],
+  );
+  const found = rows[0];
+  if (!found) return;
+  const missing = [
+    found.table_ok
+      ? null
+      : ["SELECT, INSERT and UPDATE on the table", `GRANT SELECT, INSERT, UPDATE ON ${t.qualified}`],
+    found.sequence_ok ? null : ["USAGE on its fence sequence", `GRANT USAGE ON SEQUENCE ${t.fenceSequence}`],
+  ].filter((m): m is string[] => m !== null);
+  if (missing.length === 0) return;
+  throw new Error(
+    `role ${found.role} cannot claim leases in ${unquoted(t.qualified)}: it lacks ` +
+      `${missing.map(([lack]) => lack).join(" and ")}; run as the table's owner: ` +
+      missing.map(([, grant]) => `${grant} TO "${found.role}"`).join("; "),
+  );
+}
+
+async function findRelations(
+  client: Pick<pg.ClientBase, "query">,
+  t: LeaseTable,
+): Promise<{ table_present: boolean; sequence_present: boolean }> {
+  const { rows } = await client.query(FIND_TABLE_AND_SEQUENCE, [t.qualified, t.fenceSequence]);
+  return rows[0] ?? { table_present: false, sequence_present: false };
+}
+
+/** Creates the lease table and its fence sequence if needed, in one transaction under the migration lock. */
 export async function migrate(pool: pg.Pool, t: LeaseTable): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
+  await inTransaction(pool, async (client) => {
     await client.query(LOCK, [MIGRATION_LOCK_ID]);
     const schema = await client.query<{ present: boolean }>(SCHEMA_EXISTS, [`"${t.schema}"`]);
     if (!schema.rows[0]?.present) await client.query(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`);
-    // Checked first too: a role without CREATE on the schema may still use an existing table.
-    const table = await client.query<{ present: boolean }>(TABLE_EXISTS, [t.qualified]);
-    if (!table.rows[0]?.present) await client.query(createTable(t));
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+    // Checked first too: a role without CREATE on the schema may still use what exists.
+    const found = await findRelations(client, t);
+    if (!found.sequence_present) {
+      await client.query(createFenceSequence(t)).catch((error: unknown) => {
+        const denied = (error as { code?: string }).code === INSUFFICIENT_PRIVILEGE;
+        throw denied && found.table_present ? new LeaseTableMissingError(t, "sequence") : error;
+      });
+      if (found.table_present) await client.query(continueAboveRows(t));
+    }
+    if (!found.table_present) await client.query(createTable(t));
+    await assertPrivileges(client, t);
+  });
 }
 
 /** For --no-migrate: fail early and clearly instead of on the first claim. */
 export async function assertTablePresent(pool: pg.Pool, t: LeaseTable): Promise<void> {
-  const { rows } = await pool.query<{ present: boolean }>(TABLE_EXISTS, [`${t.qualified}`]);
-  if (!rows[0]?.present) throw new LeaseTableMissingError(t);
+  const found = await findRelations(pool, t);
+  if (!found.table_present) throw new LeaseTableMissingError(t);
+  if (!found.sequence_present) throw new LeaseTableMissingError(t, "sequence");
+  await assertPrivileges(pool, t);
 }

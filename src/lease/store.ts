@@ -2,6 +2,7 @@
 // goes straight back to the pool, and every time that matters is the server's clock_timestamp().
 import type pg from "pg";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
+import { parseFence } from "../fence/token.ts";
 import { type LeaseTable, leaseTable } from "./table.ts";
 
 export interface PgLeaseStoreOptions {
@@ -14,23 +15,26 @@ export interface PgLeaseStoreOptions {
   preparedStatements?: boolean;
 }
 
-// One instant per statement, so the expiry, the decision and the reported ttl agree.
+// One instant per statement for what it writes and reports, so the expiry and the ttl agree.
 const NOW = "now AS (SELECT clock_timestamp() AS t)";
 const TTL_MS = (col: string) => `(extract(epoch FROM ${col} - now.t) * 1000)::float8`;
+// Whether a term is still live is decided by the clock when the row is locked, not when the
+// statement started: a statement that queued behind a lock past the expiry finds the term over.
+const LIVE = "lease.expires_at > clock_timestamp()";
 
 const claimSql = (t: LeaseTable) => `
   WITH ${NOW},
   claimed AS (
     INSERT INTO ${t.qualified} AS lease (key, holder, fence, acquired_at, expires_at)
-    SELECT $1, $2, 1, now.t, now.t + $3 * interval '1 millisecond' FROM now
+    -- Fences come from a sequence the table does not own: deleting rows or recreating the table never restarts them.
+    SELECT $1, $2, nextval('${t.fenceSequence}'), now.t, now.t + $3 * interval '1 millisecond' FROM now
     ON CONFLICT (key) DO UPDATE SET
       holder = EXCLUDED.holder,
-      -- Only the same holder on a live lease keeps its term; every other change of hands bumps the fence.
-      fence = CASE WHEN lease.holder = EXCLUDED.holder AND lease.expires_at > EXCLUDED.acquired_at
-                   THEN lease.fence ELSE lease.fence + 1 END,
-      acquired_at = CASE WHEN lease.holder = EXCLUDED.holder AND lease.expires_at > EXCLUDED.acquired_at
-                         THEN lease.acquired_at ELSE EXCLUDED.acquired_at END,
-      expires_at = EXCLUDED.expires_at
+      -- Every win is a new term, the same holder's included: above the sequence and above the row.
+      fence = greatest(EXCLUDED.fence, lease.fence + 1),
+      acquired_at = EXCLUDED.acquired_at,
+      -- Only grows: the holder's queued claim carrying an older clock never shortens its lease.
+      expires_at = greatest(lease.expires_at, EXCLUDED.expires_at)
     -- A live lease of another holder is never taken over.
     WHERE lease.holder = EXCLUDED.holder OR lease.expires_at <= EXCLUDED.acquired_at
     RETURNING holder, fence, acquired_at, expires_at
@@ -48,20 +52,25 @@ const claimSql = (t: LeaseTable) => `
 
 const renewSql = (t: LeaseTable) => `
   WITH ${NOW}
-  UPDATE ${t.qualified} AS lease SET expires_at = now.t + $4 * interval '1 millisecond'
+  -- Only grows: a renew carrying an older clock that commits after a newer one never shortens the lease.
+  UPDATE ${t.qualified} AS lease SET expires_at = greatest(lease.expires_at, now.t + $4 * interval '1 millisecond')
   FROM now
   -- Holder and fence pin the term; an expired lease is never resurrected, even by its last holder.
-  WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND lease.expires_at > now.t
+  WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND ${LIVE}
   RETURNING lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
+
+// Ends the term at the statement's instant. acquired_at steps back only when the server clock
+// stepped back behind it, so the CHECK holds and the lease is free at once.
+const END_TERM =
+  "expires_at = now.t, acquired_at = least(lease.acquired_at, now.t - interval '1 microsecond')";
 
 const releaseSql = (t: LeaseTable) => `
   WITH ${NOW},
   released AS (
-    -- Expired in place, never deleted: the fence must survive to keep increasing.
-    UPDATE ${t.qualified} AS lease
-       SET expires_at = greatest(now.t, lease.acquired_at + interval '1 microsecond')
+    -- Expired in place, never deleted: the row stays for operators, and the fence keeps increasing.
+    UPDATE ${t.qualified} AS lease SET ${END_TERM}
       FROM now
-     WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND lease.expires_at > now.t
+     WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND ${LIVE}
     RETURNING lease.key
   )
   SELECT key, pg_notify('${t.channel}', key) FROM released`;
@@ -78,20 +87,20 @@ const listSql = (t: LeaseTable) => `
 
 const renewManySql = (t: LeaseTable) => `
   WITH ${NOW}
-  UPDATE ${t.qualified} AS lease SET expires_at = now.t + $2 * interval '1 millisecond'
+  -- Only grows, per row, as in a single renew.
+  UPDATE ${t.qualified} AS lease SET expires_at = greatest(lease.expires_at, now.t + $2 * interval '1 millisecond')
   FROM now, unnest($3::text[], $4::bigint[]) AS term(key, fence)
   -- The same guard as a single renew, per row: holder, fence and still live.
-  WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND lease.expires_at > now.t
+  WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND ${LIVE}
   RETURNING lease.key, lease.fence::text, lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
 
 // Administrative release (pglease release): ends whoever holds it now, keeping the fence.
 const forceReleaseSql = (t: LeaseTable) => `
   WITH ${NOW},
   released AS (
-    UPDATE ${t.qualified} AS lease
-       SET expires_at = greatest(now.t, lease.acquired_at + interval '1 microsecond')
+    UPDATE ${t.qualified} AS lease SET ${END_TERM}
       FROM now
-     WHERE lease.key = $1 AND lease.expires_at > now.t
+     WHERE lease.key = $1 AND ${LIVE}
     RETURNING lease.key, lease.holder, lease.fence::text
   )
   SELECT key, holder, fence, pg_notify('${t.channel}', key) FROM released`;
@@ -106,13 +115,6 @@ interface Row {
   acquired_at: Date;
   expires_at: Date;
   ttl_ms: number;
-}
-
-export function parseFence(text: string): number {
-  const fence = Number(text);
-  if (!Number.isSafeInteger(fence))
-    throw new RangeError(`fence ${text} is beyond 2^53 and cannot be represented`);
-  return fence;
 }
 
 function view(row: Row & { key: string }): LeaseView {

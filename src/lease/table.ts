@@ -14,6 +14,8 @@ export interface LeaseTable {
   tag: string;
   /** The LISTEN/NOTIFY channel announcing releases on this table. */
   channel: string;
+  /** The fence counter, `"schema"."<table>_fence"`: a sequence the table does not own, so fences survive it. */
+  fenceSequence: string;
 }
 
 /** Null when `value` is a plain identifier; otherwise the problem, naming the field. */
@@ -29,11 +31,14 @@ export function leaseTable(schema = "public", table = "pglease_leases"): LeaseTa
   );
   if (problems.length > 0) throw new TypeError(problems.join("; "));
   const tag = createHash("sha256").update(`${schema}.${table}`).digest("hex").slice(0, 10);
+  // PostgreSQL truncates names past 63 bytes, so a long table name keeps the tag to stay distinct.
+  const sequence = table.length <= 57 ? `${table}_fence` : `${table.slice(0, 46)}_fence_${tag}`;
   return {
     schema,
     table,
     qualified: `"${schema}"."${table}"`,
     tag,
     channel: `pglease_release_${tag}`,
+    fenceSequence: `"${schema}"."${sequence}"`,
   };
 }

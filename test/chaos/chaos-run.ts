@@ -123,7 +123,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       await sleep(planned.settleMs, undefined, { signal }).catch(() => {});
     }
     const to = Date.now();
+    // Shutdown is judged too: the recording runs until every process has exited.
     await cluster.stopReplicas();
+    const end = Date.now();
     if (signal.aborted) throw new ChaosInterrupted();
     if (!cluster.admin) throw new Error("the cluster has no database pool");
     const database = await recorder.readDatabase(cluster.admin);
@@ -131,6 +133,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       lease: LEASE,
       leaseMs: options.leaseMs,
       window: { from, to },
+      end,
       pods: Object.fromEntries(cluster.podNames().map((name) => [name, name])),
       labels: cluster.labels?.changes ?? [],
       slots,

@@ -1,130 +1,193 @@
-// The checker must be able to fail: each rule fed a hand-made history that breaks it, and the
-// same history without the break, which must pass.
+// The checker must be able to fail: every rule is fed a hand-made history that breaks it, and
+// the same history without the break (checker-fixture.ts) must pass.
 import { describe, expect, it } from "vitest";
 import { checkHistory } from "./checker.ts";
-import type { History, Incarnation, LabelChange, Transition } from "./history.ts";
-
-const LEASE = "chaos";
-
-/** Two replicas; a (pid 1) leads with fence 1 from 1000 to 5000, b (pid 2) with fence 2 from 7000. */
-function cleanHistory(): History {
-  const incarnations: Incarnation[] = [
-    { replica: "a", pid: 1, holder: "a-1", startedAt: 0, endedAt: null },
-    { replica: "b", pid: 2, holder: "b-1", startedAt: 0, endedAt: null },
-  ];
-  const transitions: Transition[] = [
-    { pid: 1, time: 1_000, outcome: "acquired", fence: 1 },
-    { pid: 2, time: 1_010, outcome: "held-by-other", fence: 1 },
-    { pid: 1, time: 5_000, outcome: "stepped-down", fence: 1 },
-    { pid: 2, time: 7_000, outcome: "acquired", fence: 2 },
-  ];
-  let rv = 100;
-  const label = (time: number, pod: string, role: string | null): LabelChange => ({
-    resourceVersion: rv++,
-    time,
-    pod,
-    role,
-  });
-  return {
-    lease: LEASE,
-    leaseMs: 2_000,
-    window: { from: 0, to: 20_000 },
-    pods: { a: "pod-a", b: "pod-b" },
-    incarnations,
-    transitions,
-    pauses: [],
-    leaseRows: [
-      { seq: 1, key: LEASE, holder: "a-1", fence: 1, acquiredAt: 1_000 },
-      { seq: 2, key: LEASE, holder: "a-1", fence: 1, acquiredAt: 1_000 },
-      { seq: 3, key: LEASE, holder: "b-1", fence: 2, acquiredAt: 7_000 },
-    ],
-    writes: [
-      { seq: 1, replica: "a", fence: 1, issuedAt: 1_100 },
-      { seq: 2, replica: "a", fence: 1, issuedAt: 1_200 },
-      { seq: 5, replica: "b", fence: 2, issuedAt: 7_100 },
-    ],
-    rejections: [{ replica: "a", fence: 1, currentFence: 2, time: 7_200 }],
-    labels: [
-      label(500, "pod-a", "follower"),
-      label(500, "pod-b", "follower"),
-      label(1_020, "pod-a", "leader"),
-      label(5_010, "pod-a", "follower"),
-      label(7_020, "pod-b", "leader"),
-    ],
-    slots: [
-      // The leader's link cut at 3000: it steps down at 5000, b leads (and is labelled) at 7020.
-      { index: 0, kind: "db-cut", startedAt: 3_000, healedAt: 6_500, faults: [] },
-    ],
-  };
-}
+import { cleanHistory, END, inCommitOrder, LEASE, label, row, WINDOW_TO, write } from "./checker-fixture.ts";
+import type { History, Incarnation, LabelChange } from "./history.ts";
+import { QUIET_BOUND_MS } from "./workload-timing.ts";
+import { staleWrites, writesNotGranted } from "./write-rules.ts";
 
 const rules = (history: History) => checkHistory(history).violations.map((v) => v.rule);
 
-describe("chaos checker", () => {
-  it("passes a clean history and measures its failover and recovery", () => {
+describe("chaos checker: the clean history", () => {
+  it("passes, and measures its failover, recovery and longest write gap", () => {
     const result = checkHistory(cleanHistory());
     expect(result.violations).toEqual([]);
     expect(result.slots).toEqual([{ index: 0, kind: "db-cut", failoverMs: 7_020 - 5_000, recoveryMs: 520 }]);
-    expect(result.writesAccepted).toBe(3);
+    // a: 1100…2900, b: 7100…12 000 inside the fault phase (b's last write, 12 100, is in shutdown).
+    expect(result.writesAccepted).toBe(19 + 50);
     expect(result.writesRejected).toBe(1);
+    // From b's acquisition at 7000 to its first write at 7100.
+    expect(result.longestWriteGapMs).toBe(100);
   });
+});
 
-  it("reports a write accepted with a fence lower than one already accepted", () => {
+describe("chaos checker: writes", () => {
+  it("stale-write: a fence lower than one already accepted", () => {
     const history = cleanHistory();
-    history.writes.push(
-      { seq: 6, replica: "a", fence: 1, issuedAt: 7_300 },
-      { seq: 7, replica: "a", fence: 1, issuedAt: 7_301 },
-    );
-    const result = checkHistory(history);
-    expect(result.violations).toEqual([
+    history.writes.push(write("a", 1, 12_300), write("a", 1, 12_301));
+    expect(checkHistory(history).violations).toEqual([
       {
         rule: "stale-write",
-        at: 7_300,
+        at: 12_300,
         detail: "2 write(s) by a with fence 1 accepted after fence 2, issued over 1 ms",
       },
     ]);
   });
 
-  it("judges writes in commit order (seq), not in the order they were issued", () => {
+  it("stale-write: judged in commit order (seq), not in the order the writes were issued", () => {
     const history = cleanHistory();
     // Issued early, committed last: the stale one is the late commit.
-    history.writes.push({ seq: 9, replica: "a", fence: 1, issuedAt: 1_300 });
+    history.writes.push(write("a", 1, 1_300));
     expect(rules(history)).toEqual(["stale-write"]);
   });
 
-  it("reports a new term that does not raise the fence, in the lease table", () => {
+  it("stale-write: the same fence from another replica, after that replica's writes", () => {
     const history = cleanHistory();
-    history.leaseRows[2] = { seq: 3, key: LEASE, holder: "b-1", fence: 1, acquiredAt: 7_000 };
+    // A fence handed out twice (a reused fence after a lost claim) must still be one replica's.
+    history.writes.push(write("a", 2, 12_300));
+    expect(staleWrites(history)).toEqual([
+      {
+        rule: "stale-write",
+        at: 12_300,
+        detail:
+          "1 write(s) by a with fence 2 accepted after b's writes with the same fence, issued over 0 ms",
+      },
+    ]);
+    expect(rules(history)).toEqual(["stale-write", "write-not-granted"]);
+  });
+
+  it("write-not-granted: a fence the table gave to another replica, or to no one", () => {
+    const history = cleanHistory();
+    history.writes.push(write("b", 3, 12_300));
+    expect(rules(history)).toEqual(["write-not-granted"]);
+    history.writes.splice(0, 1, { ...write("a", 2, 1_100), seq: 0 });
+    expect(writesNotGranted(history).map((v) => v.detail)).toEqual([
+      "1 write(s) by a with fence 2, which the lease table gave to b",
+      "1 write(s) by b with fence 3, which the lease table never gave out",
+    ]);
+  });
+
+  it("quiet-workload: a leader with a healthy link that got no write accepted for longer than the bound", () => {
+    const history = cleanHistory();
+    const gapFrom = 8_000;
+    // On the workloads' 100 ms grid, so the write at gapTo is kept.
+    const gapTo = gapFrom + Math.ceil((QUIET_BOUND_MS + 1) / 100) * 100;
+    history.writes = history.writes.filter(
+      (w) => w.replica !== "b" || w.issuedAt <= gapFrom || w.issuedAt >= gapTo,
+    );
+    const result = checkHistory(history);
+    expect(result.violations).toEqual([
+      {
+        rule: "quiet-workload",
+        at: gapFrom,
+        detail: `b led with a healthy database link for 5000 ms but got no write accepted for ${gapTo - gapFrom} ms (bound ${QUIET_BOUND_MS} ms)`,
+      },
+    ]);
+    expect(result.longestWriteGapMs).toBe(gapTo - gapFrom);
+  });
+
+  it("quiet-workload: workloads that never wrote fail the run (the stale-write rule would pass on nothing)", () => {
+    const history = cleanHistory();
+    history.writes = [];
+    // a led for 2 s before its link was cut, within the bound; b led for 5 s.
+    expect(checkHistory(history).violations).toEqual([
+      {
+        rule: "quiet-workload",
+        at: 7_000,
+        detail: `b led with a healthy database link for 5000 ms but got no write accepted for 5000 ms (bound ${QUIET_BOUND_MS} ms)`,
+      },
+    ]);
+  });
+
+  it("quiet-workload: no writes are expected while the leader's link is under a fault or it is paused", () => {
+    const history = cleanHistory();
+    // a keeps believing through its link cut and a pause, and writes neither during them.
+    history.transitions[2] = { pid: 1, time: 6_990, outcome: "stepped-down", fence: 1 };
+    history.pauses.push({ pid: 1, kind: "sigstop", from: 6_400, to: 6_700 });
+    expect(rules(history)).toEqual([]);
+    // Without the pause, a believed with a healed link from 6500 to 6990: quiet, but within the bound.
+    history.pauses = [];
+    expect(checkHistory(history).longestWriteGapMs).toBe(490);
+  });
+});
+
+describe("chaos checker: the lease", () => {
+  it("fence-order: a new term that does not raise the fence, in the lease table", () => {
+    const history = cleanHistory();
+    history.leaseRows[2] = { ...(history.leaseRows[2] as History["leaseRows"][number]), fence: 1 };
     expect(rules(history)).toContain("fence-order");
   });
 
-  it("reports a fence that changes inside one term", () => {
+  it("fence-order: a fence that changes inside one term", () => {
     const history = cleanHistory();
-    history.leaseRows[1] = { seq: 2, key: LEASE, holder: "a-1", fence: 3, acquiredAt: 1_000 };
+    history.leaseRows[1] = { ...(history.leaseRows[1] as History["leaseRows"][number]), fence: 3 };
     expect(rules(history)).toContain("fence-order");
   });
 
-  it("reports acquisitions logged out of fence order, and a fence the table never granted", () => {
+  it("fence-order: acquisitions logged out of fence order, shutdown included", () => {
     const history = cleanHistory();
-    history.transitions[3] = { pid: 2, time: 7_000, outcome: "acquired", fence: 1 };
-    expect(rules(history)).toEqual(expect.arrayContaining(["fence-order", "fence-not-granted"]));
+    // After the fault phase, a logs fence 1 again: granted to it once, but b's 2 came in between.
+    history.transitions.push({ pid: 1, time: 12_300, outcome: "acquired", fence: 1 });
+    const result = checkHistory(history);
+    expect(result.violations.map((v) => v.rule)).toEqual(["fence-order"]);
+    expect(result.violations[0]?.detail).toBe("a-1 acquired fence 1 after b-1 acquired fence 2");
+  });
+
+  it("fence-not-granted: a fence the table gave to another holder of the same replica", () => {
+    const history = cleanHistory();
+    // b's restarted process (holder b-2) got fence 2; b-1 says it did.
+    history.incarnations.push({ replica: "b", pid: 3, holder: "b-2", startedAt: 6_000, endedAt: 6_100 });
+    history.leaseRows = history.leaseRows.map((r) => (r.holder === "b-1" ? { ...r, holder: "b-2" } : r));
+    expect(rules(history)).toEqual(["fence-not-granted"]);
   });
 
   it("allows the same holder to take its own live term back with the same fence", () => {
     const history = cleanHistory();
     history.transitions.push({ pid: 2, time: 9_000, outcome: "stepped-down", fence: 2 });
     history.transitions.push({ pid: 2, time: 9_500, outcome: "acquired", fence: 2 });
-    history.labels.push({ resourceVersion: 900, time: 9_010, pod: "pod-b", role: "follower" });
-    history.labels.push({ resourceVersion: 901, time: 9_510, pod: "pod-b", role: "leader" });
+    history.labels.splice(5, 1);
+    history.labels.push(label(9_010, "pod-b", "follower"), label(9_510, "pod-b", "leader"));
+    history.labels.push(label(12_150, "pod-b", "follower"));
     expect(rules(history)).toEqual([]);
   });
 
-  it("reports two running processes believing they lead at once", () => {
+  it("term-overlap: another holder's claim before the previous term's expiry", () => {
+    const history = cleanHistory();
+    // A renew of a's term, committed during the link cut, promised it until 7500.
+    history.leaseRows.splice(2, 0, row("a-1", 1, 1_000, 7_500, 5_500));
+    history.leaseRows = inCommitOrder(history.leaseRows);
+    const result = checkHistory(history);
+    expect(result.violations.map((v) => v.rule)).toEqual(["term-overlap"]);
+    expect(result.violations[0]?.detail).toBe(
+      `lease ${LEASE}: b-1 started a term with fence 2 (row ${history.leaseRows[3]?.seq}) 500.000 ms before a-1's term with fence 1 ran out`,
+    );
+  });
+
+  it("term-overlap: a late commit with an older clock does not take back an expiry already promised", () => {
+    const history = cleanHistory();
+    history.leaseRows.splice(2, 0, row("a-1", 1, 1_000, 7_500, 5_500), row("a-1", 1, 1_000, 6_800, 5_600));
+    history.leaseRows = inCommitOrder(history.leaseRows);
+    expect(rules(history)).toEqual(["term-overlap"]);
+  });
+
+  it("term-overlap: a released term ends at its release, unless a renew brings it back", () => {
+    const history = cleanHistory();
+    history.leaseRows.splice(2, 0, row("a-1", 1, 1_000, 7_500, 5_500), row("a-1", 1, 1_000, 5_600, 5_600));
+    history.leaseRows = inCommitOrder(history.leaseRows);
+    expect(rules(history)).toEqual([]);
+    history.leaseRows.splice(4, 0, row("a-1", 1, 1_000, 7_100, 5_700));
+    history.leaseRows = inCommitOrder(history.leaseRows);
+    expect(rules(history)).toEqual(["term-overlap"]);
+  });
+});
+
+describe("chaos checker: beliefs", () => {
+  it("two-believers: two running processes believing they lead at once", () => {
     const history = cleanHistory();
     // a steps down 3 ms after b acquired: beyond the 2 ms of timestamp rounding.
     history.transitions[2] = { pid: 1, time: 7_003, outcome: "stepped-down", fence: 1 };
-    history.labels[3] = { resourceVersion: 103, time: 7_004, pod: "pod-a", role: "follower" };
-    history.labels[4] = { resourceVersion: 104, time: 7_020, pod: "pod-b", role: "leader" };
+    history.labels[3] = { ...(history.labels[3] as History["labels"][number]), time: 7_004 };
     const result = checkHistory(history);
     expect(result.violations.map((v) => v.rule)).toEqual(["two-believers"]);
     expect(result.violations[0]?.detail).toMatch(/both believed they led for 3 ms/);
@@ -133,15 +196,15 @@ describe("chaos checker", () => {
   it("takes 2 ms of overlap as timestamp rounding", () => {
     const history = cleanHistory();
     history.transitions[2] = { pid: 1, time: 7_002, outcome: "stepped-down", fence: 1 };
-    history.labels[3] = { resourceVersion: 103, time: 7_003, pod: "pod-a", role: "follower" };
+    history.labels[3] = { ...(history.labels[3] as History["labels"][number]), time: 7_003 };
     expect(rules(history)).toEqual([]);
   });
 
-  it("does not count a paused process's belief, but does count it once the wake-up grace is over", () => {
+  it("two-believers: a paused belief does not count, but does once the wake-up grace is over", () => {
     const history = cleanHistory();
     // a SIGSTOPped from 4000 to 7500 while believing; it steps down 20 ms after waking.
     history.transitions[2] = { pid: 1, time: 7_520, outcome: "stepped-down", fence: 1 };
-    history.labels[3] = { resourceVersion: 103, time: 7_010, pod: "pod-a", role: "follower" };
+    history.labels[3] = { ...(history.labels[3] as History["labels"][number]), time: 7_010 };
     history.pauses.push({ pid: 1, kind: "sigstop", from: 4_000, to: 7_500 });
     const result = checkHistory(history);
     expect(result.violations).toEqual([]);
@@ -155,22 +218,49 @@ describe("chaos checker", () => {
     expect(rules(history)).toEqual(["two-believers"]);
   });
 
-  it("ends a killed process's belief at its death", () => {
+  it("two-believers: a killed process's belief ends at its death, and not before", () => {
     const history = cleanHistory();
     history.transitions.splice(2, 1);
     history.incarnations[0] = { ...(history.incarnations[0] as Incarnation), endedAt: 4_000 };
     // The new leader demotes the dead one's pod before labelling itself.
-    history.labels[3] = { resourceVersion: 103, time: 7_015, pod: "pod-a", role: "follower" };
+    history.labels[3] = { ...(history.labels[3] as History["labels"][number]), time: 7_015 };
     expect(rules(history)).toEqual([]);
-    history.incarnations[0] = { ...(history.incarnations[0] as Incarnation), endedAt: null };
-    expect(rules(history)).toContain("two-believers");
+    history.incarnations[0] = { ...(history.incarnations[0] as Incarnation), endedAt: 7_100 };
+    expect(rules(history)).toEqual(["two-believers"]);
   });
 
-  it("reports two pods labelled leader in the same API server state", () => {
+  it("two-believers: during shutdown, after the fault phase", () => {
+    const history = cleanHistory();
+    // b's release commits at 12 190, a claims at 12 250, but b only stops believing at 12 300.
+    history.transitions[4] = { pid: 2, time: 12_300, outcome: "released", fence: 2 };
+    history.transitions.push({ pid: 1, time: 12_250, outcome: "acquired", fence: 3 });
+    history.leaseRows.push(row("a-1", 3, 12_250, 14_250, 12_250));
+    history.labels.push(label(12_260, "pod-a", "leader"));
+    expect(WINDOW_TO).toBeLessThan(12_250);
+    const result = checkHistory(history);
+    expect(result.violations.map((v) => v.rule)).toEqual(["two-believers"]);
+    expect(result.violations[0]?.detail).toMatch(/both believed they led for 50 ms/);
+  });
+
+  it("two-believers: a belief with no end lasts until the recording ends", () => {
+    const history = cleanHistory();
+    history.incarnations[1] = { ...(history.incarnations[1] as Incarnation), endedAt: null };
+    // b neither releases nor exits; a claims at 12 300 and exits at 12 400.
+    history.transitions.splice(4, 1);
+    history.leaseRows.splice(4, 1);
+    history.transitions.push({ pid: 1, time: END - 200, outcome: "acquired", fence: 3 });
+    history.leaseRows.push(row("a-1", 3, END - 200, END + 1_800, END - 200));
+    expect(rules(history)).toEqual(["term-overlap", "two-believers"]);
+  });
+});
+
+describe("chaos checker: labels and liveness", () => {
+  it("two-labelled: two pods labelled leader in one API server state", () => {
     const history = cleanHistory();
     // b labels itself before a's label is removed.
-    history.labels[3] = { resourceVersion: 104, time: 7_030, pod: "pod-a", role: "follower" };
-    history.labels[4] = { resourceVersion: 103, time: 7_020, pod: "pod-b", role: "leader" };
+    const [demote, promote] = [history.labels[3], history.labels[4]] as [LabelChange, LabelChange];
+    history.labels[3] = { ...demote, resourceVersion: promote.resourceVersion, time: 7_030 };
+    history.labels[4] = { ...promote, resourceVersion: demote.resourceVersion };
     const result = checkHistory(history);
     expect(result.violations.map((v) => v.rule)).toEqual(["two-labelled"]);
     expect(result.violations[0]?.detail).toBe(
@@ -178,19 +268,35 @@ describe("chaos checker", () => {
     );
   });
 
-  it("reports a heal not followed by a labelled leader within lease + 1 s", () => {
+  it("two-labelled: during shutdown, and still at the end of the recording", () => {
     const history = cleanHistory();
-    history.slots[0] = { index: 0, kind: "db-cut", startedAt: 3_000, healedAt: 5_500, faults: [] };
+    history.labels.splice(5, 1);
+    history.labels.push(label(12_300, "pod-a", "leader"));
+    const result = checkHistory(history);
+    expect(result.violations.map((v) => v.rule)).toEqual(["two-labelled"]);
+    expect(result.violations[0]?.detail).toBe("pods pod-a, pod-b still both labelled leader");
+  });
+
+  it("liveness: a heal not followed by a labelled leader within lease + 1 s", () => {
+    const history = cleanHistory();
+    history.slots[0] = { ...(history.slots[0] as History["slots"][number]), healedAt: 5_500 };
     // b's label arrives 3.52 s after the heal: over the 3 s bound.
-    history.labels[4] = { resourceVersion: 104, time: 9_020, pod: "pod-b", role: "leader" };
+    history.labels[4] = { ...(history.labels[4] as History["labels"][number]), time: 9_020 };
     const result = checkHistory(history);
     expect(result.violations.map((v) => v.rule)).toEqual(["liveness"]);
     expect(result.slots[0]?.recoveryMs).toBe(3_520);
   });
 
-  it("does not count a leader whose pod is not labelled, nor a labelled pod whose process does not believe", () => {
+  it("liveness: a believing leader whose pod is not labelled does not count", () => {
     const history = cleanHistory();
     history.labels.splice(4, 1);
+    expect(rules(history)).toEqual(["liveness"]);
+  });
+
+  it("liveness: a labelled pod whose process does not believe does not count", () => {
+    const history = cleanHistory();
+    // b's pod is labelled at 7020, but its process never says it acquired.
+    history.transitions.splice(3, 2);
     expect(rules(history)).toEqual(["liveness"]);
   });
 });

@@ -1,23 +1,17 @@
 // The safety checker: a pure function from a recorded chaos history to its violations and the
 // failover figures. It trusts nothing but the history: log lines, the database's own change logs
 // (lease rows and accepted writes, both in commit order) and the API server's label changes.
+// Safety is judged over the whole recording, start-up and shutdown included; liveness and the
+// figures over the fault phase.
 import type { History, Pause } from "./history.ts";
+import { fenceViolations, termOverlaps } from "./lease-rules.ts";
 import type { FaultKind } from "./schedule.ts";
 import { type Belief, beliefs, LeadershipView } from "./timeline.ts";
+import type { Violation } from "./violation.ts";
+import { QUIET_BOUND_MS } from "./workload-timing.ts";
+import { quietWorkloads, staleWrites, writesNotGranted } from "./write-rules.ts";
 
-export type Rule =
-  | "stale-write"
-  | "fence-order"
-  | "fence-not-granted"
-  | "two-believers"
-  | "two-labelled"
-  | "liveness";
-
-export interface Violation {
-  rule: Rule;
-  at: number;
-  detail: string;
-}
+export type { Rule, Violation } from "./violation.ts";
 
 export interface SlotOutcome {
   index: number;
@@ -35,6 +29,8 @@ export interface CheckResult {
   writesRejected: number;
   /** Per pause kind: believing leaders woken while another led, and the longest stale belief. */
   staleWakeups: Record<Pause["kind"], { count: number; maxMs: number }>;
+  /** The longest a leader with a healthy database link went without an accepted write. */
+  longestWriteGapMs: number;
   /** The bounds this result was judged with. */
   bounds: Required<CheckOptions>;
 }
@@ -46,6 +42,8 @@ export interface CheckOptions {
   wakeGraceMs?: number;
   /** A leader must be labelled within this long after a heal; default lease duration + 1 s. */
   livenessBoundMs?: number;
+  /** A leader with a healthy database link must get a write accepted at least this often. */
+  quietBoundMs?: number;
 }
 
 export const DEFAULT_TOLERANCE_MS = 2;
@@ -58,96 +56,8 @@ export const DEFAULT_TOLERANCE_MS = 2;
  */
 export const DEFAULT_WAKE_GRACE_MS = 200;
 
-/** Accepted writes in commit order: a fence below one already accepted must never get in. */
-export function staleWrites(history: History): Violation[] {
-  // One violation per replica, stale fence and the fence it came after, with the count and span.
-  const groups = new Map<
-    string,
-    { replica: string; fence: number; highest: number; first: number; last: number; count: number }
-  >();
-  let highest = 0;
-  for (const w of [...history.writes].sort((a, b) => a.seq - b.seq)) {
-    if (w.fence >= highest) {
-      highest = w.fence;
-      continue;
-    }
-    const key = `${w.replica} ${w.fence} ${highest}`;
-    const group = groups.get(key);
-    if (group) {
-      group.count++;
-      group.last = w.issuedAt;
-    } else {
-      groups.set(key, {
-        replica: w.replica,
-        fence: w.fence,
-        highest,
-        first: w.issuedAt,
-        last: w.issuedAt,
-        count: 1,
-      });
-    }
-  }
-  return [...groups.values()].map((g) => ({
-    rule: "stale-write",
-    at: g.first,
-    detail: `${g.count} write(s) by ${g.replica} with fence ${g.fence} accepted after fence ${g.highest}, issued over ${g.last - g.first} ms`,
-  }));
-}
-
-/** Fences strictly increase across terms, in the lease table and in what the replicas log. */
-export function fenceViolations(history: History): Violation[] {
-  const out: Violation[] = [];
-  const previous = new Map<string, History["leaseRows"][number]>();
-  for (const row of [...history.leaseRows].sort((a, b) => a.seq - b.seq)) {
-    const before = previous.get(row.key);
-    previous.set(row.key, row);
-    if (!before) continue;
-    const sameTerm = before.holder === row.holder && before.acquiredAt === row.acquiredAt;
-    if (sameTerm ? row.fence !== before.fence : row.fence <= before.fence) {
-      out.push({
-        rule: "fence-order",
-        at: row.acquiredAt,
-        detail: `lease ${row.key}: row ${row.seq} gives ${row.holder} fence ${row.fence} after ${before.holder}'s ${before.fence}${sameTerm ? " in the same term" : ""}`,
-      });
-    }
-  }
-  const holderOf = new Map(history.incarnations.map((i) => [i.pid, i.holder]));
-  const granted = new Set(history.leaseRows.map((r) => `${r.holder} ${r.fence}`));
-  const acquisitions = history.transitions
-    .filter((t) => t.outcome === "acquired" && t.time <= history.window.to)
-    .map((t) => ({ ...t, holder: holderOf.get(t.pid) ?? `pid ${t.pid}` }))
-    .sort((a, b) => a.time - b.time || (a.fence ?? 0) - (b.fence ?? 0));
-  let last: (typeof acquisitions)[number] | null = null;
-  for (const a of acquisitions) {
-    if (!granted.has(`${a.holder} ${a.fence}`)) {
-      out.push({
-        rule: "fence-not-granted",
-        at: a.time,
-        detail: `${a.holder} logged fence ${a.fence}, which the lease table never gave it`,
-      });
-    }
-    // The same holder may take its own live term back with the same fence; anyone else needs a higher one.
-    const ok =
-      last === null ||
-      (a.holder === last.holder ? (a.fence ?? 0) >= (last.fence ?? 0) : (a.fence ?? 0) > (last.fence ?? 0));
-    if (!ok && last) {
-      out.push({
-        rule: "fence-order",
-        at: a.time,
-        detail: `${a.holder} acquired fence ${a.fence} after ${last.holder} acquired fence ${last.fence}`,
-      });
-    }
-    last = a;
-  }
-  return out;
-}
-
 /** No two processes that could act believed they led at the same instant. */
-export function overlappingBeliefs(
-  history: History,
-  list: readonly Belief[],
-  toleranceMs: number,
-): Violation[] {
+export function overlappingBeliefs(list: readonly Belief[], toleranceMs: number): Violation[] {
   const intervals = list
     .flatMap((b) => b.running.map((i) => ({ ...i, who: b.incarnation })))
     .sort((a, b) => a.from - b.from);
@@ -167,7 +77,7 @@ export function overlappingBeliefs(
       });
     }
   }
-  return out.filter((v) => v.at <= history.window.to);
+  return out;
 }
 
 /** At every state the API server went through, at most one pod carried the leader label. */
@@ -177,7 +87,6 @@ export function overlappingLabels(history: History): Violation[] {
   let published = false;
   let open: { at: number; pods: Set<string> } | null = null;
   for (const change of [...history.labels].sort((a, b) => a.resourceVersion - b.resourceVersion)) {
-    if (change.time > history.window.to) break;
     roles.set(change.pod, change.role);
     published ||= change.role === "leader";
     const leaders = [...roles].filter(([, role]) => role === "leader").map(([pod]) => pod);
@@ -227,12 +136,17 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   const toleranceMs = options.toleranceMs ?? DEFAULT_TOLERANCE_MS;
   const wakeGraceMs = options.wakeGraceMs ?? DEFAULT_WAKE_GRACE_MS;
   const bound = options.livenessBoundMs ?? history.leaseMs + 1_000;
+  const quietBoundMs = options.quietBoundMs ?? QUIET_BOUND_MS;
   const list = beliefs(history, wakeGraceMs);
   const view = new LeadershipView(history, list);
+  const quiet = quietWorkloads(history, list, quietBoundMs);
   const violations: Violation[] = [
     ...staleWrites(history),
+    ...writesNotGranted(history),
+    ...quiet.violations,
     ...fenceViolations(history),
-    ...overlappingBeliefs(history, list, toleranceMs),
+    ...termOverlaps(history),
+    ...overlappingBeliefs(list, toleranceMs),
     ...overlappingLabels(history),
   ];
   const slots = [...history.slots].sort((a, b) => a.startedAt - b.startedAt);
@@ -263,6 +177,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     writesAccepted: history.writes.filter((w) => inWindow(w.issuedAt)).length,
     writesRejected: history.rejections.filter((r) => inWindow(r.time)).length,
     staleWakeups: staleWakeups(history, list),
-    bounds: { toleranceMs, wakeGraceMs, livenessBoundMs: bound },
+    longestWriteGapMs: quiet.longestGapMs,
+    bounds: { toleranceMs, wakeGraceMs, livenessBoundMs: bound, quietBoundMs },
   };
 }

@@ -3,14 +3,20 @@
 import { access } from "node:fs/promises";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { EmbeddedPostgresMissing, startEmbeddedPostgres } from "../../src/cli/demo/embedded-postgres.ts";
+import { EmbeddedPostgresMissing, startEmbeddedPostgres } from "../support/embedded-postgres.ts";
+import { skipBecause } from "../support/skip.ts";
 
 const server = await startEmbeddedPostgres({ exitHooks: false }).catch((error: unknown) => {
   if (error instanceof EmbeddedPostgresMissing) return null;
   throw error;
 });
 
-describe.skipIf(server === null)("embedded PostgreSQL restart", () => {
+const skip = skipBecause(
+  "embedded PostgreSQL restart",
+  server === null && "the package embedded-postgres is not installed",
+);
+
+describe.skipIf(skip)("embedded PostgreSQL restart", () => {
   it("keeps committed rows and the port across a fast and an immediate restart, then stops and cleans up", async () => {
     if (!server) return;
     const query = async (sql: string) => {

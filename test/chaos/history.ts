@@ -39,6 +39,10 @@ export interface LeaseRow {
   fence: number;
   /** Server time of the term's start, ms. */
   acquiredAt: number;
+  /** The expiry this statement wrote, server time, ms. */
+  expiresAt: number;
+  /** The server's clock when the row was written (the trigger's clock_timestamp()), ms. */
+  loggedAt: number;
 }
 
 /** A row the workload wrote, in commit order (seq). */
@@ -86,8 +90,13 @@ export interface History {
   /** The lease key, which is also the guarded resource. */
   lease: string;
   leaseMs: number;
-  /** Only what happened inside it is judged: before is start-up, after is shutdown. */
+  /**
+   * The fault phase: slots, liveness and the figures are about it. Safety is judged over the
+   * whole recording, start-up and shutdown included.
+   */
   window: { from: number; to: number };
+  /** When the recording stopped: every process had exited. */
+  end: number;
   /** Replica name → its pod's name. */
   pods: Record<string, string>;
   incarnations: Incarnation[];

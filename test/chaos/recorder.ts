@@ -6,8 +6,13 @@ import type { History, Incarnation, LeaseRow, Pause, RejectedWrite, Slot, Transi
 const LEADING = new Set(["acquired", "renewed"]);
 
 // seq is drawn inside the writing transaction while it holds the row's lock, so it is commit order.
+// Times come back as numeric text (microseconds kept): the checker compares a claim's start with
+// the previous term's expiry, both from the server's clock.
 const READ_LEASE_LOG = `
-  SELECT seq, key, holder, fence::text, extract(epoch FROM acquired_at) * 1000 AS acquired_ms
+  SELECT seq, key, holder, fence::text,
+         (extract(epoch FROM acquired_at) * 1000)::text AS acquired_ms,
+         (extract(epoch FROM expires_at) * 1000)::text AS expires_ms,
+         (extract(epoch FROM logged_at) * 1000)::text AS logged_ms
     FROM chaos_lease_log ORDER BY seq`;
 const READ_WRITES = "SELECT seq, replica, fence::text, issued_ms::text FROM chaos_writes ORDER BY seq";
 
@@ -98,7 +103,9 @@ export class Recorder {
       key: string;
       holder: string;
       fence: string;
-      acquired_ms: number;
+      acquired_ms: string;
+      expires_ms: string;
+      logged_ms: string;
     }>(READ_LEASE_LOG);
     const writes = await pool.query<{ seq: string; replica: string; fence: string; issued_ms: string }>(
       READ_WRITES,
@@ -110,6 +117,8 @@ export class Recorder {
         holder: r.holder,
         fence: Number(r.fence),
         acquiredAt: Number(r.acquired_ms),
+        expiresAt: Number(r.expires_ms),
+        loggedAt: Number(r.logged_ms),
       })),
       writes: writes.rows.map((w) => ({
         seq: Number(w.seq),
@@ -130,7 +139,10 @@ export class Recorder {
 
 export function buildHistory(
   recorder: Recorder,
-  parts: Pick<History, "lease" | "leaseMs" | "window" | "pods" | "leaseRows" | "writes" | "labels"> & {
+  parts: Pick<
+    History,
+    "lease" | "leaseMs" | "window" | "end" | "pods" | "leaseRows" | "writes" | "labels"
+  > & {
     slots: Slot[];
   },
 ): History {

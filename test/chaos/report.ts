@@ -28,6 +28,7 @@ export interface Summary {
   acquisitions: number;
   highestFence: number;
   staleWakeups: ChaosOutcome["result"]["staleWakeups"];
+  longestWriteGapMs: number;
   bounds: ChaosOutcome["result"]["bounds"];
   violations: ChaosOutcome["result"]["violations"];
   notes: string[];
@@ -83,6 +84,7 @@ export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary
     acquisitions: acquisitions.length,
     highestFence: Math.max(0, ...history.leaseRows.map((r) => r.fence)),
     staleWakeups: result.staleWakeups,
+    longestWriteGapMs: result.longestWriteGapMs,
     bounds: result.bounds,
     violations: result.violations,
     notes: outcome.notes,
@@ -142,6 +144,7 @@ export function formatSummary(s: Summary): string {
     )
       .map(([kind, w]) => `${kind} ${w.count}× ≤ ${w.maxMs} ms`)
       .join(", ")} (grace ${s.bounds.wakeGraceMs} ms)`,
+    `longest a leader with a healthy database link went without an accepted write: ${s.longestWriteGapMs} ms (bound ${s.bounds.quietBoundMs} ms)`,
     `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal`,
     `violations: ${s.violations.length}`,
     ...s.violations.slice(0, 30).map((v) => `  - ${v.rule} at ${new Date(v.at).toISOString()}: ${v.detail}`),

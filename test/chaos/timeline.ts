@@ -28,7 +28,7 @@ export function subtract(intervals: readonly Interval[], holes: readonly Interva
 
 /** When the process believed it led, from "acquired" to the line that ends it, or its death. */
 export function believedIntervals(history: History, incarnation: Incarnation): Interval[] {
-  const end = Math.min(incarnation.endedAt ?? history.window.to, history.window.to);
+  const end = incarnation.endedAt ?? history.end;
   const lines = history.transitions
     .filter((t) => t.pid === incarnation.pid && t.time <= end)
     .sort((a, b) => a.time - b.time);
@@ -51,7 +51,7 @@ export function believedIntervals(history: History, incarnation: Incarnation): I
  * them) run. A pause with no end lasts until the process's end.
  */
 export function pausedWindows(history: History, incarnation: Incarnation, wakeGraceMs: number): Interval[] {
-  const end = incarnation.endedAt ?? history.window.to;
+  const end = incarnation.endedAt ?? history.end;
   return history.pauses
     .filter((p) => p.pid === incarnation.pid)
     .map((p) => ({ from: p.from, to: p.to === null ? end : p.to + wakeGraceMs }));

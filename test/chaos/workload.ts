@@ -7,6 +7,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { createFenceGuard, readStatusEndpoint, StaleFenceError } from "../../src/fence/index.ts";
+import { ERROR_BACKOFF_MS, POLL_EVERY_MS, STATUS_TIMEOUT_MS, WRITE_TIMEOUT_MS } from "./workload-timing.ts";
 
 // The row the checker reads in seq order. Under the guard, seq is drawn after the guard row's lock
 // is taken, so seq order is the order in which the guarded transactions committed.
@@ -22,8 +23,6 @@ const statusUrl = env("CHAOS_STATUS_URL");
 const replica = env("CHAOS_REPLICA");
 const resource = env("CHAOS_RESOURCE");
 const guarded = process.env.CHAOS_GUARD !== "off";
-const POLL_EVERY_MS = 25;
-const STATUS_TIMEOUT_MS = 150;
 
 function logLine(fields: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify({ time: Date.now(), replica, ...fields })}\n`);
@@ -32,14 +31,14 @@ function logLine(fields: Record<string, unknown>): void {
 const pool = new pg.Pool({
   connectionString: env("DATABASE_URL"),
   max: 2,
-  connectionTimeoutMillis: 1_000,
-  query_timeout: 1_000,
+  connectionTimeoutMillis: WRITE_TIMEOUT_MS,
+  query_timeout: WRITE_TIMEOUT_MS,
   // A writer frozen inside its transaction holds the guard row; the server ends that transaction
   // after a second so the next leader is not blocked behind it (the README's advice).
-  options: "-c idle_in_transaction_session_timeout=1000 -c statement_timeout=1000",
+  options: `-c idle_in_transaction_session_timeout=${WRITE_TIMEOUT_MS} -c statement_timeout=${WRITE_TIMEOUT_MS}`,
 });
 pool.on("error", () => {});
-const guard = createFenceGuard({ pool, lockTimeoutMs: 1_000 });
+const guard = createFenceGuard({ pool, lockTimeoutMs: WRITE_TIMEOUT_MS });
 
 let reading: { role: "leader" | "follower"; fence: number | null } = { role: "follower", fence: null };
 const refused = new Set<number>();
@@ -85,7 +84,7 @@ async function writeWhileLeading(): Promise<never> {
       const message = error instanceof Error ? error.message : String(error);
       if (message !== lastError) logLine({ event: "write-error", fence, err: message });
       lastError = message;
-      await sleep(20);
+      await sleep(ERROR_BACKOFF_MS);
     }
   }
 }

@@ -15,14 +15,15 @@ import {
   renderChart,
   repoRoot,
 } from "../support/chart.ts";
+import { skipBecause } from "../support/skip.ts";
 import { type Manifest, parseManifests, schemaProblems } from "./kubernetes-schemas.ts";
 import { unknownFieldProblems } from "./unknown-fields.ts";
 
 const run = promisify(execFile);
 const tools = await kubeTools();
-if (!tools.ok) console.log(`SKIPPED chart value tests: ${tools.reason}`);
+const skip = skipBecause("chart value tests", !tools.ok && tools.reason);
 
-describe.skipIf(!tools.ok)("charts/pglease values", () => {
+describe.skipIf(skip)("charts/pglease values", () => {
   it.each<[string, ChartValues, RegExp]>([
     [
       "a malformed duration",

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Chart and manifest checks for CI: helm lint --strict and helm template over every value set in
-# charts/pglease/ci/, the sidecar patch applied to a sample Deployment (kubectl patch --local),
-# then every rendered object validated against the Kubernetes schemas and types
-# (test/chart/validate-manifests.ts). Self-contained (fetches helm and kubectl once into .tools/)
-# and idempotent (renders into a fresh .tools/chart-render/ each run).
+# charts/pglease/ci/, the pglease-sidecar library chart linted and rendered through the example
+# chart that uses it (deploy/examples/existing-chart), the sidecar patch applied to a sample
+# Deployment (kubectl patch --local), then every rendered object validated against the
+# Kubernetes schemas and types (test/chart/validate-manifests.ts). Self-contained (fetches helm
+# and kubectl once into .tools/) and idempotent (renders into a fresh .tmp/chart-render/ each
+# run, in this checkout: .tools/ may be shared between checkouts).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -12,7 +14,7 @@ bash test/chart/fetch-kube-tools.sh
 helm="$root/.tools/helm/helm"
 kubectl="$root/.tools/kubectl/kubectl"
 chart="charts/pglease"
-out="$root/.tools/chart-render"
+out="$root/.tmp/chart-render"
 rm -rf "$out" && mkdir -p "$out"
 
 echo "helm $("$helm" version --short)"
@@ -23,6 +25,14 @@ for values in "$chart"/ci/*.yaml; do
   echo "--- $name: template"
   "$helm" template pglease "$chart" -f "$values" --namespace pglease-ci >"$out/$name.yaml"
 done
+
+echo "--- charts/pglease-sidecar (library): lint"
+"$helm" lint --strict charts/pglease-sidecar
+example="deploy/examples/existing-chart"
+echo "--- $example (uses the library): lint"
+"$helm" lint --strict "$example" --namespace pglease-ci
+echo "--- $example: template"
+"$helm" template orders "$example" --namespace pglease-ci >"$out/existing-chart.yaml"
 
 echo "--- deploy/sidecar: patch a sample Deployment"
 # Offline: no kubeconfig, no server; kubectl applies the strategic merge patch locally.

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kubeTools, renderChart } from "../support/chart.ts";
+import { skipBecause } from "../support/skip.ts";
 
 const run = promisify(execFile);
 const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -18,8 +19,10 @@ const openssl = await run("openssl", ["version"]).then(
   () => true,
   () => false,
 );
-if (!tools.ok) console.log(`SKIPPED helm test pod script: ${tools.reason}`);
-if (!openssl) console.log("SKIPPED helm test pod script: no openssl to make the test server's certificate");
+const skip = skipBecause(
+  "helm test pod script",
+  (!tools.ok && tools.reason) || (!openssl && "no openssl to make the test server's certificate"),
+);
 
 interface Endpoint {
   addresses: string[];
@@ -32,7 +35,7 @@ const endpoint = (pod: string, address: string, ready = true): Endpoint => ({
   targetRef: { kind: "Pod", name: pod },
 });
 
-describe.skipIf(!tools.ok || !openssl)("helm test pod", () => {
+describe.skipIf(skip)("helm test pod", () => {
   let dir: string;
   let server: Server;
   let port: number;

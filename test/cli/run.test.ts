@@ -1,9 +1,9 @@
 // `pglease run` as a pod runs it: a child process on a real PostgreSQL, probed over HTTP.
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
 import { type Running, runPglease, startPglease, startShortLeaseRun } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { freePort } from "../support/embedded-postgres.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
 
 let db: TestDatabase;
@@ -30,6 +30,35 @@ async function replica(lease: string, extra: string[] = []) {
   const get = async (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${port}${path}`, init);
   return { r, port, get };
 }
+
+/** Far below the 20–30 s the follower would wait for the lease to run out or for its next look. */
+const HANDOVER_BOUND_MS = 5_000;
+
+async function longLeaseReplica(lease: string) {
+  const port = await freePort();
+  const r = startPglease(
+    [
+      "run",
+      "--lease",
+      lease,
+      "--http-addr",
+      `127.0.0.1:${port}`,
+      "--duration",
+      "30s",
+      "--retry-interval",
+      "60s",
+    ],
+    { DATABASE_URL: db.url },
+  );
+  running.push(r);
+  return { r, get: (path: string) => fetch(`http://127.0.0.1:${port}${path}`) };
+}
+
+const logLines = (stdout: string): Array<Record<string, unknown>> =>
+  stdout
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 
 describe("configuration errors", () => {
   it("exit 2 and list every problem at once, each naming its flag or variable", async () => {
@@ -98,7 +127,8 @@ describe("a running controller", () => {
         lease: "endpoints",
         role: "leader",
         leader: status.holder,
-        lastOutcome: "acquired",
+        // The first renew may already have run: renewals fall on a process-wide grid.
+        lastOutcome: expect.stringMatching(/^(acquired|renewed)$/),
       }),
     ]);
     expect(typeof status.leases[0]?.fence).toBe("number");
@@ -129,27 +159,32 @@ describe("a running controller", () => {
     expect((await a.get("/nope")).status).toBe(404);
   });
 
-  it("a second replica follows; a graceful stop demotes and releases, and the follower takes over at once", async () => {
-    const a = await replica("handover");
+  it("a second replica follows; a graceful stop releases, and the follower takes over on the notice", async () => {
+    // A 30 s lease, and a follower that looks only every 60 s: within HANDOVER_BOUND_MS, only the
+    // release ending the row in place and its NOTIFY reaching the follower can make it claim.
+    const a = await longLeaseReplica("handover");
     await a.r.waitForLog(/^acquired lease handover/);
-    const b = await replica("handover");
-    await b.r.waitForLog(/^lease handover is held by/);
+    const b = await longLeaseReplica("handover");
+    await b.r.waitForLog(/^lease handover is held by /);
     expect((await b.get("/leader")).status).toBe(503);
 
-    const stoppedAt = Date.now();
     const exit = await a.r.stop("SIGTERM");
     expect(exit.code).toBe(0);
-    expect(exit.stdout).toMatch(/"msg":"released lease handover \(fence 1\)"/);
-    // Released in place: the row is no longer held by the stopped process.
-    const row = await admin.query(
-      "SELECT holder, expires_at <= clock_timestamp() AS ended FROM pglease_leases WHERE key = 'handover'",
+    const released = logLines(exit.stdout).find((l) =>
+      /^released lease handover \(fence \d+\)$/.test(String(l.msg)),
     );
-    expect(
-      row.rows[0].holder === exit.stdout.match(/"holder":"([^"]+)"/)?.[1] ? row.rows[0].ended : true,
-    ).toBe(true);
-    const taken = await b.r.waitForLog(/^acquired lease handover with fence 2$/);
-    // Announced by NOTIFY, not found by the next poll after the 3 s lease ran out.
-    expect(Date.parse(String(taken.time)) - stoppedAt).toBeLessThan(2_500);
+    expect(released).toBeDefined();
+    const releasedFence = Number(String(released?.msg).match(/fence (\d+)/)?.[1]);
+    const taken = await b.r.waitForLog(/^acquired lease handover with fence \d+$/, 2 * HANDOVER_BOUND_MS);
+    expect(Date.parse(String(taken.time)) - Date.parse(String(released?.time))).toBeLessThan(
+      HANDOVER_BOUND_MS,
+    );
+    const takenFence = Number(String(taken.msg).match(/fence (\d+)$/)?.[1]);
+    expect(takenFence).toBeGreaterThan(releasedFence);
+    // The row the release ended is the one b took: same key, a higher fence, b's now.
+    const { holder } = (await (await b.get("/status")).json()) as { holder: string };
+    const row = await admin.query("SELECT holder, fence::int FROM pglease_leases WHERE key = 'handover'");
+    expect(row.rows).toEqual([{ holder, fence: takenFence }]);
   });
 
   it("several leases in one process, and /leader asks which", async () => {
@@ -175,7 +210,7 @@ describe("start-up while PostgreSQL is unreachable", () => {
       const warning = await r.waitForLog(/^cannot reach PostgreSQL yet \(.*\); retrying in \d+ ms/);
       expect(warning).toMatchObject({ level: "warn", attempt: 1 });
       proxy.heal();
-      await r.waitForLog(/^acquired lease late-db with fence 1$/);
+      await r.waitForLog(/^acquired lease late-db with fence \d+$/);
     } finally {
       await proxy.close();
     }
@@ -224,7 +259,7 @@ describe("operator commands", () => {
 
     const released = await runPglease(["release", "job", "--schema", "ops"], env);
     expect(released.stdout).toBe(
-      "released lease job held by pod-1-abcd (fence 7); the next claim gets fence 8\n",
+      "released lease job held by pod-1-abcd (fence 7); the next claim gets a higher fence\n",
     );
     expect((await runPglease(["release", "job", "--schema", "ops"], env)).stdout).toBe(
       "lease job was not held: nothing to release\n",
@@ -243,6 +278,7 @@ describe("secrets", () => {
     );
     await admin.query(`GRANT ALL ON SCHEMA public TO pglease_secret`);
     await admin.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO pglease_secret`);
+    await admin.query(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO pglease_secret`);
     const url = new URL(db.url);
     url.username = "pglease_secret";
     url.password = password;

@@ -31,7 +31,7 @@ describe("values", () => {
   });
 
   it("addresses and lease lists", () => {
-    expect(parseAddress(":8484")).toEqual({ value: { host: "0.0.0.0", port: 8484 } });
+    expect(parseAddress(":8484")).toEqual({ value: { host: "::", port: 8484 } });
     expect(parseAddress("[::1]:9")).toEqual({ value: { host: "::1", port: 9 } });
     expect(parseAddress("host:99999")).toHaveProperty("problem");
     expect(parseLeaseNames("a, b,c")).toEqual({ value: ["a", "b", "c"] });
@@ -45,7 +45,7 @@ describe("pglease run configuration", () => {
     expect(config).toMatchObject({
       leases: ["orders"],
       publishLease: "orders",
-      http: { host: "0.0.0.0", port: 8484 },
+      http: { host: "::", port: 8484 },
       notify: true,
       migrate: true,
       poolSize: 4,

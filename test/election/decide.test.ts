@@ -52,19 +52,19 @@ describe("timing", () => {
 
 describe("a follower", () => {
   it("claims when it knows nothing, reads while a live lease is observed, claims at its expiry", () => {
-    expect(nextAction(initialState, 0, false)).toBe("claim");
-    const held = afterClaim(ctx, lostTo("other", 7, 9_000), 100, 110);
+    expect(nextAction(initialState, 0)).toBe("claim");
+    const held = afterClaim(ctx, lostTo("other", 7, 9_000), 100, 110, 0);
     expect(held.outcome).toBe("held-by-other");
     expect(held.sentence).toBe("lease orders-sync is held by other with fence 7, for another 9.0s");
     expect(held.wakeAt).toBe(110 + timing.retryIntervalMs);
-    expect(nextAction(held.state, 2_110, false)).toBe("read");
+    expect(nextAction(held.state, 2_110)).toBe("read");
     // Exactly at the observed expiry (measured from when the answer arrived), it claims.
-    expect(nextAction(held.state, 9_109, false)).toBe("read");
-    expect(nextAction(held.state, 9_110, false)).toBe("claim");
+    expect(nextAction(held.state, 9_109)).toBe("read");
+    expect(nextAction(held.state, 9_110)).toBe("claim");
   });
 
   it("wakes exactly at the observed expiry when that comes before the next poll", () => {
-    const held = afterClaim(ctx, lostTo("other", 7, 500), 0, 20);
+    const held = afterClaim(ctx, lostTo("other", 7, 500), 0, 20, 0);
     expect(held.wakeAt).toBe(520);
   });
 
@@ -74,14 +74,16 @@ describe("a follower", () => {
       { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null },
       0,
       1,
+      0,
     );
     expect(raced.wakeAt).toBe(1 + timing.retryIntervalMs);
-    expect(nextAction(raced.state, raced.wakeAt, false)).toBe("read");
+    expect(nextAction(raced.state, raced.wakeAt)).toBe("read");
   });
 
-  it("claims at once when a release is announced", () => {
-    const held = afterClaim(ctx, lostTo("other", 7, 9_000), 0, 0);
-    expect(nextAction(held.state, 1, true)).toBe("claim");
+  it("only reads when told of a release: the notice is a hint, the read decides", () => {
+    // nextAction takes no notice at all; a notice only makes the tick come sooner.
+    const held = afterClaim(ctx, lostTo("other", 7, 9_000), 0, 0, 0);
+    expect(nextAction(held.state, 1)).toBe("read");
   });
 
   it("claims in the same tick when a read finds the lease free, expired or its own", () => {
@@ -107,7 +109,7 @@ describe("a follower", () => {
 });
 
 describe("a leader", () => {
-  const lead = (sentAt: number): Decision => afterClaim(ctx, won(42), sentAt, sentAt + 5);
+  const lead = (sentAt: number): Decision => afterClaim(ctx, won(42), sentAt, sentAt + 5, 0);
 
   it("sets its local deadline from the send time, the server's ttl and the margin", () => {
     const d = lead(1_000);
@@ -116,11 +118,11 @@ describe("a leader", () => {
     expect(d.state.term?.deadline).toBe(1_000 + 15_000 - 5_000);
     // On the process-wide renew grid: at most one interval later, shared with every other lease.
     expect(d.wakeAt).toBe(5_000);
-    expect(nextAction(d.state, 5_000, false)).toBe("renew");
+    expect(nextAction(d.state, 5_000)).toBe("renew");
   });
 
   it("renews leases acquired at different moments at the same instants", () => {
-    const wakes = [0, 1_234, 4_999, 5_000, 7_777].map((t) => afterClaim(ctx, won(1), t, t + 3).wakeAt);
+    const wakes = [0, 1_234, 4_999, 5_000, 7_777].map((t) => afterClaim(ctx, won(1), t, t + 3, 0).wakeAt);
     expect(wakes).toEqual([5_000, 5_000, 5_000, 10_000, 10_000]);
   });
 
@@ -159,13 +161,13 @@ describe("a leader", () => {
       outcomes.push(d.outcome);
       state = d.state;
     };
-    step(afterClaim(ctx, won(1), 0, 2));
+    step(afterClaim(ctx, won(1), 0, 2, 0));
     step(afterRenew(ctx, state, { renewed: true, expiresAt: at(20_000), ttlMs: 15_000 }, 5_000, 5_002));
     step(afterError(ctx, state, "renew", new Error("down"), 10_000));
     step(afterError(ctx, state, "renew", new Error("down"), 11_000));
     step(stepDown(ctx, state, 15_000));
-    step(afterClaim(ctx, lostTo("other", 2, 14_000), 17_000, 17_001));
-    step(afterClaim(ctx, won(3), 31_001, 31_003));
+    step(afterClaim(ctx, lostTo("other", 2, 14_000), 17_000, 17_001, 1));
+    step(afterClaim(ctx, won(3), 31_001, 31_003, 1));
     expect(outcomes).toEqual([
       "acquired",
       "renewed",
@@ -175,5 +177,41 @@ describe("a leader", () => {
       "held-by-other",
       "acquired",
     ]);
+  });
+});
+
+describe("answers that cannot start a term", () => {
+  it("refuses a claim answered at or after the deadline it would set, and asks for its release", () => {
+    // Sent at 0 with a 15 s ttl: the local deadline would be 10 s.
+    const late = afterClaim(ctx, won(8), 0, 10_000, 0);
+    expect(late).toMatchObject({ outcome: "refused", state: initialState, release: 8 });
+    expect(late.sentence).toBe(
+      "won lease orders-sync with fence 8 but the answer came 0.0s after the local deadline it would set; releasing it",
+    );
+    expect(afterClaim(ctx, won(8), 0, 9_999, 0).outcome).toBe("acquired");
+  });
+
+  it("refuses a fence that is not higher than one already handed to leader work", () => {
+    const again = afterClaim(ctx, won(5), 0, 3, 5);
+    expect(again).toMatchObject({ outcome: "refused", release: 5, wakeAt: 3 + timing.transientRetryMs });
+    expect(again.sentence).toBe(
+      "refused fence 5 of lease orders-sync: not higher than fence 5 already handed to leader work; releasing it to claim a fresh one",
+    );
+    expect(afterClaim(ctx, won(6), 0, 3, 5).outcome).toBe("acquired");
+  });
+
+  it("steps down on a renew answered after the current deadline, or after the one it would set", () => {
+    const leading = afterClaim(ctx, won(4), 0, 1, 0).state; // deadline 10 s
+    const renewed = { renewed: true, expiresAt: at(20_000), ttlMs: 15_000 } as const;
+    const late = afterRenew(ctx, leading, renewed, 5_000, 10_000);
+    expect(late).toMatchObject({ outcome: "stepped-down", state: initialState });
+    expect(late.sentence).toBe(
+      "stepped down from lease orders-sync (fence 4): the renew was answered only after the local deadline",
+    );
+    // A renew that shortens the lease below the margin (ttl 3 s) is past its own deadline (5 + 3 − 5 s) on arrival.
+    const short = { renewed: true, expiresAt: at(8_000), ttlMs: 3_000 } as const;
+    expect(afterRenew(ctx, leading, short, 5_000, 5_002).outcome).toBe("stepped-down");
+    // A loss is a loss, late or not.
+    expect(afterRenew(ctx, leading, { renewed: false }, 5_000, 12_000).outcome).toBe("lost");
   });
 });

@@ -1,63 +1,17 @@
 // The elector loop on a real PostgreSQL. Local time is a ManualClock moved by the test;
 // only database round trips take real time, and the test waits for those, never for leases.
-import { setTimeout as delay } from "node:timers/promises";
-import type pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/election/clock.ts";
-import {
-  Elector,
-  type ElectorOptions,
-  type LeaderTerm,
-  type TickReport,
-} from "../../src/election/elector.ts";
-import { migrate } from "../../src/lease/migrate.ts";
+import { Elector, type LeaderTerm } from "../../src/election/elector.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { electorHarness, until } from "../support/elector-harness.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 
-let db: TestDatabase;
-let pool: pg.Pool;
-let store: PgLeaseStore;
-const cleanup: Array<() => Promise<unknown> | unknown> = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  pool = createLeasePool({ connectionString: db.url, max: 4 });
-  store = new PgLeaseStore({ pool, statementTimeoutMs: 30_000 });
-  await migrate(pool, store.table);
-});
-
-afterEach(async () => {
-  for (const fn of cleanup.splice(0).reverse()) await fn();
-  expect(pool.totalCount - pool.idleCount).toBe(0);
-});
-
-afterAll(async () => {
-  await pool.end();
-  await db.drop();
-});
-
-const timing = { leaseDurationMs: 15_000, renewIntervalMs: 5_000, retryIntervalMs: 2_000 };
-
-function elector(clock: ManualClock, options: Partial<ElectorOptions> & { key: string; holder: string }) {
-  const e = new Elector({ store, clock, ...timing, ...options });
-  const ticks: TickReport[] = [];
-  e.on("tick", (t) => ticks.push(t));
-  cleanup.push(() => e.stop());
-  return { e, ticks, outcomes: () => ticks.map((t) => t.outcome) };
-}
-
-/** Lets real I/O finish while firing the manual clock's due timers; fails if it never settles. */
-async function until(clock: ManualClock, done: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 1_000; i++) {
-    if (done()) return;
-    clock.advance(0);
-    await delay(2);
-  }
-  throw new Error(`never happened: ${what}`);
-}
+const h = electorHarness();
+const elector = (clock: ManualClock, options: Parameters<typeof h.elector>[1]) =>
+  h.elector(clock, { lead: undefined, ...options });
 
 describe("with an injected clock", () => {
   it("acquires, renews on schedule, and releases on stop", async () => {
@@ -66,7 +20,7 @@ describe("with an injected clock", () => {
     a.e.start();
     await until(clock, () => a.ticks.length === 1, "first claim");
     expect(a.outcomes()).toEqual(["acquired"]);
-    expect(a.e.status()).toMatchObject({ role: "leader", fence: 1, leader: "a", deadlineInMs: 10_000 });
+    expect(a.e.status()).toMatchObject({ role: "leader", leader: "a", deadlineInMs: 10_000 });
 
     clock.advance(4_999);
     expect(a.ticks).toHaveLength(1);
@@ -75,23 +29,26 @@ describe("with an injected clock", () => {
     clock.advance(5_000);
     await until(clock, () => a.ticks.length === 3, "second renew");
     expect(a.outcomes()).toEqual(["acquired", "renewed", "renewed"]);
-    expect(a.ticks[1]?.sentence).toMatch(/^renewed lease solo with fence 1, valid for 1[45]\.\ds$/);
+    expect(a.ticks[1]?.sentence).toMatch(
+      new RegExp(`^renewed lease solo with fence ${a.e.status().fence}, valid for 1[45]\\.\\ds$`),
+    );
 
     await a.e.stop();
     expect(a.outcomes().at(-1)).toBe("released");
-    expect((await store.read("solo"))?.ttlMs).toBeLessThanOrEqual(0);
+    expect((await h.store.read("solo"))?.ttlMs).toBeLessThanOrEqual(0);
     expect(clock.pendingTimers()).toBe(0);
   });
 
   it("a follower reads rather than claims, and takes over on the release notice with the next fence", async () => {
     const clock = new ManualClock();
-    const feed = new PgReleaseFeed({ connection: { connectionString: db.url }, table: store.table });
+    const feed = new PgReleaseFeed({ connection: { connectionString: h.db.url }, table: h.store.table });
     await feed.start();
-    cleanup.push(() => feed.close());
+    h.cleanup(() => feed.close());
     const a = elector(clock, { key: "handover", holder: "a", releases: feed });
     const b = elector(clock, { key: "handover", holder: "b", releases: feed });
     a.e.start();
     await until(clock, () => a.ticks.length === 1, "a claims");
+    const aFence = a.e.status().fence ?? Number.NaN;
     b.e.start();
     await until(clock, () => b.ticks.length === 1, "b claims");
     expect(b.outcomes()).toEqual(["held-by-other"]);
@@ -102,8 +59,9 @@ describe("with an injected clock", () => {
 
     await a.e.stop();
     await until(clock, () => b.ticks.length === 3, "b hears the release");
-    expect(b.ticks[2]).toMatchObject({ action: "claim", outcome: "acquired" });
-    expect(b.e.status().fence).toBe(2);
+    // The notice only makes it look at once; the read finds the lease free and claims in the same tick.
+    expect(b.ticks[2]).toMatchObject({ action: "read", outcome: "acquired" });
+    expect(b.e.status().fence).toBeGreaterThan(aFence);
   });
 
   it("hands leader work the fence and a signal that aborts on a lost renew, then campaigns again", async () => {
@@ -112,16 +70,22 @@ describe("with an injected clock", () => {
     const a = elector(clock, { key: "lost", holder: "a", lead: (t) => terms.push(t) });
     a.e.start();
     await until(clock, () => terms.length === 1, "work starts");
-    expect(terms[0]).toMatchObject({ key: "lost", holder: "a", fence: 1 });
+    expect(terms[0]).toMatchObject({ key: "lost", holder: "a", fence: expect.any(Number) });
     expect(terms[0]?.signal.aborted).toBe(false);
 
-    await store.forceRelease("lost");
-    expect(await store.claim("lost", "intruder", 15_000)).toMatchObject({ won: true, fence: 2 });
+    await h.store.forceRelease("lost");
+    const intruder = await h.store.claim("lost", "intruder", 15_000);
+    expect(intruder.won && intruder.fence).toBeGreaterThan(terms[0]?.fence ?? Number.NaN);
     clock.advance(5_000);
     await until(clock, () => a.ticks.length >= 3, "renew fails, then a look");
     expect(a.outcomes().slice(0, 3)).toEqual(["acquired", "lost", "held-by-other"]);
     expect(terms[0]?.signal.aborted).toBe(true);
-    expect(a.e.status()).toMatchObject({ role: "follower", leader: "intruder", fence: null, leaderFence: 2 });
+    expect(a.e.status()).toMatchObject({
+      role: "follower",
+      leader: "intruder",
+      fence: null,
+      leaderFence: intruder.fence,
+    });
   });
 
   it("stopping never stretches leadership: stuck work and a stuck demotion end at the local deadline", async () => {
@@ -146,20 +110,21 @@ describe("with an injected clock", () => {
     clock.advance(1);
     expect(a.e.isLeader()).toBe(false);
     await until(clock, () => stopped, "stop finishes");
-    expect(a.outcomes()).toEqual(["acquired", "stepped-down", "released"]);
-    expect((await store.read("slow-stop"))?.ttlMs).toBeLessThanOrEqual(0);
+    // The deadline ended the term here; the release still ends it on the server, reporting nothing new.
+    expect(a.outcomes()).toEqual(["acquired", "stepped-down"]);
+    expect((await h.store.read("slow-stop"))?.ttlMs).toBeLessThanOrEqual(0);
     expect(clock.pendingTimers()).toBe(0);
   });
 
   it("a leader hears an operator's release of its lease and steps down at once", async () => {
     const clock = new ManualClock();
-    const feed = new PgReleaseFeed({ connection: { connectionString: db.url }, table: store.table });
+    const feed = new PgReleaseFeed({ connection: { connectionString: h.db.url }, table: h.store.table });
     await feed.start();
-    cleanup.push(() => feed.close());
+    h.cleanup(() => feed.close());
     const a = elector(clock, { key: "forced", holder: "a", releases: feed });
     a.e.start();
     await until(clock, () => a.ticks.length === 1, "acquire");
-    await store.forceRelease("forced");
+    await h.store.forceRelease("forced");
     await until(clock, () => a.ticks.length >= 2, "the notice wakes the leader");
     expect(a.ticks[1]).toMatchObject({ action: "renew", outcome: "lost" });
   });
@@ -167,7 +132,7 @@ describe("with an injected clock", () => {
   describe("cut off from PostgreSQL", () => {
     let proxy: FaultProxy;
     beforeAll(async () => {
-      const url = new URL(db.url);
+      const url = new URL(h.db.url);
       proxy = await startFaultProxy({ host: url.hostname, port: Number(url.port) });
     });
     afterAll(async () => {
@@ -176,13 +141,13 @@ describe("with an injected clock", () => {
 
     it("steps down at its local deadline while calls hang, and the signal is aborted by then", async () => {
       const clock = new ManualClock();
-      const cutPool = createLeasePool({ connectionString: proxy.url(db.url), max: 2 });
+      const cutPool = createLeasePool({ connectionString: proxy.url(h.db.url), max: 2 });
       const cutStore = new PgLeaseStore({ pool: cutPool, statementTimeoutMs: 60_000 });
-      cleanup.push(() => cutPool.end());
+      h.cleanup(() => cutPool.end());
       const terms: LeaderTerm[] = [];
       const a = elector(clock, { key: "cut", holder: "a", store: cutStore, lead: (t) => terms.push(t) });
       // Healing resets the blackholed sockets, so the calls still hanging fail and stop() can finish.
-      cleanup.push(() => proxy.heal());
+      h.cleanup(() => proxy.heal());
       a.e.start();
       await until(clock, () => a.ticks.length === 1, "acquire");
       const deadline = a.e.status().deadlineInMs ?? 0;
@@ -197,25 +162,27 @@ describe("with an injected clock", () => {
 
       clock.advance(deadline - 5_000 - a.e.timing.callTimeoutMs - 1);
       expect(a.e.isLeader()).toBe(true);
-      expect(a.e.status()).toMatchObject({ role: "leader", fence: 1, deadlineInMs: 1 });
+      const fence = terms[0]?.fence;
+      expect(a.e.status()).toMatchObject({ role: "leader", fence, deadlineInMs: 1 });
       clock.advance(1);
       expect(a.e.isLeader()).toBe(false);
       expect(terms[0]?.signal.aborted).toBe(true);
       const down = a.ticks.find((t) => t.outcome === "stepped-down");
       expect(down?.sentence).toBe(
-        "stepped down from lease cut (fence 1): no successful renew before the local deadline",
+        `stepped down from lease cut (fence ${fence}): no successful renew before the local deadline`,
       );
     });
 
     it("a release that fails while stopping still ends leadership, with nothing left scheduled", async () => {
       const clock = new ManualClock();
-      const cutPool = createLeasePool({ connectionString: proxy.url(db.url), max: 2 });
-      cleanup.push(() => cutPool.end());
+      const cutPool = createLeasePool({ connectionString: proxy.url(h.db.url), max: 2 });
+      h.cleanup(() => cutPool.end());
       const cutStore = new PgLeaseStore({ pool: cutPool, statementTimeoutMs: 60_000 });
       const a = elector(clock, { key: "cut-release", holder: "a", store: cutStore });
-      cleanup.push(() => proxy.heal());
+      h.cleanup(() => proxy.heal());
       a.e.start();
       await until(clock, () => a.ticks.length === 1, "acquire");
+      const fence = a.e.status().fence;
       proxy.blackhole();
       let stopped = false;
       void a.e.stop().then(() => {
@@ -232,7 +199,9 @@ describe("with an injected clock", () => {
       );
       expect(a.e.isLeader()).toBe(false);
       expect(a.ticks.at(-1)?.sentence).toMatch(
-        /^stopped leading lease cut-release \(fence 1\) but could not release it \(no answer within \d+ ms\); it ends on the server at its expiry$/,
+        new RegExp(
+          `^stopped leading lease cut-release \\(fence ${fence}\\) but could not release it \\(no answer within \\d+ ms\\); it ends on the server at its expiry$`,
+        ),
       );
       expect(clock.pendingTimers()).toBe(0);
     });
@@ -241,11 +210,11 @@ describe("with an injected clock", () => {
 
 describe("in real time", () => {
   it("a leader cut off from PostgreSQL stops leading before the server-side expiry; another takes over after it", async () => {
-    const url = new URL(db.url);
+    const url = new URL(h.db.url);
     const proxy = await startFaultProxy({ host: url.hostname, port: Number(url.port) });
-    const cutPool = createLeasePool({ connectionString: proxy.url(db.url), max: 2 });
-    cleanup.push(() => cutPool.end());
-    cleanup.push(() => proxy.close());
+    const cutPool = createLeasePool({ connectionString: proxy.url(h.db.url), max: 2 });
+    h.cleanup(() => cutPool.end());
+    h.cleanup(() => proxy.close());
     const fast = {
       leaseDurationMs: 1_500,
       renewIntervalMs: 400,
@@ -253,12 +222,17 @@ describe("in real time", () => {
       safetyMarginMs: 400,
       callTimeoutMs: 150,
     };
+    // Only the server's clock is compared with the server's times: the test may run on another host.
+    const serverNow = async () =>
+      (await h.pool.query<{ t: Date }>("SELECT clock_timestamp() AS t")).rows[0]?.t.getTime() ?? Number.NaN;
     const events: Array<{
       who: string;
       outcome: string;
-      at: number;
       fence: number | null;
       expiresAt?: number;
+      acquiredAt?: number;
+      /** Read right after the tick: a bound on the server's time at the tick, from above. */
+      serverAfter?: Promise<number>;
     }> = [];
     const make = (holder: string, s: PgLeaseStore) => {
       const e = new Elector({ key: "real-cut", holder, store: s, ...fast });
@@ -266,18 +240,20 @@ describe("in real time", () => {
         events.push({
           who: holder,
           outcome: t.outcome,
-          at: Date.now(),
           fence: e.status().fence,
-          ...(t.state.term ? { expiresAt: t.state.term.expiresAt.getTime() } : {}),
+          ...(t.state.term
+            ? { expiresAt: t.state.term.expiresAt.getTime(), acquiredAt: t.state.term.acquiredAt.getTime() }
+            : {}),
+          ...(t.outcome === "stepped-down" ? { serverAfter: serverNow() } : {}),
         }),
       );
-      cleanup.push(() => e.stop());
+      h.cleanup(() => e.stop());
       return e;
     };
     const a = make("a", new PgLeaseStore({ pool: cutPool, statementTimeoutMs: 150 }));
     a.start();
     await expect.poll(() => a.isLeader(), { timeout: 5_000 }).toBe(true);
-    const b = make("b", store);
+    const b = make("b", h.store);
     b.start();
     await expect.poll(() => events.some((e) => e.who === "b"), { timeout: 5_000 }).toBe(true);
 
@@ -288,26 +264,27 @@ describe("in real time", () => {
       ...events.filter((e) => e.who === "a" && e.expiresAt).map((e) => e.expiresAt ?? 0),
     );
 
-    const aDown = events.find((e) => e.who === "a" && e.outcome === "stepped-down");
-    const bUp = events.find((e) => e.who === "b" && e.outcome === "acquired");
-    expect(aDown).toBeDefined();
-    expect(bUp).toBeDefined();
-    if (!aDown || !bUp) return;
-    // Server and test share one machine clock, so wall times compare with the server's expiry:
-    // a gave up before its term ended on the server, and b took over only after that.
-    expect(aDown.at).toBeLessThan(lastExpiry);
-    expect(bUp.at).toBeGreaterThanOrEqual(lastExpiry);
-    expect(bUp.fence).toBe(2);
-    expect((await store.read("real-cut"))?.holder).toBe("b");
+    const aDown = events.findIndex((e) => e.who === "a" && e.outcome === "stepped-down");
+    const bUp = events.findIndex((e) => e.who === "b" && e.outcome === "acquired");
+    expect(aDown).toBeGreaterThanOrEqual(0);
+    expect(aDown).toBeLessThan(bUp);
+    // a gave up before its term ended on the server (the server's clock, read just after the
+    // step-down, was still before the expiry), and b's term began on the server only after it.
+    expect(await events[aDown]?.serverAfter).toBeLessThan(lastExpiry);
+    expect(events[bUp]?.acquiredAt).toBeGreaterThanOrEqual(lastExpiry);
+    expect(events[bUp]?.fence).toBeGreaterThan(
+      events.find((e) => e.who === "a" && e.outcome === "acquired")?.fence ?? Number.NaN,
+    );
+    expect((await h.store.read("real-cut"))?.holder).toBe("b");
   });
 
   it("many named leases in one process share one small pool", async () => {
-    const small = createLeasePool({ connectionString: db.url, max: 2 });
-    cleanup.push(() => small.end());
+    const small = createLeasePool({ connectionString: h.db.url, max: 2 });
+    h.cleanup(() => small.end());
     const shared = new PgLeaseStore({ pool: small, statementTimeoutMs: 2_000 });
     const electors = Array.from({ length: 30 }, (_, i) => {
       const e = new Elector({ key: `many-${i}`, holder: "one-process", store: shared });
-      cleanup.push(() => e.stop());
+      h.cleanup(() => e.stop());
       e.start();
       return e;
     });

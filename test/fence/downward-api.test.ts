@@ -67,7 +67,7 @@ describe("readDownwardApi", () => {
   it("refuses a fence that is not a positive integer", async () => {
     await volume.update(leader("forty-two"));
     await expect(readDownwardApi(dir)).rejects.toThrow(
-      /annotation pglease.io\/fence must be a positive integer/,
+      /annotation pglease.io\/fence: a fence is a positive whole number/,
     );
   });
 

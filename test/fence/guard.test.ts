@@ -113,6 +113,18 @@ describe("run", () => {
     expect(await guard.current("orders")).toBe(5);
   });
 
+  it("names restarted lease fences as the likely cause only when the writer is far below", async () => {
+    await guard.run("orders", 40, async () => {});
+    const near = await guard.run("orders", 39, async () => {}).catch((e: unknown) => e);
+    expect(near).toBeInstanceOf(StaleFenceError);
+    expect((near as Error).message).not.toMatch(/restarted/);
+    const far = await guard.run("orders", 3, async () => {}).catch((e: unknown) => e);
+    expect(far).toMatchObject({ fence: 3, currentFence: 40 });
+    expect((far as Error).message).toMatch(
+      /fences restarted.*DELETE, TRUNCATE, DROP.*`pglease release`.*setval\('<schema>\.<table>_fence', 40\)/,
+    );
+  });
+
   it("lets an equal fence write many times, and a higher one advance", async () => {
     for (const fence of [2, 2, 2, 7, 7])
       await guard.run("orders", fence, (c) => recordOrder(c, "orders", fence));

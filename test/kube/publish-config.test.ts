@@ -7,6 +7,10 @@ import {
 import {
   defaultPeerSelector,
   PUBLISH_DEFAULTS,
+  type PublishConfig,
+  PublishConfigError,
+  type PublishConfigInput,
+  peerSelectorFor,
   validatePublishConfig,
 } from "../../src/kube/publish-config.ts";
 
@@ -114,6 +118,39 @@ describe("peer selector default", () => {
     );
     expect(defaultPeerSelector({ app: "orders" })).toBeNull();
     expect(defaultPeerSelector(undefined)).toBeNull();
+  });
+});
+
+describe("peer selection", () => {
+  const valid = (input: PublishConfigInput): PublishConfig => {
+    const result = validatePublishConfig({ namespace: "shop", podName: "orders-0", ...input });
+    if ("problems" in result) throw new Error(result.problems.join("; "));
+    return result.config;
+  };
+  const appLabels = { "app.kubernetes.io/name": "orders" };
+
+  it("uses the configured selector, whatever the pod's labels", () => {
+    expect(peerSelectorFor(valid({ peerSelector: "app=orders" }), {})).toBe("app=orders");
+  });
+
+  it("builds one from the pod's labels when none is configured", () => {
+    expect(valid({}).demotePeers).toBe(true);
+    expect(peerSelectorFor(valid({}), appLabels)).toBe("app.kubernetes.io/name=orders");
+  });
+
+  it("is a configuration error, naming the field and both fixes, when there is nothing to build it from", () => {
+    const attempt = () => peerSelectorFor(valid({}), { app: "orders" });
+    expect(attempt).toThrow(PublishConfigError);
+    expect(attempt).toThrow(
+      /^peerSelector is not set .*orders-0.* set peerSelector to .*, or to null to opt out/,
+    );
+  });
+
+  it("finds no peers, and raises nothing, once the operator opted out with null", () => {
+    const config = valid({ peerSelector: null });
+    expect(config).toMatchObject({ peerSelector: null, demotePeers: false });
+    expect(peerSelectorFor(config, appLabels)).toBeNull();
+    expect(peerSelectorFor(config, {})).toBeNull();
   });
 });
 

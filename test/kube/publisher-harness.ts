@@ -3,6 +3,7 @@
 // captured so tests can assert on them.
 import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
 import pino from "pino";
+import { type Clock, ManualClock } from "../../src/election/clock.ts";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import { createPodPublisher } from "../../src/kube/pod-publisher.ts";
 import { type PublishConfigInput, validatePublishConfig } from "../../src/kube/publish-config.ts";
@@ -62,6 +63,11 @@ export interface HarnessOptions {
   timing?: Partial<PublishTiming>;
   podLabels?: Record<string, string>;
   wallClock?: () => Date;
+  /** Timers and durations of the publisher; real time when left out. */
+  clock?: Clock;
+  /** Backoff jitter; Math.random when left out. */
+  random?: () => number;
+  stillLeads?: (target: LeadershipState) => boolean;
 }
 
 export async function startHarness(kube: KubeServerKind, options: HarnessOptions = {}): Promise<Harness> {
@@ -93,6 +99,9 @@ export async function startHarness(kube: KubeServerKind, options: HarnessOptions
       logger,
       timing: { ...FAST, ...options.timing },
       ...(options.wallClock ? { wallClock: options.wallClock } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.random ? { random: options.random } : {}),
+      ...(options.stillLeads ? { stillLeads: options.stillLeads } : {}),
       ...(hooks
         ? {
             onPatch: (e: PatchObservation) => patches.push(e),
@@ -117,7 +126,11 @@ export async function startHarness(kube: KubeServerKind, options: HarnessOptions
     },
     another: (config = {}) => make(config, false),
     async close() {
-      await Promise.all(publishers.map((p) => p.stop()));
+      const stopped = Promise.all(publishers.map((p) => p.stop()));
+      // On a ManualClock, stop() may be waiting out a request timeout or a retry: let time pass.
+      const { clock } = options;
+      if (clock instanceof ManualClock) while (!(await settled(stopped))) clock.advance(1_000);
+      await stopped;
       await server.close();
     },
   };
@@ -135,6 +148,20 @@ export async function until(
     // A check may read the real API server: 10 ms keeps that a small load on a shared host.
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/**
+ * Whether `promise` has settled once the work already queued has run. For a promise that only a
+ * timer on a ManualClock can settle, false proves it waits for that clock.
+ */
+export async function settled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  return done;
 }
 
 export function role(pod: V1Pod): string | undefined {

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/election/clock.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import type { KubeServerKind } from "../support/kube-servers.ts";
 import {
@@ -10,6 +11,7 @@ import {
   POD,
   patchesOf,
   role,
+  settled,
   startHarness,
   until,
 } from "./publisher-harness.ts";
@@ -111,31 +113,28 @@ await onEachKubeServer("publisher resilience suite", (kube) => {
       expect(patchesOf(h.server).length).toBeLessThan(20);
     });
 
-    it("never blocks setDesired during a 5xx storm, and converges when it ends", async () => {
-      h = await startHarness(kube);
+    it("keeps setDesired synchronous during a 5xx storm, retries on its clock's backoff, and converges", async () => {
+      const clock = new ManualClock();
+      // No jitter: retry n waits 5, 10, 20, 40 s, then the cap (80 s, halved by zero jitter). Real
+      // time would not get past the first retry within the test.
+      const backoff = { initialMs: 10_000, maxMs: 80_000 };
+      h = await startHarness(kube, { clock, random: () => 0, timing: { backoff } });
       await h.publisher.start(follower());
       h.server.faults.failNext({ match: { method: "PATCH" }, status: 500, count: 100_000 });
-      const durations: number[] = [];
-      const flip = async (count: number) => {
-        for (let i = 1; i <= count; i++) {
-          const started = performance.now();
-          h.publisher.setDesired(i % 2 === 1 ? leader(i) : follower());
-          durations.push(performance.now() - started);
-          // Let the worker run between calls, so setDesired is measured while it is failing.
-          if (i % 20 === 0) await new Promise((resolve) => setImmediate(resolve));
-        }
-      };
-      await flip(201);
-      await until("a few failed patches", () => h.patches.filter((p) => !p.ok).length >= 5);
-      await flip(201);
-      // It returns nothing to wait on and never waits on a request (a round trip is milliseconds):
-      // the typical call takes microseconds; the bound on the slowest leaves room for GC on a busy host.
-      durations.sort((a, b) => a - b);
-      expect(durations[Math.floor(durations.length / 2)]).toBeLessThan(0.5);
-      expect(durations.at(-1)).toBeLessThan(200);
-      expect(h.publisher.setDesired(leader(999))).toBeUndefined();
-      h.publisher.setDesired(leader(201));
-      await until("the final state failing", () => h.publisher.state().lastError !== undefined);
+      const failed = () => h.patches.filter((p) => !p.ok).length;
+      for (let i = 1; i <= 201; i++) {
+        const state = i % 2 === 1 ? leader(i) : follower();
+        expect(h.publisher.setDesired(state)).toBeUndefined();
+        // Recorded before any request could have gone out: the pod still shows the start state.
+        expect(h.publisher.state().published).toBe(state.role === "follower");
+        if (i % 20 === 0) await new Promise((resolve) => setImmediate(resolve));
+      }
+      await until("a failed patch", () => failed() >= 1);
+      // Each retry now waits for the clock; 40 s covers every delay up to the cap.
+      for (let n = failed() + 1, end = n + 6; n < end; n++) {
+        clock.advance(40_000);
+        await until(`failure ${n}`, () => failed() >= n);
+      }
       expect(h.publisher.state()).toEqual({
         published: false,
         lastError: expect.stringContaining("HTTP 500"),
@@ -144,24 +143,29 @@ await onEachKubeServer("publisher resilience suite", (kube) => {
       expect(h.logs.some((l) => l.level === 40 && l.msg.includes("retrying with backoff"))).toBe(true);
 
       h.server.faults.clear();
+      clock.advance(40_000);
       await until("the final state on the pod", () => h.publisher.state().published);
       expect(role(await h.pod())).toBe("leader");
       expect((await h.pod()).metadata?.annotations?.["pglease.io/fence"]).toBe("201");
       expect(h.publisher.state().lastError).toBeUndefined();
     });
 
-    it("times out hung requests, keeps setDesired instant, and converges once they are released", async () => {
-      h = await startHarness(kube, { timing: { requestTimeoutMs: 300 } });
+    it("times a hung request out on its clock, never waits in setDesired, and converges once released", async () => {
+      const clock = new ManualClock();
+      // A timeout left to real time would outlast the test.
+      h = await startHarness(kube, { clock, timing: { requestTimeoutMs: 60_000 } });
       await h.publisher.start(follower());
       const held = h.server.faults.hang({ match: { method: "PATCH" } });
-      const started = performance.now();
       h.publisher.setDesired(leader(2));
+      await held.waitForHeld(1);
+      // The worker is stuck in that request: calls that waited on it would never return.
       h.publisher.setDesired(follower());
       h.publisher.setDesired(leader(3));
-      // A wait on the hung request would take the 300 ms request timeout; 50 ms leaves room for a busy host.
-      expect(performance.now() - started).toBeLessThan(50);
+      expect(h.publisher.state()).toEqual({ published: false });
+      clock.advance(60_000);
+      await until("the timeout", () => /timed out/.test(h.publisher.state().lastError ?? ""));
+      clock.advance(80);
       await held.waitForHeld(2);
-      expect(h.publisher.state().lastError).toMatch(/timed out/);
       held.release();
       await until("leader 3 on the pod", () => h.publisher.state().published);
       expect((await h.pod()).metadata?.annotations?.["pglease.io/fence"]).toBe("3");
@@ -190,26 +194,26 @@ await onEachKubeServer("publisher resilience suite", (kube) => {
   });
 
   describe("stop", () => {
-    it("returns within a bound while requests hang, and sends nothing afterwards", async () => {
-      await startedAsLeader(kube, { config: { resyncIntervalMs: 20 }, timing: { requestTimeoutMs: 300 } });
+    it("returns at its bound on its clock while requests hang, and leaves nothing scheduled", async () => {
+      const clock = new ManualClock();
+      await startedAsLeader(kube, {
+        clock,
+        config: { resyncIntervalMs: 20 },
+        timing: { requestTimeoutMs: 60_000 },
+      });
       const held = h.server.faults.hang();
       h.publisher.setDesired(follower());
       h.server.faults.dropWatches();
       await held.waitForHeld(2);
-      const started = performance.now();
-      await h.publisher.stop();
-      // At most one request timeout, spent giving the LeadershipLost event its chance.
-      expect(performance.now() - started).toBeLessThan(1_000);
-      const stoppedAt = Date.now();
-      await h.server.mutatePod(NAMESPACE, POD, (pod) => {
-        delete pod.metadata?.labels?.["pglease.io/role"];
-      });
-      // Ten resync intervals: a publisher still running would have sent GETs and a PATCH by now.
-      // A request aborted by stop() may still land in the first milliseconds; none may come later.
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(h.server.requests.filter((r) => r.at > stoppedAt + 50)).toEqual([]);
-      expect(h.server.openWatches).toBe(0);
-      expect(role(await h.pod())).toBeUndefined();
+      const stopping = h.publisher.stop();
+      // It gives the LeadershipLost event, held like everything else, one request timeout.
+      clock.advance(59_999);
+      expect(await settled(stopping)).toBe(false);
+      clock.advance(1);
+      await stopping;
+      // No resync, backoff, retry or request timeout left to fire, and no watch open: nothing can send.
+      expect(clock.pendingTimers()).toBe(0);
+      await until("the watch closed", () => h.server.openWatches === 0);
     });
   });
 });

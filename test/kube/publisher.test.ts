@@ -1,5 +1,6 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/election/clock.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import {
   follower,
@@ -10,6 +11,7 @@ import {
   POD,
   patchesOf,
   role,
+  settled,
   startHarness,
   until,
 } from "./publisher-harness.ts";
@@ -72,13 +74,15 @@ await onEachKubeServer("publisher suite", (kube) => {
       expect(h.publisher.state()).toEqual({ published: true });
     });
 
-    it("resolves within its bound, reporting failure, when the API server never answers", async () => {
-      h = await startHarness(kube, { timing: { startTimeoutMs: 300 } });
+    it("resolves at its bound on its clock, reporting failure, when the API server never answers", async () => {
+      const clock = new ManualClock();
+      // A bound left to real time would outlast the test.
+      h = await startHarness(kube, { clock, timing: { startTimeoutMs: 60_000 } });
       const held = h.server.faults.hang({ match: { method: "PATCH" } });
-      const started = performance.now();
-      const result = await h.publisher.start(follower());
-      expect(result.published).toBe(false);
-      expect(performance.now() - started).toBeLessThan(1_000);
+      const starting = h.publisher.start(follower());
+      await held.waitForHeld(1);
+      clock.advance(60_000);
+      expect(await starting).toEqual({ published: false, missingPermissions: [] });
       expect(h.publisher.state().published).toBe(false);
       held.release();
       await until(
@@ -191,25 +195,27 @@ await onEachKubeServer("publisher suite", (kube) => {
       expect(await transition()).toBe("2025-03-01T10:05:00.000Z");
     });
 
-    it("reports each patch and the time a new role took to show", async () => {
-      h = await startHarness(kube);
+    it("reports each patch and the time a new role took to show, on its clock", async () => {
+      const clock = new ManualClock();
+      h = await startHarness(kube, { clock });
       await h.publisher.start(follower());
-      await h.server.waitForWatches(1);
-      // The real server may stream the watch event of the status write (which reports the role as
-      // shown) before it answers the PATCH (which reports the patch); held answers make that so.
-      h.server.faults.setLatency({ match: { method: "PATCH", path: /\/status$/ }, ms: 100, phase: "after" });
+      const held = h.server.faults.hang({ match: { method: "PATCH" } });
       h.publisher.setDesired(leader(3));
+      await held.waitForHeld(1);
+      clock.advance(120);
+      held.release();
+      // The real server may stream the watch event of the status write (which reports the role as
+      // shown) before it answers the PATCH (which reports the patch): wait for both.
       await until(
         "leader shown and both patches reported",
         () => h.published.length === 2 && h.patches.length === 4,
       );
-      expect(h.published[1]).toEqual({ role: "leader", fence: 3, sinceChangeMs: expect.any(Number) });
-      expect(h.published[1]?.sinceChangeMs).toBeGreaterThan(0);
-      expect(h.patches.map((p) => [p.target, p.ok])).toEqual([
-        ["metadata", true],
-        ["status", true],
-        ["metadata", true],
-        ["status", true],
+      expect(h.published[1]).toEqual({ role: "leader", fence: 3, sinceChangeMs: 120 });
+      expect(h.patches.map((p) => [p.target, p.ok, p.durationMs])).toEqual([
+        ["metadata", true, 0],
+        ["status", true, 0],
+        ["metadata", true, 120],
+        ["status", true, 0],
       ]);
     });
   });
@@ -226,17 +232,19 @@ await onEachKubeServer("publisher suite", (kube) => {
       expect((await h.pod()).metadata?.annotations?.["pglease.io/fence"]).toBeUndefined();
     });
 
-    it("gives up at its bound when the API server hangs", async () => {
-      h = await startHarness(kube);
+    it("gives up at its bound on its clock when the API server hangs", async () => {
+      const clock = new ManualClock();
+      h = await startHarness(kube, { clock });
       await h.publisher.start(follower());
       h.publisher.setDesired(leader(5));
       await until("leader", () => h.publisher.state().published);
       const held = h.server.faults.hang({ match: { method: "PATCH" } });
-      const started = performance.now();
-      expect(await h.publisher.demote(250)).toBe(false);
-      const took = performance.now() - started;
-      expect(took).toBeGreaterThanOrEqual(240);
-      expect(took).toBeLessThan(600);
+      const demoted = h.publisher.demote(30_000);
+      await held.waitForHeld(1);
+      clock.advance(29_999);
+      expect(await settled(demoted)).toBe(false);
+      clock.advance(1);
+      expect(await demoted).toBe(false);
       held.release();
     });
   });

@@ -1,5 +1,8 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { ManualClock } from "../../src/election/clock.ts";
+import { Elector } from "../../src/election/elector.ts";
 import { BatchedRenewals } from "../../src/lease/batched-renewals.ts";
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
@@ -82,27 +85,51 @@ it("a lone renewal takes the single-row statement; another holder's terms go in 
 });
 
 it("electors that acquired at different moments renew together: a statement per tick, not per lease", async () => {
-  const { Elector } = await import("../../src/election/elector.ts");
-  store.renewCalls = 0;
-  store.renewManyCalls = [];
-  const batched = new BatchedRenewals(store);
-  const electors: InstanceType<typeof Elector>[] = [];
+  // Local time is a ManualClock shared by the electors and the batcher; only database round trips
+  // take real time. A 30 s lease renews every 10 s, on one grid for the whole process.
+  const clock = new ManualClock();
+  const batched = new BatchedRenewals(store, { clock });
+  const renewals = new Map<string, number>();
+  const electors: Elector[] = [];
+  const renewedEach = (n: number) => electors.every((e) => renewals.get(e.key) === n);
   try {
     for (let i = 0; i < 50; i++) {
-      const e = new Elector({ key: `grid-${i}`, holder: "grid", store: batched, leaseDurationMs: 3_000 });
+      const e = new Elector({
+        key: `grid-${i}`,
+        holder: "grid",
+        store: batched,
+        clock,
+        leaseDurationMs: 30_000,
+      });
+      e.on("tick", (t) => {
+        if (t.outcome === "renewed") renewals.set(t.key, (renewals.get(t.key) ?? 0) + 1);
+      });
       e.start();
       electors.push(e);
-      await new Promise((resolve) => setTimeout(resolve, 20)); // acquisitions spread over a second
+      await until(clock, () => e.isLeader(), `grid-${i} acquires`);
+      clock.advance(190); // acquisitions spread over 9.5 s of the 10 s renew interval
     }
-    await expect.poll(() => electors.every((e) => e.isLeader()), { timeout: 10_000 }).toBe(true);
     store.renewCalls = 0;
     store.renewManyCalls = [];
-    await new Promise((resolve) => setTimeout(resolve, 2_100)); // two renew intervals of 1 s
-    const statements = store.renewCalls + store.renewManyCalls.length;
-    const renewed = store.renewCalls + store.renewManyCalls.reduce((a, b) => a + b, 0);
-    expect(renewed).toBeGreaterThanOrEqual(100);
-    expect(statements).toBeLessThanOrEqual(4);
+    for (const tick of [1, 2]) {
+      clock.advance(tick * 10_000 - clock.now()); // the grid instant: every elector asks to renew
+      expect(store.renewManyCalls).toHaveLength(tick - 1);
+      clock.advance(10); // the batcher's window
+      await until(clock, () => renewedEach(tick), `renewal ${tick} of every lease`);
+    }
+    expect(store.renewCalls).toBe(0);
+    expect(store.renewManyCalls).toEqual([50, 50]);
   } finally {
     await Promise.all(electors.map((e) => e.stop()));
   }
 });
+
+/** Lets real I/O finish while firing the manual clock's due timers; fails if it never settles. */
+async function until(clock: ManualClock, done: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 2_000; i++) {
+    if (done()) return;
+    clock.advance(0);
+    await delay(2);
+  }
+  throw new Error(`never happened: ${what}`);
+}

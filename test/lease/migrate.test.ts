@@ -1,6 +1,11 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { assertTablePresent, LeaseTableMissingError, migrate } from "../../src/lease/migrate.ts";
+import {
+  assertTablePresent,
+  LeaseTableMissingError,
+  MIGRATION_LOCK_ID,
+  migrate,
+} from "../../src/lease/migrate.ts";
 import { leaseTable } from "../../src/lease/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
@@ -65,6 +70,7 @@ it("an existing table is used by a role that may not create tables", async () =>
     );
     await owner.query("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
     await owner.query("GRANT SELECT, INSERT, UPDATE ON public.pglease_leases TO pglease_user");
+    await owner.query("GRANT USAGE ON SEQUENCE public.pglease_leases_fence TO pglease_user");
     const url = new URL(db.url);
     url.username = "pglease_user";
     url.password = "pw";
@@ -77,5 +83,36 @@ it("an existing table is used by a role that may not create tables", async () =>
     }
   } finally {
     await owner.end();
+  }
+});
+
+it("a connection that dies during the migration fails it, is not pooled again, and crashes nothing", async () => {
+  const table = leaseTable("public", "dying_migration");
+  const pool = new pg.Pool({ connectionString: db.url, max: 1, application_name: "pglease-dying-migration" });
+  const holder = new pg.Client({ connectionString: db.url });
+  const admin = new pg.Client({ connectionString: db.url });
+  await Promise.all([holder.connect(), admin.connect()]);
+  try {
+    // Another replica's migration holds the lock: this one waits inside its transaction.
+    await holder.query("BEGIN");
+    await holder.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_ID]);
+    const migrating = migrate(pool, table).catch((error: unknown) => error);
+    await expect
+      .poll(async () => {
+        // Not on `holder`: inside a transaction pg_stat_activity is a snapshot taken at its first read.
+        const { rows } = await admin.query(
+          "SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE application_name = 'pglease-dying-migration' AND wait_event_type = 'Lock'",
+        );
+        return rows.length;
+      })
+      .toBe(1);
+    expect(await migrating).toMatchObject({ code: "57P01" });
+    await holder.query("ROLLBACK");
+    await expect.poll(() => pool.totalCount).toBe(0);
+    await migrate(pool, table);
+    await assertTablePresent(pool, table);
+  } finally {
+    await Promise.all([holder.end(), admin.end()]);
+    await pool.end();
   }
 });

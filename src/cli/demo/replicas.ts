@@ -4,6 +4,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { extname } from "node:path";
 import { createInterface } from "node:readline";
+import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 
 // cmd/pglease.ts from source, dist/cmd/pglease.js once compiled: the same relative place.
@@ -127,25 +128,8 @@ export class ReplicaGroup {
   }
 
   #start(name: string, slot: number, restarted: boolean): Promise<Replica> {
-    const s = this.#settings;
-    const args = [
-      PGLEASE_ENTRY,
-      "run",
-      "--lease",
-      s.lease,
-      "--http-addr",
-      "127.0.0.1:0",
-      "--duration",
-      `${s.durationMs}ms`,
-      "--retry-interval",
-      `${s.retryIntervalMs}ms`,
-      "--grace-period",
-      `${s.gracePeriodMs}ms`,
-      "--log-level",
-      "info",
-    ];
-    const child = spawn(process.execPath, args, {
-      env: childEnv(s, name),
+    const child = spawn(process.execPath, [PGLEASE_ENTRY, ...runArgs(this.#settings)], {
+      env: childEnv(this.#settings, name),
       stdio: ["ignore", "pipe", "pipe"],
     });
     const exited = new Promise<Exit>((resolve) => {
@@ -165,21 +149,24 @@ export class ReplicaGroup {
     };
     this.#slots[slot] = replica;
     this.started.push({ name, pid: replica.pid });
+    return this.#untilCampaigning(replica, restarted, child.stdout, lastLines(child.stderr));
+  }
 
-    const stderr: string[] = [];
-    child.stderr?.setEncoding("utf8");
-    createInterface({ input: child.stderr }).on("line", (line) => {
-      stderr.push(line);
-      if (stderr.length > STDERR_LINES_KEPT) stderr.shift();
-    });
-
+  /** Resolves when the replica logs its HTTP address (it campaigns); rejects if it dies first. */
+  #untilCampaigning(
+    replica: Replica,
+    restarted: boolean,
+    stdout: Readable,
+    stderr: string[],
+  ): Promise<Replica> {
+    const { name, exited } = replica;
     return new Promise<Replica>((resolve, reject) => {
       let ready = false;
       const timer = setTimeout(() => {
         void this.stop(replica, "SIGKILL");
         reject(new Error(`${name} (pid ${replica.pid}) was not campaigning within ${READY_TIMEOUT_MS} ms`));
       }, READY_TIMEOUT_MS);
-      createInterface({ input: child.stdout }).on("line", (text) => {
+      createInterface({ input: stdout }).on("line", (text) => {
         const line = parseLogLine(text);
         if (!line) return;
         if (typeof line.holder === "string") replica.holder ??= line.holder;
@@ -209,6 +196,35 @@ export class ReplicaGroup {
       });
     });
   }
+}
+
+function runArgs(s: ReplicaSettings): string[] {
+  return [
+    "run",
+    "--lease",
+    s.lease,
+    "--http-addr",
+    "127.0.0.1:0",
+    "--duration",
+    `${s.durationMs}ms`,
+    "--retry-interval",
+    `${s.retryIntervalMs}ms`,
+    "--grace-period",
+    `${s.gracePeriodMs}ms`,
+    "--log-level",
+    "info",
+  ];
+}
+
+/** The last lines a child wrote to stderr, kept to say why it exited. */
+function lastLines(stream: Readable): string[] {
+  const lines: string[] = [];
+  stream.setEncoding("utf8");
+  createInterface({ input: stream }).on("line", (line) => {
+    lines.push(line);
+    if (lines.length > STDERR_LINES_KEPT) lines.shift();
+  });
+  return lines;
 }
 
 function parseLogLine(text: string): LogLine | null {

@@ -1,7 +1,7 @@
 // The live terminal view: every replica (from its own /status endpoint and log), the lease as
 // the server sees it, the failovers measured so far, and the latest events. Redrawn in place a
 // few times a second on the alternate screen, which is given back on stop.
-import type { StatusDocument } from "../../controller/http-server.ts";
+import type { StatusDocument } from "../../sidecar/http-server.ts";
 import type { FailoverTimer, LeaseRow } from "./failover-timer.ts";
 import type { Replica, ReplicaGroup } from "./replicas.ts";
 import { type RoundResult, SIGNAL_OF, type StopKind } from "./rounds.ts";

@@ -1,0 +1,143 @@
+{{/*
+Every template of this library takes (dict "context" $ "config" .Values.pglease): the caller's
+root context and its pglease settings. The settings are merged over the defaults below, key by
+key, so a caller sets only what differs. README.md lists every key.
+*/}}
+{{- define "pglease-sidecar.defaults" -}}
+# Required: names the ServiceAccount, Role and RoleBinding, and is the default lease name.
+name: ""
+# Labels for the RBAC objects.
+labels: {}
+# Rendered by pglease-sidecar.podSpec; must exceed lease.gracePeriod.
+terminationGracePeriodSeconds: 30
+sidecar:
+  native: true
+  name: pglease
+  image:
+    repository: ghcr.io/pglease/pglease
+    tag: "0.1.0"
+    pullPolicy: IfNotPresent
+  httpPort: 8484
+  logLevel: info
+  startTimeout: 60s
+  extraArgs: []
+  extraEnv: []
+  # Measured: test/chart/sidecar-memory.test.ts (peak resident memory while publishing).
+  resources:
+    requests:
+      cpu: 10m
+      memory: 192Mi
+    limits:
+      memory: 256Mi
+  # failureThreshold empty: enough periods to cover startTimeout plus a margin.
+  startupProbe:
+    httpGet:
+      path: /healthz
+      port: pglease
+    periodSeconds: 5
+    timeoutSeconds: 2
+  livenessProbe:
+    httpGet:
+      path: /healthz
+      port: pglease
+    periodSeconds: 10
+    timeoutSeconds: 2
+    failureThreshold: 3
+  readinessProbe:
+    httpGet:
+      path: /readyz
+      port: pglease
+    periodSeconds: 5
+    timeoutSeconds: 2
+    failureThreshold: 3
+  securityContext:
+    allowPrivilegeEscalation: false
+    readOnlyRootFilesystem: true
+    runAsNonRoot: true
+    capabilities:
+      drop: ["ALL"]
+    seccompProfile:
+      type: RuntimeDefault
+lease:
+  name: ""
+  additional: []
+  duration: 15s
+  renewInterval: ""
+  retryInterval: 2s
+  gracePeriod: 20s
+  notify: true
+database:
+  # Required: a Secret whose key secretKey holds the connection URL.
+  existingSecret: ""
+  secretKey: DATABASE_URL
+  migrate: true
+  schema: public
+  table: pglease_leases
+  preparedStatements: true
+  tls:
+    caSecret: ""
+    caKey: ca.crt
+    sslMode: verify-full
+publish:
+  roleLabel: pglease.io/role
+  conditionType: pglease.io/leader
+  fenceAnnotation: pglease.io/fence
+  holderAnnotation: pglease.io/holder
+  leaseAnnotation: pglease.io/lease
+  # Empty: the sidecar's default, the pod's app.kubernetes.io/name and /instance labels.
+  peerSelector: ""
+podInfo:
+  enabled: true
+  mountPath: /etc/pglease
+app:
+  # The pod's token goes to the sidecar only; true mounts it into the application too.
+  automountServiceAccountToken: false
+serviceAccount:
+  create: true
+  # Empty: name.
+  name: ""
+  annotations: {}
+rbac:
+  create: true
+{{- end }}
+
+{{/* The merged settings as JSON: include "pglease-sidecar.config" . | fromJson */}}
+{{- define "pglease-sidecar.config" -}}
+{{- include "pglease-sidecar.merge" (list (include "pglease-sidecar.defaults" . | fromYaml) (.config | default dict)) }}
+{{- end }}
+
+{{/*
+Maps merged key by key, the second list winning. Spelled out rather than mergeOverwrite, whose
+handling of false and empty values has changed between Helm versions.
+*/}}
+{{- define "pglease-sidecar.merge" -}}
+{{- $merged := deepCopy (index . 0) }}
+{{- range $key, $value := index . 1 }}
+{{- if and (kindIs "map" $value) (kindIs "map" (index $merged $key)) }}
+{{- $_ := set $merged $key (include "pglease-sidecar.merge" (list (index $merged $key) $value) | fromJson) }}
+{{- else }}
+{{- $_ := set $merged $key $value }}
+{{- end }}
+{{- end }}
+{{- toJson $merged }}
+{{- end }}
+
+{{- define "pglease-sidecar.serviceAccountName" -}}
+{{- $c := include "pglease-sidecar.config" . | fromJson }}
+{{- default $c.name $c.serviceAccount.name }}
+{{- end }}
+
+{{/* A duration (a whole number with ms, s or m) in milliseconds; the message names the key. */}}
+{{- define "pglease-sidecar.durationMillis" -}}
+{{- $key := index . 0 }}
+{{- $value := toString (index . 1) }}
+{{- if regexMatch "^[0-9]+ms$" $value }}
+{{- trimSuffix "ms" $value | int64 }}
+{{- else if regexMatch "^[0-9]+s$" $value }}
+{{- mul (trimSuffix "s" $value | int64) 1000 }}
+{{- else if regexMatch "^[0-9]+m$" $value }}
+{{- mul (trimSuffix "m" $value | int64) 60000 }}
+{{- else }}
+{{- fail (printf "%s: %q is not a duration: write a whole number followed by ms, s or m (e.g. 15s)" $key $value) }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,99 @@
+// What the elector takes and tells: its options, its status and its events, and the rule that a
+// throwing listener never breaks the election (it would otherwise end a tick half-applied).
+import type { EventEmitter } from "node:events";
+import type { Clock } from "./clock.ts";
+import type { Action, Decision, Outcome } from "./decide.ts";
+import type { LeaseStore, ReleaseFeed } from "./ports.ts";
+import type { ClockStepReport } from "./server-clock.ts";
+import type { TimingInput } from "./timing.ts";
+
+export interface LeaderTerm {
+  key: string;
+  holder: string;
+  /** Strictly higher than the fence of every earlier lead() call of this elector. */
+  fence: number;
+  acquiredAt: Date;
+  /** Aborted at the local deadline, on a lost renew and on stop: before anyone else can hold the lease. */
+  signal: AbortSignal;
+}
+
+export interface ElectorOptions extends TimingInput {
+  key: string;
+  /** Unique per process: see holderIdentity(). */
+  holder: string;
+  store: LeaseStore;
+  releases?: ReleaseFeed;
+  clock?: Clock;
+  /**
+   * Leader-only work, started on each acquisition with the fence and a signal; started only
+   * once the previous term's work has returned, or stopTimeoutMs after it was aborted.
+   */
+  lead?: (term: LeaderTerm) => unknown;
+  /** Awaited (bounded) before a graceful release: demote the pod first, so there is a gap, never an overlap. */
+  beforeRelease?: (term: { key: string; fence: number }) => Promise<unknown>;
+  /** Bound on waiting for leader work, and for beforeRelease, when stopping or starting a new term. */
+  stopTimeoutMs?: number;
+}
+
+export interface TickReport extends Decision {
+  key: string;
+  action: Action | "deadline" | "release";
+  /** How long the store call took, in ms (0 for the deadline timer). */
+  durationMs: number;
+}
+
+export interface LeaderSeen {
+  key: string;
+  holder: string | null;
+  fence: number | null;
+}
+
+export interface ElectorStatus {
+  key: string;
+  holder: string;
+  role: "leader" | "follower";
+  /** The fence of this process's own term; null unless it leads. Hand only this one to writes. */
+  fence: number | null;
+  leader: string | null;
+  /** The fence of whoever leads, as far as this process knows (its own when it leads). */
+  leaderFence: number | null;
+  expiresAt: Date | null;
+  lastOutcome: Outcome | null;
+  since: Date;
+  /** Local time left before this leader steps down on its own, ms; null for a follower. */
+  deadlineInMs: number | null;
+}
+
+export type ElectorEvents = {
+  tick: [TickReport];
+  transition: [TickReport];
+  "leader-changed": [LeaderSeen];
+  "work-error": [unknown];
+  /** The database server's clock stepped against this process's monotonic clock. */
+  "clock-step": [ClockStepReport];
+  /** A listener of another event threw; the election went on. */
+  "listener-error": [error: unknown, event: string];
+};
+
+/**
+ * Calls every listener even when one throws, so a tick is always applied whole. The error goes
+ * to "listener-error" listeners, or, when there are none, out as a process warning.
+ */
+export function emitSafely<K extends keyof ElectorEvents>(
+  emitter: EventEmitter<ElectorEvents>,
+  event: K,
+  ...args: ElectorEvents[K]
+): void {
+  const listeners = emitter.rawListeners(event as string) as Array<(...a: unknown[]) => unknown>;
+  for (const listener of listeners) {
+    try {
+      listener.apply(emitter, args);
+    } catch (error) {
+      if (event !== "listener-error" && emitter.listenerCount("listener-error") > 0) {
+        emitSafely(emitter, "listener-error", error, event);
+      } else {
+        process.emitWarning(`a listener of the elector's "${event}" event threw: ${String(error)}`);
+      }
+    }
+  }
+}

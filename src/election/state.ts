@@ -1,0 +1,58 @@
+// The election's state and the shape of its decisions, shared by decide.ts (what happens next)
+// and endings.ts (how a term ends or is refused). Times are on the elector's monotonic clock.
+import type { Timing } from "./timing.ts";
+
+export type Outcome =
+  | "acquired"
+  | "renewed"
+  | "held-by-other"
+  | "lost"
+  | "stepped-down"
+  | "released"
+  /** A claim won a term this elector will not lead (answered too late, stale fence, stopping); it releases it. */
+  | "refused"
+  | "transient-error";
+
+export interface Term {
+  fence: number;
+  acquiredAt: Date;
+  expiresAt: Date;
+  /** Local end of leadership: send time of the last good claim/renew + its ttl − the margin. */
+  deadline: number;
+}
+
+export interface Observed {
+  holder: string | null;
+  fence: number | null;
+  expiresAt: Date | null;
+  /** Local instant by which the server's expiry has certainly passed; null when unknown. */
+  localExpiry: number | null;
+}
+
+export interface ElectionState {
+  role: "leader" | "follower";
+  term: Term | null;
+  observed: Observed | null;
+}
+
+export interface Decision {
+  outcome: Outcome;
+  sentence: string;
+  state: ElectionState;
+  /** Monotonic instant of the next tick. */
+  wakeAt: number;
+  /** The fence of a term won but refused: the elector releases that term (scoped to its fence). */
+  release?: number;
+}
+
+export interface Context {
+  key: string;
+  holder: string;
+  timing: Timing;
+}
+
+export type Action = "renew" | "claim" | "read";
+
+export const initialState: ElectionState = { role: "follower", term: null, observed: null };
+
+export const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;

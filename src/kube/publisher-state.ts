@@ -1,0 +1,80 @@
+// Everything the publisher knows, in one record. setDesired, the watch and the answers to its
+// requests write it; the reconcile step reads it to decide what to send next.
+import type { V1Pod } from "@kubernetes/client-node";
+import { type DesiredPod, desiredPod, type LeadershipState, podShows } from "./desired-state.ts";
+import type { PublishConfig } from "./publish-config.ts";
+
+export interface Desired {
+  state: LeadershipState;
+  pod: DesiredPod;
+  /** Bumped by every change, so a pass in flight can tell it was overtaken. */
+  generation: number;
+}
+
+export interface PublisherState {
+  /** The newest state asked for; null before start. */
+  desired: Desired | null;
+  /** The pod as last seen (watch, GET or a patch's answer); undefined before the first read or once deleted. */
+  pod: V1Pod | undefined;
+  /** Read the pod again before the next patch: at start, after a 409 or 404, a watch gap, the resync. */
+  podStale: boolean;
+  /** The term (see termKey) whose stale peers are already demoted; null while following. */
+  peersClearedFor: string | null;
+  /** Why the last pass failed, until one succeeds. */
+  lastError: string | undefined;
+}
+
+export function initialState(): PublisherState {
+  return { desired: null, pod: undefined, podStale: true, peersClearedFor: null, lastError: undefined };
+}
+
+/** Whether the pod as last seen shows the newest desired state. */
+export function podShowsDesired(state: PublisherState): boolean {
+  return state.desired !== null && podShows(state.desired.pod, state.pod);
+}
+
+export function termKey(term: LeadershipState): string {
+  return `${term.lease}#${term.fence}`;
+}
+
+/**
+ * Records `next` as the desired state. Returns the state it replaces (undefined for the first),
+ * or null when `next` changes nothing and the call can be ignored.
+ */
+export function recordDesired(
+  state: PublisherState,
+  next: LeadershipState,
+  config: PublishConfig,
+): { previous: LeadershipState | undefined } | null {
+  const previous = state.desired?.state;
+  if (
+    previous &&
+    previous.lease === next.lease &&
+    previous.role === next.role &&
+    previous.fence === next.fence &&
+    previous.holder === next.holder
+  ) {
+    return null;
+  }
+  const copy = { ...next };
+  state.desired = {
+    state: copy,
+    pod: desiredPod(copy, config),
+    generation: (state.desired?.generation ?? 0) + 1,
+  };
+  // A later term of this pod must demote its peers again: someone else may have led meanwhile.
+  if (copy.role === "follower") state.peersClearedFor = null;
+  return { previous };
+}
+
+/**
+ * A watch event can arrive after a patch response that already showed a newer pod. Resource
+ * versions are opaque by contract, but every API server in practice issues increasing integers;
+ * when both are, the older one is dropped instead of undoing what the patch response showed.
+ */
+export function isOlder(incoming: V1Pod, current: V1Pod | undefined): boolean {
+  const a = incoming.metadata?.resourceVersion;
+  const b = current?.metadata?.resourceVersion;
+  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;
+  return BigInt(a) < BigInt(b);
+}

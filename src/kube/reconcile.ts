@@ -1,0 +1,92 @@
+// One pass of the publisher towards the newest desired state, in the order that keeps "gap,
+// never overlap": read the pod if it may be stale; as a leader, demote stale peers and check
+// that this process still leads; then patch labels and annotations, then the condition. A
+// pass that a newer desired state overtakes stops early: the worker starts a fresh one.
+import type { V1Pod } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import { conditionPatch, type LeadershipState, metadataPatch } from "./desired-state.ts";
+import { demoteStalePeers } from "./peer-demotion.ts";
+import type { PodApi } from "./pod-api.ts";
+import { ROLE } from "./pod-contract.ts";
+import { type PublishConfig, peerSelectorFor } from "./publish-config.ts";
+import type { PatchObservation } from "./publisher-contract.ts";
+import { type PublisherState, podShowsDesired, termKey } from "./publisher-state.ts";
+
+export interface ReconcileContext {
+  api: PodApi;
+  config: PublishConfig;
+  logger: Logger;
+  wallClock: () => Date;
+  stopSignal: AbortSignal;
+  /** The caller's word that `term` is still this process's current term. */
+  stillLeads: (term: LeadershipState) => boolean;
+  /** Records a pod the API server answered with. */
+  seen: (pod: V1Pod) => void;
+  /** Times and counts one patch. */
+  observe: <T>(target: PatchObservation["target"], run: () => Promise<T>) => Promise<T>;
+}
+
+/** The desired state says leader, but the caller says this process no longer leads that term. */
+export class NoLongerLeads extends Error {
+  constructor(term: LeadershipState) {
+    super(
+      `this process no longer leads lease ${term.lease} (fence ${term.fence}): not labelling the pod leader, waiting for its new state`,
+    );
+    this.name = "NoLongerLeads";
+  }
+}
+
+export async function reconcile(state: PublisherState, ctx: ReconcileContext): Promise<void> {
+  const target = state.desired;
+  if (!target) return;
+  const superseded = () => state.desired?.generation !== target.generation || ctx.stopSignal.aborted;
+  if (state.podStale || !state.pod) {
+    state.podStale = false;
+    ctx.seen(await ctx.api.readPod());
+  }
+  if (target.state.role === ROLE.leader) {
+    const leads = () => !superseded() && ctx.stillLeads(target.state);
+    if (leads()) await clearStalePeers(state, ctx, target.state, leads);
+    if (superseded()) return;
+    if (!ctx.stillLeads(target.state)) throw new NoLongerLeads(target.state);
+  }
+  if (superseded()) return;
+  const labels = metadataPatch(target.pod, state.pod);
+  if (labels) {
+    ctx.seen(await ctx.observe("metadata", () => ctx.api.patchMetadata(ctx.config.podName, labels)));
+  }
+  if (superseded()) return;
+  const condition = conditionPatch(target.pod, state.pod, ctx.wallClock());
+  if (condition) {
+    ctx.seen(await ctx.observe("status", () => ctx.api.patchStatus(ctx.config.podName, condition)));
+  }
+  // Without this a server that answers patches but never reflects them would spin the loop.
+  if (!superseded() && !podShowsDesired(state)) throw new Error("the pod does not show the patched state");
+}
+
+/** Demotes the stale peers of `term` once per term; throws PublishConfigError when peers cannot be found. */
+async function clearStalePeers(
+  state: PublisherState,
+  ctx: ReconcileContext,
+  term: LeadershipState,
+  leads: () => boolean,
+): Promise<void> {
+  if (state.peersClearedFor === termKey(term)) return;
+  const peerSelector = peerSelectorFor(ctx.config, state.pod?.metadata?.labels);
+  if (peerSelector !== null) {
+    const result = await demoteStalePeers({
+      api: ctx.api,
+      config: ctx.config,
+      peerSelector,
+      lease: term.lease,
+      wallClock: ctx.wallClock,
+      stillLeads: leads,
+      observe: (run) => ctx.observe("peer", run),
+    });
+    if (result.demoted.length > 0) {
+      ctx.logger.warn({ pods: result.demoted }, "took a stale leader label off other pods");
+    }
+    if (result.stoppedEarly) return;
+  }
+  state.peersClearedFor = termKey(term);
+}

@@ -1,0 +1,279 @@
+// The composition root of the lease stack: pool → store → table check or migration → server
+// checks → release feed → batched renewals → electors, closed in reverse. The library
+// (openLeases), `pglease run`, the demo's replicas (which are `pglease run`) and the operator
+// commands (connectLeaseStore) all start here, so start-up, shutdown and the pool are written once.
+import { setTimeout as sleep } from "node:timers/promises";
+import type pg from "pg";
+import { Elector, type ElectorOptions } from "./election/elector.ts";
+import { holderIdentity } from "./election/identity.ts";
+import { TimingError } from "./election/timing.ts";
+import { BatchedRenewals } from "./lease/batched-renewals.ts";
+import { isUnreachable } from "./lease/connection-errors.ts";
+import { assertTablePresent, migrate } from "./lease/migrate.ts";
+import { createLeasePool } from "./lease/pool.ts";
+import { PgReleaseFeed } from "./lease/release-feed.ts";
+import { checkServer } from "./lease/server-checks.ts";
+import { PgLeaseStore } from "./lease/store.ts";
+
+/** Where warnings go; pino's child loggers and the default (process warnings) both fit. */
+export interface LeaseLogger {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface OpenLeasesOptions {
+  /** A postgres:// URL; without it (and without a pool) pg reads PGHOST, PGUSER, … */
+  connectionString?: string;
+  /** TLS settings for the lease connections; a connection string's own sslmode/sslrootcert win (pg's rule). */
+  ssl?: pg.ConnectionConfig["ssl"];
+  /** Connections of the lease pool (default 4). */
+  poolSize?: number;
+  /**
+   * A pool of your own, used for nothing but leases: lease statements must never queue behind the
+   * application's work. Left open by close().
+   */
+  pool?: pg.Pool;
+  schema?: string;
+  table?: string;
+  /** Create the table if missing (default true). Off: a missing table is an error. */
+  migrate?: boolean;
+  /** LISTEN for releases on one dedicated connection (default true); off behind a transaction-mode PgBouncer. */
+  notify?: boolean;
+  /** Named prepared statements (default true); off for PgBouncer < 1.21. */
+  preparedStatements?: boolean;
+  /** Defaults to holderIdentity(): POD_NAME or the host name, plus a random suffix. Unique per process. */
+  holder?: string;
+  /**
+   * Deadline of each statement (default 2.5 s, half the default renew interval).
+   * A campaign whose callTimeoutMs is shorter is refused: a statement must not outlive the call.
+   */
+  statementTimeoutMs?: number;
+  /**
+   * How lease connections get the server-side statement_timeout and lock_timeout (equal to
+   * statementTimeoutMs): "startup" (default) sends them when connecting; "role" is for a
+   * transaction-mode PgBouncer, which refuses them: set them with ALTER ROLE … SET, checked at open.
+   */
+  serverTimeouts?: "startup" | "role";
+  /** How long an unreachable PostgreSQL is waited for at open (default 60 s); 0 fails at once. */
+  startTimeoutMs?: number;
+  /** Aborts an open still waiting for PostgreSQL (rejects with StartAborted). */
+  signal?: AbortSignal;
+  /** Default: warnings as process warnings (printed by Node), info dropped. */
+  logger?: LeaseLogger;
+  /** application_name of the lease connections (default "pglease"). */
+  applicationName?: string;
+}
+
+export type CampaignOptions = Omit<ElectorOptions, "key" | "holder" | "store" | "releases">;
+
+export interface Leases {
+  holder: string;
+  store: PgLeaseStore;
+  /** True when release notices are heard (LISTEN works); false when followers poll. */
+  notify: boolean;
+  /** Creates and starts an elector for `key`; a second campaign for the same key is refused. */
+  campaign(key: string, options?: CampaignOptions): Elector;
+  /** Stops every elector (work aborted, leases released), then closes what was opened. Idempotent. */
+  close(): Promise<void>;
+}
+
+export class StartAborted extends Error {
+  constructor() {
+    super("stopped before start-up finished");
+    this.name = "StartAborted";
+  }
+}
+
+const DEFAULT_STATEMENT_TIMEOUT_MS = 2_500;
+const DEFAULT_START_TIMEOUT_MS = 60_000;
+
+const processWarnings: LeaseLogger = {
+  info: () => {},
+  warn: (message) => process.emitWarning(message, "PgleaseWarning"),
+};
+
+/**
+ * Opens the lease stack. A PostgreSQL that is restarting or not up yet is waited for, bounded by
+ * startTimeoutMs: a sidecar that exited instead would enter the kubelet's crash-loop backoff.
+ */
+export async function openLeases(options: OpenLeasesOptions = {}): Promise<Leases> {
+  const log = options.logger ?? processWarnings;
+  return withStartRetry(options, log, () => openOnce(options, log));
+}
+
+/** The store alone, for one-shot operator commands: no migration, no notices, no electors. */
+export async function connectLeaseStore(
+  options: OpenLeasesOptions,
+): Promise<{ store: PgLeaseStore; pool: pg.Pool; close(): Promise<void> }> {
+  const { pool, ownPool } = leasePool(options, options.logger ?? processWarnings);
+  const store = leaseStore(options, pool);
+  return { store, pool, close: () => (ownPool ? pool.end() : Promise.resolve()) };
+}
+
+async function withStartRetry<T>(
+  options: OpenLeasesOptions,
+  log: LeaseLogger,
+  open: () => Promise<T>,
+): Promise<T> {
+  const startedAt = performance.now();
+  const budget = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+  const { signal } = options;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await open();
+    } catch (error) {
+      if (signal?.aborted && isUnreachable(error)) throw new StartAborted();
+      const left = budget - (performance.now() - startedAt);
+      if (!isUnreachable(error) || left <= 0) throw error;
+      const delay = Math.round(Math.min(5_000, 250 * 2 ** (attempt - 1), left));
+      const reason = (error as Error).message;
+      log.warn(
+        `cannot reach PostgreSQL yet (${reason}); retrying in ${delay} ms, for up to ${Math.round(left / 1000)} s more`,
+        { err: reason, attempt },
+      );
+      await sleep(delay, undefined, signal ? { signal } : {}).catch(() => {});
+      if (signal?.aborted) throw new StartAborted();
+    }
+  }
+}
+
+function leasePool(options: OpenLeasesOptions, log: LeaseLogger): { pool: pg.Pool; ownPool: boolean } {
+  if (options.pool) return { pool: options.pool, ownPool: false };
+  const pool = createLeasePool({
+    ...(options.connectionString ? { connectionString: options.connectionString } : {}),
+    ...(options.ssl !== undefined ? { ssl: options.ssl } : {}),
+    ...(options.poolSize !== undefined ? { max: options.poolSize } : {}),
+    ...(options.applicationName ? { applicationName: options.applicationName } : {}),
+    // The server gives up on a statement when its caller does: it can then never commit later.
+    statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    ...(options.serverTimeouts ? { serverTimeouts: options.serverTimeouts } : {}),
+    onIdleError: (error) =>
+      log.warn("an idle database connection failed; the pool replaced it", { err: error.message }),
+  });
+  return { pool, ownPool: true };
+}
+
+function leaseStore(options: OpenLeasesOptions, pool: pg.Pool): PgLeaseStore {
+  return new PgLeaseStore({
+    pool,
+    schema: options.schema,
+    table: options.table,
+    statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    preparedStatements: options.preparedStatements,
+  });
+}
+
+async function openOnce(options: OpenLeasesOptions, log: LeaseLogger): Promise<Leases> {
+  const { pool, ownPool } = leasePool(options, log);
+  const closers: Array<() => Promise<unknown>> = ownPool ? [() => pool.end()] : [];
+  const closeAll = async () => {
+    for (const close of closers.splice(0).reverse()) await close().catch(() => {});
+  };
+  try {
+    const store = leaseStore(options, pool);
+    await inspectServer(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, log);
+    if (options.migrate ?? true) await migrate(pool, store.table);
+    else await assertTablePresent(pool, store.table);
+    const feed = options.notify === false ? undefined : await listen(pool, store, log);
+    if (feed) closers.push(() => feed.close());
+    return leasesOn(options, store, feed, closeAll);
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}
+
+/** What the guarantees assume of the server: a standby is refused, every other risk is said once. */
+async function inspectServer(pool: pg.Pool, statementTimeoutMs: number, log: LeaseLogger): Promise<void> {
+  const { refusals, warnings } = await checkServer(pool, statementTimeoutMs);
+  if (refusals.length > 0) throw new ServerRefused(refusals);
+  for (const warning of warnings) log.warn(warning);
+}
+
+/** The server cannot hold leases safely (a standby in recovery, say); not retried. */
+export class ServerRefused extends Error {
+  readonly refusals: string[];
+  constructor(refusals: string[]) {
+    super(refusals.join("; "));
+    this.name = "ServerRefused";
+    this.refusals = refusals;
+  }
+}
+
+/** LISTEN on one dedicated connection; refused (a transaction-mode PgBouncer), followers poll instead. */
+async function listen(
+  pool: pg.Pool,
+  store: PgLeaseStore,
+  log: LeaseLogger,
+): Promise<PgReleaseFeed | undefined> {
+  // The pool's own settings, so a pool passed in is listened to on its own server.
+  const feed = new PgReleaseFeed({
+    connection: pool.options,
+    table: store.table,
+    onError: (error) =>
+      log.warn("release notices interrupted; polling until reconnected", { err: error.message }),
+  });
+  try {
+    await feed.start();
+    return feed;
+  } catch (error) {
+    await feed.close();
+    if (isUnreachable(error)) throw error;
+    log.warn(
+      "could not LISTEN for release notices (behind a transaction-mode PgBouncer use notify: false / --no-notify); polling instead",
+      { err: (error as Error).message },
+    );
+    return undefined;
+  }
+}
+
+function leasesOn(
+  options: OpenLeasesOptions,
+  store: PgLeaseStore,
+  feed: PgReleaseFeed | undefined,
+  closeAll: () => Promise<void>,
+): Leases {
+  const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+  const holder = options.holder ?? holderIdentity();
+  // Leases renewed in the same tick go out as one statement.
+  const renewals = new BatchedRenewals(store);
+  const electors = new Map<string, Elector>();
+  let closing: Promise<void> | undefined;
+  return {
+    holder,
+    store,
+    notify: feed !== undefined,
+    campaign(key, campaignOptions = {}) {
+      if (closing) throw new Error(`cannot campaign for lease ${key}: these leases are closed`);
+      if (electors.has(key)) {
+        throw new Error(
+          `lease ${key} is already campaigned for by this process (holder ${holder}): one campaign per key, ` +
+            "since two campaigns would share one term and one fence; keep the Elector the first campaign returned",
+        );
+      }
+      const elector = new Elector({
+        ...campaignOptions,
+        key,
+        holder,
+        store: renewals,
+        ...(feed ? { releases: feed } : {}),
+      });
+      if (elector.timing.callTimeoutMs < statementTimeoutMs) {
+        throw new TimingError([
+          `callTimeoutMs (${elector.timing.callTimeoutMs} ms) of lease ${key} is shorter than the statement timeout ` +
+            `(${statementTimeoutMs} ms): open the leases with statementTimeoutMs at most ${elector.timing.callTimeoutMs}`,
+        ]);
+      }
+      electors.set(key, elector);
+      elector.start();
+      return elector;
+    },
+    close() {
+      closing ??= (async () => {
+        await Promise.all([...electors.values()].map((e) => e.stop()));
+        await closeAll();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,98 @@
+// The sidecar's pod publisher: started only in a cluster (the Kubernetes client is loaded on
+// demand, it is most of the start-up time), showing "follower" before the first campaign.
+import type { Logger } from "pino";
+import { UsageError } from "../config/options.ts";
+import type { RunConfig } from "../config/run-config.ts";
+import type { LeadershipState } from "../kube/desired-state.ts";
+import { PublishConfigError, validatePublishConfig } from "../kube/publish-config.ts";
+import type { PodPublisher } from "../kube/publisher-contract.ts";
+import type { SidecarMetrics } from "../observability/metrics.ts";
+
+export async function startPublisher(
+  config: RunConfig,
+  log: Logger,
+  metrics: SidecarMetrics,
+  onShown: () => void,
+  /** Asked between listing peers and patching them: does this process still lead that term? */
+  stillLeads: (term: LeadershipState) => boolean,
+): Promise<PodPublisher | null> {
+  const decision = config.publishing;
+  if (!decision.enabled) {
+    log.info(decision.reason);
+    return null;
+  }
+  const validated = validatePublishConfig({
+    namespace: decision.namespace,
+    podName: decision.podName,
+    roleLabel: config.publish.roleLabel,
+    conditionType: config.publish.conditionType,
+    fenceAnnotation: config.publish.fenceAnnotation,
+    holderAnnotation: config.publish.holderAnnotation,
+    leaseAnnotation: config.publish.leaseAnnotation,
+    // null opts out of peer demotion; undefined builds the selector from the pod's labels.
+    peerSelector: config.publish.peerDemotion ? (config.publish.peerSelector ?? undefined) : null,
+  });
+  if ("problems" in validated) throw new Error(`pod publishing settings: ${validated.problems.join("; ")}`);
+  const { createPodPublisher, loadKubeConfig } = await loadKubernetesClient();
+  const publisher = createPodPublisher({
+    kubeConfig: loadKubeConfig(decision.source),
+    config: validated.config,
+    logger: log.child({ component: "publisher" }),
+    onPatch: (e) => metrics.observePatch(e),
+    onPublished: (e) => {
+      onShown();
+      metrics.observePublished(e);
+    },
+    stillLeads,
+  });
+  const started = await publisher
+    .start({ lease: config.publishLease, role: "follower", fence: null, holder: "" })
+    .catch((error: unknown) => {
+      // A setting the pod's labels cannot complete is the operator's to fix: exit 2, naming the flags.
+      if (error instanceof PublishConfigError && error.field === "peerSelector") {
+        throw new UsageError([
+          `--peer-selector (PGLEASE_PEER_SELECTOR): ${error.message}; or run with --no-peer-demotion`,
+        ]);
+      }
+      throw error;
+    });
+  if (started.missingPermissions.length > 0) {
+    await publisher.stop();
+    throw new Error(
+      `the pod's service account lacks ${started.missingPermissions.join(", ")} in namespace ${decision.namespace}; ` +
+        "grant them with the Role in charts/pglease or deploy/sidecar/rbac.yaml",
+    );
+  }
+  if (started.published) onShown();
+  else
+    log.warn(
+      "the pod did not show the follower role within the start timeout; publishing goes on in the background",
+    );
+  return publisher;
+}
+
+/**
+ * The Kubernetes client, loaded only in a cluster. It is an optional peer dependency (an
+ * application using only the library does not install it); the image and the chart have it.
+ */
+async function loadKubernetesClient() {
+  try {
+    const [{ createPodPublisher }, { loadKubeConfig }] = await Promise.all([
+      import("../kube/pod-publisher.ts"),
+      import("../kube/kube-config.ts"),
+    ]);
+    return { createPodPublisher, loadKubeConfig };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (
+      (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") &&
+      String(error).includes("@kubernetes/client-node")
+    ) {
+      throw new Error(
+        "publishing to the pod needs @kubernetes/client-node, which is not installed: install it beside pglease " +
+          "(npm install @kubernetes/client-node), use the pglease image, or run without POD_NAME/POD_NAMESPACE to publish nothing",
+      );
+    }
+    throw error;
+  }
+}

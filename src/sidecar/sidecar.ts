@@ -1,0 +1,218 @@
+// `pglease run`: the lease stack from the composition root (src/open-leases.ts), and on top of it
+// what only the sidecar has: the pod publisher, metrics, logs and the HTTP endpoints. The HTTP
+// server comes up first, so probes answer "starting" while PostgreSQL is waited for.
+import type { Server } from "node:http";
+import type { Logger } from "pino";
+import type { RunConfig } from "../config/run-config.ts";
+import type { Elector, TickReport } from "../election/elector.ts";
+import { holderIdentity } from "../election/identity.ts";
+import type { PodPublisher } from "../kube/publisher-contract.ts";
+import { leaseLogger } from "../observability/logger.ts";
+import { SidecarMetrics } from "../observability/metrics.ts";
+import { type Leases, type OpenLeasesOptions, openLeases } from "../open-leases.ts";
+import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
+import { startHttpServer } from "./http-server.ts";
+import { startPublisher } from "./publishing.ts";
+
+export interface Sidecar {
+  holder: string;
+  electors: readonly Elector[];
+  httpPort: number;
+  /** Graceful stop: work, demote, release, close. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export interface SidecarDeps {
+  config: RunConfig;
+  logger: Logger;
+  /** Aborts a start-up still waiting for PostgreSQL (a SIGTERM before the pod ever ran). */
+  signal?: AbortSignal;
+}
+
+export async function startSidecar({ config, logger, signal }: SidecarDeps): Promise<Sidecar> {
+  const holder = holderIdentity(config.pod.name);
+  const log = logger.child({ holder });
+  const metrics = new SidecarMetrics();
+  const view: HealthView = {
+    electors: null,
+    lastTick: new Map(),
+    campaigningSince: 0,
+    podShown: null,
+    readyOnce: false,
+  };
+  const http = await serveHttp(config, holder, view, metrics);
+  const closeHttp = () => closeServer(http.server);
+  let leases: Leases | null = null;
+  let publisher: PodPublisher | null = null;
+  try {
+    leases = await openLeases(leaseOptions(config, holder, log, signal));
+    view.podShown = config.publishing.enabled ? false : null;
+    publisher = await startPublisher(
+      config,
+      log,
+      metrics,
+      () => {
+        view.podShown = true;
+      },
+      (term) => {
+        const elector = view.electors?.find((e) => e.key === term.lease);
+        return elector !== undefined && elector.isLeader() && elector.status().fence === term.fence;
+      },
+    );
+  } catch (error) {
+    await leases?.close();
+    await closeHttp();
+    throw error;
+  }
+  const electors = campaign(config, log, leases, publisher, metrics, view);
+  log.info(
+    { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
+    `campaigning for ${config.leases.join(", ")} as ${holder}`,
+  );
+  const opened = leases;
+  let stopping: Promise<void> | null = null;
+  return {
+    holder,
+    electors,
+    httpPort: http.port,
+    stop() {
+      stopping ??= (async () => {
+        await opened.close();
+        await publisher?.stop().catch(() => {});
+        await closeHttp();
+        log.info("stopped");
+      })();
+      return stopping;
+    },
+  };
+}
+
+function leaseOptions(
+  config: RunConfig,
+  holder: string,
+  log: Logger,
+  signal: AbortSignal | undefined,
+): OpenLeasesOptions {
+  return {
+    connectionString: config.database.connectionString,
+    ...(config.database.ssl !== undefined ? { ssl: config.database.ssl } : {}),
+    poolSize: config.poolSize,
+    schema: config.database.schema,
+    table: config.database.table,
+    migrate: config.migrate,
+    notify: config.notify,
+    preparedStatements: config.database.preparedStatements,
+    serverTimeouts: config.database.serverTimeouts,
+    holder,
+    // A statement must not outlive the elector's call: the same bound on both sides.
+    statementTimeoutMs: config.timing.callTimeoutMs,
+    startTimeoutMs: config.startTimeoutMs,
+    ...(signal ? { signal } : {}),
+    logger: leaseLogger(log),
+  };
+}
+
+function serveHttp(config: RunConfig, holder: string, view: HealthView, metrics: SidecarMetrics) {
+  const stallAfterMs = stallBound(config.timing);
+  return startHttpServer(config.http, {
+    electors: () => view.electors ?? [],
+    holder,
+    pod:
+      config.pod.name && config.pod.namespace
+        ? { namespace: config.pod.namespace, name: config.pod.name }
+        : null,
+    stalled: () => stalledReason(view, stallAfterMs, performance.now()),
+    notReady: async () => notReadyReason(view),
+    metrics: async () => ({
+      contentType: metrics.registry.contentType,
+      body: await metrics.registry.metrics(),
+    }),
+  });
+}
+
+/** One elector per lease, each wired to metrics, logs and (for the published lease) the pod. */
+function campaign(
+  config: RunConfig,
+  log: Logger,
+  leases: Leases,
+  publisher: PodPublisher | null,
+  metrics: SidecarMetrics,
+  view: HealthView,
+): Elector[] {
+  // Once the pod is demoted for shutdown, nothing may label it leader again.
+  let demotedForShutdown = false;
+  const stepBudget = Math.floor(config.gracePeriodMs / 4);
+  view.campaigningSince = performance.now();
+  const electors = config.leases.map((key) => {
+    const published = publisher !== null && key === config.publishLease;
+    const elector = leases.campaign(key, {
+      ...config.timing,
+      stopTimeoutMs: stepBudget,
+      ...(published
+        ? {
+            beforeRelease: () => {
+              demotedForShutdown = true;
+              return publisher.demote(stepBudget);
+            },
+          }
+        : {}),
+    });
+    // Listeners go on before the first tick, which runs on a timer after campaign() returns.
+    observe(elector, log, metrics, view);
+    if (published) {
+      const publish = () => {
+        const s = elector.status();
+        if (demotedForShutdown && s.role === "leader") return;
+        publisher.setDesired({ lease: s.key, role: s.role, fence: s.fence, holder: s.leader ?? "" });
+      };
+      elector.on("transition", publish);
+      // A follower's holder annotation follows the leader it sees, even without a transition.
+      elector.on("leader-changed", publish);
+    }
+    return elector;
+  });
+  view.electors = electors;
+  return electors;
+}
+
+function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: HealthView): void {
+  metrics.watch(elector);
+  elector.on("tick", (tick) => {
+    view.lastTick.set(tick.key, performance.now());
+    log.debug(
+      { lease: tick.key, outcome: tick.outcome, action: tick.action, durationMs: tick.durationMs },
+      tick.sentence,
+    );
+  });
+  elector.on("transition", (tick) => logTransition(log, tick));
+  elector.on("work-error", (error) =>
+    log.error({ lease: elector.key, err: String(error) }, "leader work failed"),
+  );
+}
+
+const WARNING_OUTCOMES = new Set<TickReport["outcome"]>([
+  "transient-error",
+  "lost",
+  "stepped-down",
+  "refused",
+]);
+
+function logTransition(log: Logger, tick: TickReport): void {
+  const fields = {
+    lease: tick.key,
+    outcome: tick.outcome,
+    fence: tick.state.term?.fence ?? tick.state.observed?.fence,
+  };
+  if (WARNING_OUTCOMES.has(tick.outcome)) {
+    log.warn(fields, tick.sentence);
+  } else {
+    log.info(fields, tick.sentence);
+  }
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}

@@ -1,0 +1,91 @@
+// The checker's rules on the lease itself: what the lease table's change log (commit order) and
+// the replicas' acquisitions say about fences and terms, over the whole recording.
+import type { History, LeaseRow } from "./history.ts";
+import type { Violation } from "./violation.ts";
+
+/** Holder identity → replica: from the processes' own log lines, else from `<pod>-<8 hex>`. */
+export function replicaOfHolder(history: History): (holder: string) => string | null {
+  const known = new Map(history.incarnations.flatMap((i) => (i.holder ? [[i.holder, i.replica]] : [])));
+  const byPod = new Map(Object.entries(history.pods).map(([replica, pod]) => [pod, replica]));
+  return (holder) => known.get(holder) ?? byPod.get(/^(.*)-[0-9a-f]{8}$/.exec(holder)?.[1] ?? "") ?? null;
+}
+
+const sameTerm = (a: LeaseRow, b: LeaseRow) => a.holder === b.holder && a.acquiredAt === b.acquiredAt;
+
+/** Fences strictly increase across terms, in the lease table and in what the replicas log. */
+export function fenceViolations(history: History): Violation[] {
+  const out: Violation[] = [];
+  const previous = new Map<string, LeaseRow>();
+  for (const row of [...history.leaseRows].sort((a, b) => a.seq - b.seq)) {
+    const before = previous.get(row.key);
+    previous.set(row.key, row);
+    if (!before) continue;
+    const same = sameTerm(before, row);
+    if (same ? row.fence !== before.fence : row.fence <= before.fence) {
+      out.push({
+        rule: "fence-order",
+        at: row.acquiredAt,
+        detail: `lease ${row.key}: row ${row.seq} gives ${row.holder} fence ${row.fence} after ${before.holder}'s ${before.fence}${same ? " in the same term" : ""}`,
+      });
+    }
+  }
+  const holderOf = new Map(history.incarnations.map((i) => [i.pid, i.holder]));
+  const granted = new Set(history.leaseRows.map((r) => `${r.holder} ${r.fence}`));
+  const acquisitions = history.transitions
+    .filter((t) => t.outcome === "acquired")
+    .map((t) => ({ ...t, holder: holderOf.get(t.pid) ?? `pid ${t.pid}` }))
+    .sort((a, b) => a.time - b.time || (a.fence ?? 0) - (b.fence ?? 0));
+  let last: (typeof acquisitions)[number] | null = null;
+  for (const a of acquisitions) {
+    if (!granted.has(`${a.holder} ${a.fence}`)) {
+      out.push({
+        rule: "fence-not-granted",
+        at: a.time,
+        detail: `${a.holder} logged fence ${a.fence}, which the lease table never gave it`,
+      });
+    }
+    // The same holder may take its own live term back with the same fence; anyone else needs a higher one.
+    const ok =
+      last === null ||
+      (a.holder === last.holder ? (a.fence ?? 0) >= (last.fence ?? 0) : (a.fence ?? 0) > (last.fence ?? 0));
+    if (!ok && last) {
+      out.push({
+        rule: "fence-order",
+        at: a.time,
+        detail: `${a.holder} acquired fence ${a.fence} after ${last.holder} acquired fence ${last.fence}`,
+      });
+    }
+    last = a;
+  }
+  return out;
+}
+
+/**
+ * No holder's term starts on the server before the previous holder's term has run out. A term
+ * runs until the latest expiry any of its rows promised (a renew committed late with an older
+ * clock does not take back what an earlier one promised), or, once released, until the release:
+ * a release is the only statement that writes an expiry already past when it runs.
+ */
+export function termOverlaps(history: History): Violation[] {
+  const out: Violation[] = [];
+  const terms = new Map<string, { row: LeaseRow; until: number; released: boolean }>();
+  for (const row of [...history.leaseRows].sort((a, b) => a.seq - b.seq)) {
+    const term = terms.get(row.key);
+    const released = row.expiresAt <= row.loggedAt;
+    if (term && sameTerm(term.row, row)) {
+      term.until = released ? row.expiresAt : Math.max(term.until, row.expiresAt);
+      term.released = released;
+      term.row = row;
+      continue;
+    }
+    if (term && term.row.holder !== row.holder && row.acquiredAt < term.until) {
+      out.push({
+        rule: "term-overlap",
+        at: row.acquiredAt,
+        detail: `lease ${row.key}: ${row.holder} started a term with fence ${row.fence} (row ${row.seq}) ${(term.until - row.acquiredAt).toFixed(3)} ms before ${term.row.holder}'s term with fence ${term.row.fence} ran out${term.released ? " at its release" : ""}`,
+      });
+    }
+    terms.set(row.key, { row, until: row.expiresAt, released });
+  }
+  return out;
+}

@@ -1,0 +1,159 @@
+// The pglease-sidecar library chart, through the example chart that uses it
+// (deploy/examples/existing-chart): it renders the same sidecar, volumes and permissions as
+// charts/pglease (which is built on it), its defaults are the chart's, its objects are valid
+// Kubernetes, and it refuses settings that cannot work with a message naming them.
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { isHelmHook, kubeTools, renderChart, repoRoot } from "../support/chart.ts";
+import { skipBecause } from "../support/skip.ts";
+import { renderChartDir, templateChart } from "./helm.ts";
+import { type Manifest, schemaProblems } from "./kubernetes-schemas.ts";
+import { unknownFieldProblems } from "./unknown-fields.ts";
+
+const tools = await kubeTools();
+const skip = skipBecause("library chart tests", !tools.ok && tools.reason);
+
+const library = join(repoRoot, "charts", "pglease-sidecar");
+const example = join(repoRoot, "deploy", "examples", "existing-chart");
+
+interface Container {
+  name: string;
+  env?: { name: string }[];
+}
+interface PodSpec {
+  serviceAccountName: string;
+  automountServiceAccountToken: boolean;
+  terminationGracePeriodSeconds: number;
+  initContainers: Container[];
+  containers: Container[];
+  volumes: { name: string }[];
+}
+
+function podOf(manifests: Manifest[]): PodSpec {
+  const [workload] = manifests.filter((m) => m.kind === "Deployment");
+  return (workload as unknown as { spec: { template: { spec: PodSpec } } }).spec.template.spec;
+}
+
+function rulesOf(manifests: Manifest[]): unknown {
+  return (manifests.find((m) => m.kind === "Role" && !isHelmHook(m)) as unknown as { rules: unknown }).rules;
+}
+
+/** The library's defaults: the YAML body of its "pglease-sidecar.defaults" template. */
+async function libraryDefaults(): Promise<Record<string, Record<string, unknown>>> {
+  const text = await readFile(join(library, "templates", "_config.tpl"), "utf8");
+  const body = /\{\{- define "pglease-sidecar\.defaults" -\}\}\n([\s\S]*?)\{\{- end \}\}/.exec(text)?.[1];
+  expect(body, "the defaults template").toBeDefined();
+  return parse(body as string);
+}
+
+describe.skipIf(skip)("the pglease-sidecar library chart", () => {
+  it("renders the sidecar, its volumes and permissions exactly as charts/pglease does", async () => {
+    const values = parse(await readFile(join(example, "values.yaml"), "utf8")).pglease;
+    const fromExample = await renderChartDir(example);
+    const fromChart = await renderChart(
+      {
+        fullnameOverride: values.name,
+        lease: values.lease,
+        database: values.database,
+        publish: values.publish,
+      },
+      { release: "orders", namespace: "shop" },
+    );
+    const [mine, theirs] = [podOf(fromExample), podOf(fromChart)];
+    expect(mine.initContainers).toEqual(theirs.initContainers);
+    const ours = (pod: PodSpec) => pod.volumes.filter((v) => v.name.startsWith("pglease-"));
+    expect(ours(mine)).toEqual(ours(theirs));
+    expect(ours(mine).map((v) => v.name)).toEqual(["pglease-tmp", "pglease-api-access", "pglease-podinfo"]);
+    for (const key of [
+      "serviceAccountName",
+      "automountServiceAccountToken",
+      "terminationGracePeriodSeconds",
+    ]) {
+      expect(mine[key as keyof PodSpec], key).toEqual(theirs[key as keyof PodSpec]);
+    }
+    const leaderEnv = (pod: PodSpec) => pod.containers[0]?.env?.filter((e) => e.name.startsWith("LEADER_"));
+    expect(leaderEnv(mine)).toEqual(leaderEnv(theirs));
+    expect(rulesOf(fromExample)).toEqual(rulesOf(fromChart));
+  });
+
+  it("has charts/pglease's values as its defaults", async () => {
+    const defaults = await libraryDefaults();
+    const chartValues = parse(await readFile(join(repoRoot, "charts", "pglease", "values.yaml"), "utf8"));
+    const chartYaml = parse(await readFile(join(library, "Chart.yaml"), "utf8"));
+    for (const key of ["lease", "publish", "podInfo", "serviceAccount", "rbac"]) {
+      expect(defaults[key], key).toEqual(chartValues[key]);
+    }
+    const { url: _trialOnly, existingSecret: _required, ...database } = chartValues.database;
+    expect(defaults.database).toEqual({ ...database, existingSecret: "" });
+    const { image: chartImage, ...sidecar } = chartValues.sidecar;
+    const { image, ...librarySidecar } = defaults.sidecar as { image: Record<string, string> };
+    expect(librarySidecar).toEqual(sidecar);
+    expect(image).toEqual({ ...chartImage, tag: chartYaml.appVersion });
+    expect(defaults.app).toEqual({
+      automountServiceAccountToken: chartValues.app.automountServiceAccountToken,
+    });
+    expect(defaults.terminationGracePeriodSeconds).toBe(chartValues.workload.terminationGracePeriodSeconds);
+  });
+
+  it("documents every setting in its README, and only those", async () => {
+    const readme = await readFile(join(library, "README.md"), "utf8");
+    const documented = [...readme.matchAll(/^\|\s*`([a-zA-Z.]+)`\s*\|/gm)].map(([, key]) => key as string);
+    const leaves = (value: unknown, prefix: string): string[] =>
+      value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length > 0
+        ? Object.entries(value).flatMap(([k, v]) => leaves(v, prefix ? `${prefix}.${k}` : k))
+        : [prefix];
+    const settings = leaves(await libraryDefaults(), "");
+    // A documented key covers the settings under it (sidecar.resources covers its requests).
+    const covered = (setting: string) => documented.some((k) => setting === k || setting.startsWith(`${k}.`));
+    expect(settings.filter((setting) => !covered(setting))).toEqual([]);
+    expect(
+      documented.filter((k) => !settings.some((setting) => setting === k || setting.startsWith(`${k}.`))),
+    ).toEqual([]);
+  });
+
+  it("renders valid Kubernetes objects in the example chart", async () => {
+    const manifests = await renderChartDir(example);
+    expect(manifests.map((m) => m.kind).sort()).toEqual([
+      "Deployment",
+      "Role",
+      "RoleBinding",
+      "Service",
+      "ServiceAccount",
+    ]);
+    expect(manifests.flatMap(schemaProblems)).toEqual([]);
+    expect(await unknownFieldProblems(manifests)).toEqual([]);
+  });
+
+  it.each<[string, Record<string, unknown>, RegExp]>([
+    ["no name", { name: "" }, /pglease-sidecar: name "" must be a DNS label/],
+    ["no database Secret", { database: { existingSecret: "" } }, /set database\.existingSecret/],
+    [
+      "a grace period past the termination grace period",
+      { lease: { gracePeriod: "30s" } },
+      /lease\.gracePeriod \(30s\) must be shorter than terminationGracePeriodSeconds \(30 s\)/,
+    ],
+    [
+      "a malformed duration",
+      { lease: { duration: "15 seconds" } },
+      /lease\.duration: "15 seconds" is not a duration/,
+    ],
+    [
+      "a startup probe shorter than the start timeout",
+      { sidecar: { startupProbe: { failureThreshold: 6 } } },
+      /sidecar\.startupProbe allows 30000 ms/,
+    ],
+  ])("refuses %s with a message naming the setting", async (_, pglease, message) => {
+    const rendered = await templateChart(example, { pglease });
+    expect(rendered.ok ? "" : rendered.error).toMatch(message);
+  });
+
+  it("lets a false override a true default (no pod-info files, no RBAC objects)", async () => {
+    const manifests = await renderChartDir(example, {
+      pglease: { podInfo: { enabled: false }, serviceAccount: { create: false }, rbac: { create: false } },
+    });
+    expect(manifests.map((m) => m.kind).sort()).toEqual(["Deployment", "Service"]);
+    expect(podOf(manifests).volumes.map((v) => v.name)).not.toContain("pglease-podinfo");
+  });
+});

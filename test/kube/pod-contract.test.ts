@@ -1,0 +1,33 @@
+import { describe, expect, it } from "vitest";
+import { fenceAnnotationValue, fenceFromAnnotation, POD_CONTRACT } from "../../src/kube/pod-contract.ts";
+
+describe("the pod contract", () => {
+  it("names what the README's pod contract table promises", () => {
+    expect(POD_CONTRACT).toEqual({
+      roleLabel: "pglease.io/role",
+      leaderValue: "leader",
+      followerValue: "follower",
+      fenceAnnotation: "pglease.io/fence",
+      holderAnnotation: "pglease.io/holder",
+      leaseAnnotation: "pglease.io/lease",
+      conditionType: "pglease.io/leader",
+    });
+  });
+
+  it("writes a fence in decimal and no fence as a removed annotation", () => {
+    expect(fenceAnnotationValue(9_007_199_254_740_991)).toBe("9007199254740991");
+    expect(fenceAnnotationValue(null)).toBeNull();
+  });
+
+  it("reads back what it writes, an absent or empty annotation as no fence", () => {
+    expect(fenceFromAnnotation(fenceAnnotationValue(42), "f")).toBe(42);
+    expect(fenceFromAnnotation(undefined, "f")).toBeNull();
+    expect(fenceFromAnnotation("", "f")).toBeNull();
+  });
+
+  it.each(["0", "-3", "4.5", "9007199254740993", "forty-two"])("refuses %s, naming the field", (value) => {
+    expect(() => fenceFromAnnotation(value, "annotation pglease.io/fence")).toThrow(
+      /^annotation pglease.io\/fence: /,
+    );
+  });
+});

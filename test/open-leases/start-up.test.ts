@@ -1,0 +1,193 @@
+// The composition root's start-up and pool behaviour, through the public openLeases(), on a real
+// PostgreSQL: the library gets what `pglease run` has (start-up retry, the synchronous_commit
+// warning, polling when LISTEN is refused, pool settings, idle-connection errors reported).
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type LeaseLogger, openLeases, StartAborted } from "../../src/index.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+
+let db: TestDatabase;
+let admin: pg.Pool;
+const cleanup: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  admin = new pg.Pool({ connectionString: db.url, max: 2 });
+});
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+afterAll(async () => {
+  await admin.end();
+  await db.drop();
+});
+
+function recordingLogger(): LeaseLogger & { warnings: string[] } {
+  const warnings: string[] = [];
+  return { warnings, info: () => {}, warn: (message) => warnings.push(message) };
+}
+
+async function proxy(): Promise<FaultProxy> {
+  const target = new URL(db.url);
+  const p = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+  cleanup.push(() => p.close());
+  return p;
+}
+
+describe("an unreachable PostgreSQL at open", () => {
+  it("is waited for, with a warning per attempt, and the leases open once it answers", async () => {
+    const link = await proxy();
+    link.cut();
+    const logger = recordingLogger();
+    const opening = openLeases({ connectionString: link.url(db.url), logger, startTimeoutMs: 30_000 });
+    await expect.poll(() => logger.warnings.length, { timeout: 10_000 }).toBeGreaterThan(0);
+    expect(logger.warnings[0]).toMatch(
+      /^cannot reach PostgreSQL yet \(.+\); retrying in \d+ ms, for up to \d+ s more$/,
+    );
+    link.heal();
+    const leases = await opening;
+    cleanup.push(() => leases.close());
+    const e = leases.campaign("after-outage");
+    await expect.poll(() => e.isLeader()).toBe(true);
+  });
+
+  it("fails at once with startTimeoutMs 0, and an abort ends the wait with StartAborted", async () => {
+    const link = await proxy();
+    link.cut();
+    await expect(openLeases({ connectionString: link.url(db.url), startTimeoutMs: 0 })).rejects.toThrow(
+      /ECONNRESET|Connection terminated|ECONNREFUSED/,
+    );
+    const abort = new AbortController();
+    const opening = openLeases({
+      connectionString: link.url(db.url),
+      logger: recordingLogger(),
+      signal: abort.signal,
+    });
+    abort.abort();
+    await expect(opening).rejects.toBeInstanceOf(StartAborted);
+  });
+});
+
+it("warns when lease writes would commit asynchronously", async () => {
+  await admin.query(`ALTER DATABASE ${db.name} SET synchronous_commit = off`);
+  try {
+    const logger = recordingLogger();
+    const leases = await openLeases({ connectionString: db.url, logger, notify: false });
+    await leases.close();
+    expect(logger.warnings.join("\n")).toMatch(/synchronous_commit is off .* set it to on/);
+  } finally {
+    await admin.query(`ALTER DATABASE ${db.name} RESET synchronous_commit`);
+  }
+});
+
+it("polls instead of failing when the LISTEN connection is refused", async () => {
+  // A role allowed one connection: the pool's. The LISTEN connection is refused (53300).
+  const role = `pglease_one_${randomBytes(3).toString("hex")}`;
+  await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'one-connection' CONNECTION LIMIT 1`);
+  await admin.query(`GRANT ALL ON DATABASE ${db.name} TO ${role}; GRANT ALL ON SCHEMA public TO ${role}`);
+  const url = new URL(db.url);
+  url.username = role;
+  url.password = "one-connection";
+  const logger = recordingLogger();
+  const leases = await openLeases({
+    connectionString: url.toString(),
+    poolSize: 1,
+    table: "one_connection_leases",
+    logger,
+  });
+  cleanup.push(() => leases.close());
+  expect(leases.notify).toBe(false);
+  expect(logger.warnings.join("\n")).toMatch(/could not LISTEN for release notices .*polling instead/);
+  const e = leases.campaign("polled");
+  await expect.poll(() => e.isLeader()).toBe(true);
+});
+
+it("keeps to its pool size and reports an idle connection that dies instead of crashing", async () => {
+  const applicationName = `pglease_pool_${randomBytes(3).toString("hex")}`;
+  const logger = recordingLogger();
+  const leases = await openLeases({
+    connectionString: db.url,
+    poolSize: 1,
+    applicationName,
+    logger,
+    notify: false,
+  });
+  cleanup.push(() => leases.close());
+  const electors = ["a", "b", "c"].map((key) => leases.campaign(`sized-${key}`));
+  await expect.poll(() => electors.every((e) => e.isLeader())).toBe(true);
+  const backends = async () =>
+    (
+      await admin.query<{ pid: number; state: string }>(
+        "SELECT pid, state FROM pg_stat_activity WHERE application_name = $1",
+        [applicationName],
+      )
+    ).rows;
+  expect((await backends()).length).toBe(1);
+  await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [
+    applicationName,
+  ]);
+  await expect.poll(() => logger.warnings.join("\n")).toMatch(/an idle database connection failed/);
+  // The pool replaced it: the leases are still renewed.
+  await expect.poll(async () => (await backends()).length, { timeout: 10_000 }).toBe(1);
+  expect(electors.every((e) => e.isLeader())).toBe(true);
+});
+
+it("refuses a second campaign for a key it already campaigns for", async () => {
+  const leases = await openLeases({ connectionString: db.url, holder: "only-once", notify: false });
+  cleanup.push(() => leases.close());
+  const first = leases.campaign("job");
+  expect(() => leases.campaign("job")).toThrow(
+    /lease job is already campaigned for by this process \(holder only-once\): one campaign per key/,
+  );
+  await expect.poll(() => first.isLeader()).toBe(true);
+});
+
+it("gives lease connections the server-side timeouts: a claim stuck behind a row lock is cancelled by the server", async () => {
+  const applicationName = `pglease_timeouts_${randomBytes(3).toString("hex")}`;
+  const leases = await openLeases({
+    connectionString: db.url,
+    applicationName,
+    statementTimeoutMs: 300,
+    notify: false,
+    logger: recordingLogger(),
+  });
+  cleanup.push(() => leases.close());
+  const locker = await admin.connect();
+  const waiting = async () =>
+    (
+      await admin.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+        [applicationName],
+      )
+    ).rows[0]?.n;
+  try {
+    // An expired row, so the stuck claim would win if it ever ran to its commit.
+    await admin.query(
+      `INSERT INTO pglease_leases VALUES ('locked', 'someone', 1, clock_timestamp() - interval '2 minutes', clock_timestamp() - interval '1 minute')`,
+    );
+    await locker.query("BEGIN");
+    await locker.query("SELECT * FROM pglease_leases WHERE key = 'locked' FOR UPDATE");
+    // The client gives up at 300 ms; the server's lock_timeout cancels the statement itself.
+    await expect(leases.store.claim("locked", "other", 60_000)).rejects.toThrow();
+    await expect.poll(waiting, { timeout: 5_000 }).toBe(0);
+  } finally {
+    await locker.query("ROLLBACK");
+    locker.release();
+  }
+  // Nothing committed later: the row is still the expired one.
+  const row = await admin.query("SELECT holder FROM pglease_leases WHERE key = 'locked'");
+  expect(row.rows).toEqual([{ holder: "someone" }]);
+});
+
+it("refuses a standby in recovery, naming the fix, without retrying", async () => {
+  const { startReplicaPair } = await import("../support/replica-pair.ts");
+  const pair = await startReplicaPair();
+  cleanup.push(() => pair.stop());
+  await expect(
+    openLeases({ connectionString: pair.standbyUrl, migrate: false, startTimeoutMs: 60_000 }),
+  ).rejects.toThrow(
+    /the server is a standby in recovery: it cannot take a claim\. Point the connection at the primary/,
+  );
+});

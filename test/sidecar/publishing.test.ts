@@ -1,0 +1,209 @@
+// `pglease run` as a sidecar in a "cluster": real child processes, a real PostgreSQL, and an API
+// server (the real kube-apiserver and the in-process one) enforcing the Role that the Helm chart
+// renders, with the chart's ServiceAccount. A permission the controller needs but the chart
+// forgets fails here.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
+import pg from "pg";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { type Running, runPglease, startShortLeaseRun } from "../support/cli.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { chartRules, type TestKube } from "../support/kube-servers.ts";
+
+const NS = "shop";
+let db: TestDatabase;
+let admin: pg.Pool;
+let kube: TestKube;
+let kubeconfigDir: string;
+let rules: V1PolicyRule[];
+const running: Running[] = [];
+
+async function seed(name: string): Promise<void> {
+  await kube.seedPod({
+    metadata: {
+      name,
+      namespace: NS,
+      labels: { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" },
+    },
+    spec: { containers: [{ name: "app", image: "app:1" }] },
+    status: {
+      phase: "Running",
+      conditions: [
+        { type: "Ready", status: "True", lastTransitionTime: new Date() },
+        { type: "ContainersReady", status: "True", lastTransitionTime: new Date() },
+      ],
+    },
+  } as V1Pod);
+}
+
+async function sidecar(pod: string, lease = "orders-sync") {
+  const { run: r } = await startShortLeaseRun(lease, {
+    DATABASE_URL: db.url,
+    KUBECONFIG: join(kubeconfigDir, "config"),
+    POD_NAME: pod,
+    POD_NAMESPACE: NS,
+  });
+  running.push(r);
+  return r;
+}
+
+const role = async (pod: string) => (await kube.pod(NS, pod))?.metadata?.labels?.["pglease.io/role"];
+const fence = async (pod: string) => (await kube.pod(NS, pod))?.metadata?.annotations?.["pglease.io/fence"];
+/** The fence an "acquired lease … with fence N" log line names. */
+const fenceIn = (line: Record<string, unknown>) => Number(String(line.msg).match(/fence (\d+)$/)?.[1]);
+const condition = async (pod: string, type: string) =>
+  (await kube.pod(NS, pod))?.status?.conditions?.find((c) => c.type === type)?.status;
+const shown = async (pod: string) => [await role(pod), await condition(pod, "pglease.io/leader")];
+
+await onEachKubeServer("pglease run publishing to its pod", (server) => {
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    admin = new pg.Pool({ connectionString: db.url, max: 1 });
+    rules = await chartRules();
+    kube = await server.start({ namespace: NS });
+    kubeconfigDir = await mkdtemp(join(tmpdir(), "pglease-kubeconfig-"));
+    await writeFile(join(kubeconfigDir, "config"), kube.kubeConfig({ namespace: NS }).exportConfig());
+  });
+
+  afterEach(async () => {
+    for (const r of running.splice(0)) await r.stop("SIGKILL");
+  });
+
+  afterAll(async () => {
+    await kube?.close();
+    await admin?.end();
+    await db?.drop();
+    if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
+  });
+
+  it("labels the leader, keeps the kubelet's conditions, and on SIGTERM demotes before releasing", async () => {
+    await seed("orders-a");
+    await seed("orders-b");
+    const a = await sidecar("orders-a");
+    const fenceA = fenceIn(await a.waitForLog(/^acquired lease orders-sync with fence \d+$/));
+    // The label and the condition are two requests (pods, then pods/status): wait for both, or a
+    // read between them sees the label without the condition (a real server's round trip is wide enough).
+    await expect.poll(() => shown("orders-a"), { timeout: 10_000 }).toEqual(["leader", "True"]);
+    expect(await fence("orders-a")).toBe(String(fenceA));
+    expect(await condition("orders-a", "Ready")).toBe("True");
+    expect(await condition("orders-a", "ContainersReady")).toBe("True");
+
+    const b = await sidecar("orders-b");
+    await b.waitForLog(/^lease orders-sync is held by/);
+    await expect.poll(() => shown("orders-b"), { timeout: 10_000 }).toEqual(["follower", "False"]);
+
+    // Conditions only ever go through a strategic merge patch on pods/status.
+    const statusPatches = kube.requests.filter((r) => r.subresource === "status" && r.method === "PATCH");
+    expect(statusPatches.length).toBeGreaterThan(0);
+    expect(new Set(statusPatches.map((r) => r.contentType))).toEqual(
+      new Set(["application/strategic-merge-patch+json"]),
+    );
+
+    const exit = await a.stop("SIGTERM");
+    expect(exit.code).toBe(0);
+    const demotion = kube.requests.find(
+      (r) =>
+        r.method === "PATCH" &&
+        r.name === "orders-a" &&
+        !r.subresource &&
+        JSON.stringify(r.body ?? null).includes('"pglease.io/role":"follower"') &&
+        r.at >
+          (kube.requests.find((q) => JSON.stringify(q.body ?? null).includes('"pglease.io/role":"leader"'))
+            ?.at ?? 0),
+    );
+    expect(demotion?.status).toBe(200);
+    // Gap, never overlap: a's pod stopped showing leader before b could acquire the lease.
+    const fenceB = fenceIn(await b.waitForLog(/^acquired lease orders-sync with fence \d+$/));
+    expect(fenceB).toBeGreaterThan(fenceA);
+    const taken = await admin.query(
+      "SELECT extract(epoch FROM acquired_at) * 1000 AS at FROM pglease_leases WHERE key = 'orders-sync' AND fence = $1",
+      [fenceB],
+    );
+    expect(demotion?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(Number(taken.rows[0].at));
+    await expect.poll(() => role("orders-b"), { timeout: 10_000 }).toBe("leader");
+    expect(await fence("orders-b")).toBe(String(fenceB));
+    expect(await role("orders-a")).toBe("follower");
+
+    const events = (await kube.events(NS)).map((e) => `${e.involvedObject?.name} ${e.reason}: ${e.message}`);
+    expect(events).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(new RegExp(`^orders-a LeaderElected: .*fence ${fenceA}\\b`)),
+        expect.stringMatching(new RegExp(`^orders-a LeadershipLost: .*fence ${fenceA}\\b`)),
+        expect.stringMatching(new RegExp(`^orders-b LeaderElected: .*fence ${fenceB}\\b`)),
+      ]),
+    );
+  });
+
+  it("a new leader demotes a frozen old leader's pod before labelling itself", async () => {
+    await seed("orders-c");
+    await seed("orders-d");
+    // A pod that still carries the leader label, as a SIGSTOPped or cut-off old leader's would.
+    await kube.mutatePod(NS, "orders-c", (pod) => {
+      pod.metadata = pod.metadata ?? {};
+      pod.metadata.labels = { ...pod.metadata.labels, "pglease.io/role": "leader" };
+      pod.metadata.annotations = { "pglease.io/lease": "frozen", "pglease.io/fence": "9" };
+    });
+    kube.clearRequests();
+    const d = await sidecar("orders-d", "frozen");
+    await d.waitForLog(/^acquired lease frozen/);
+    await expect.poll(() => role("orders-d"), { timeout: 10_000 }).toBe("leader");
+    expect(await role("orders-c")).toBe("follower");
+    const patches = kube.requests.filter((r) => r.method === "PATCH" && !r.subresource);
+    const demoteC = patches.findIndex((r) => r.name === "orders-c");
+    const promoteD = patches.findIndex(
+      (r) => r.name === "orders-d" && JSON.stringify(r.body ?? null).includes('"leader"'),
+    );
+    expect(demoteC).toBeGreaterThanOrEqual(0);
+    expect(demoteC).toBeLessThan(promoteD);
+  });
+
+  it("a Role without pods/status patch is a clear error at start", async () => {
+    await seed("orders-e");
+    const withoutStatus = rules
+      .map((rule) => ({ ...rule, resources: (rule.resources ?? []).filter((r) => r !== "pods/status") }))
+      // A rule left without resources goes: a real API server refuses a Role holding one (422).
+      .filter((rule) => rule.resources.length > 0);
+    await kube.setRules(withoutStatus);
+    try {
+      const out = await runPglease(["run", "--lease", "denied", "--http-addr", "127.0.0.1:0"], {
+        DATABASE_URL: db.url,
+        KUBECONFIG: join(kubeconfigDir, "config"),
+        POD_NAME: "orders-e",
+        POD_NAMESPACE: NS,
+      });
+      expect(out.code).toBe(1);
+      expect(out.stderr).toContain("patch pods/status");
+      expect(out.stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      await kube.setRules(rules);
+    }
+  });
+
+  it("a pod whose peers cannot be found is a configuration error naming the flags; --no-peer-demotion opts out", async () => {
+    await kube.seedPod({
+      metadata: { name: "bare-pod", namespace: NS },
+      spec: { containers: [{ name: "app", image: "app:1" }] },
+      status: { phase: "Running" },
+    } as V1Pod);
+    const env = {
+      DATABASE_URL: db.url,
+      KUBECONFIG: join(kubeconfigDir, "config"),
+      POD_NAME: "bare-pod",
+      POD_NAMESPACE: NS,
+    };
+    const refused = await runPglease(["run", "--lease", "bare", "--http-addr", "127.0.0.1:0"], env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(
+      /--peer-selector \(PGLEASE_PEER_SELECTOR\): peerSelector is not set and pod bare-pod/,
+    );
+    expect(refused.stderr).toContain("or run with --no-peer-demotion");
+
+    const { run: optedOut } = await startShortLeaseRun("bare", env, ["--no-peer-demotion"]);
+    running.push(optedOut);
+    await optedOut.waitForLog(/^acquired lease bare with fence \d+$/);
+    await expect.poll(() => role("bare-pod"), { timeout: 10_000 }).toBe("leader");
+  });
+});

@@ -1,0 +1,199 @@
+// A simulated process's side of the wire: the lease store the electors call (what PgLeaseStore
+// does, over a network that can delay, black-hole or reset) and the LISTEN feed of release
+// notices. A call the client gave up on is not cancelled on the server: pg's query_timeout only
+// drops the promise and the connection, and the statement runs on.
+import type {
+  ClaimAnswer,
+  LeaseStore,
+  LeaseView,
+  ReleaseFeed,
+  RenewAnswer,
+} from "../../src/election/ports.ts";
+import type { EventLoop, Owner } from "./event-loop.ts";
+import type { RenewManyAnswer } from "./lease-statements.ts";
+import type { Rng } from "./prng.ts";
+import { describe, type Request } from "./requests.ts";
+import type { Reply, Server } from "./server.ts";
+import { fmtMs, type Trace } from "./trace.ts";
+
+/** What faults do to one process's database link; counters, so faults may overlap. */
+export interface Link {
+  /** Requests vanish on the way (a black hole): the client hears nothing. */
+  dropRequests: number;
+  /** Answers vanish on the way back: the server did the work, the client hears nothing. */
+  dropAnswers: number;
+  /** The connection is reset: an error at once, the request perhaps already sent. */
+  reset: number;
+  extraDelayUs: number;
+}
+
+export interface Notices {
+  lose: number;
+  extraDelayUs: number;
+}
+
+export interface Wire {
+  loop: EventLoop;
+  server: Server;
+  trace: Trace;
+  rng: Rng;
+  /** How long the client waits for an answer (pg's query_timeout: the elector's call timeout). */
+  clientTimeoutUs: number;
+}
+
+export const linkUp = (): Link => ({ dropRequests: 0, dropAnswers: 0, reset: 0, extraDelayUs: 0 });
+
+/** One-way latency on a healthy loopback-like link: 50 µs to 1 ms. */
+export function latencyUs(rng: Rng): number {
+  return 50 + Math.floor(rng.next() * 950);
+}
+
+export class SimStore implements LeaseStore {
+  readonly #wire: Wire;
+  readonly #owner: Owner;
+  readonly #link: Link;
+
+  constructor(wire: Wire, owner: Owner, link: Link) {
+    this.#wire = wire;
+    this.#owner = owner;
+    this.#link = link;
+  }
+
+  claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
+    return this.#call({ kind: "claim", key, holder, durationMs });
+  }
+
+  renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {
+    return this.#call({ kind: "renew", key, holder, fence, durationMs });
+  }
+
+  renewMany(
+    holder: string,
+    terms: ReadonlyArray<{ key: string; fence: number }>,
+    durationMs: number,
+  ): Promise<RenewManyAnswer> {
+    return this.#call({ kind: "renewMany", holder, terms, durationMs });
+  }
+
+  release(key: string, holder: string, fence: number): Promise<boolean> {
+    return this.#call({ kind: "release", key, holder, fence });
+  }
+
+  read(key: string): Promise<LeaseView | null> {
+    return this.#call({ kind: "read", key });
+  }
+
+  #call<T>(request: Request): Promise<T> {
+    const { loop, server, trace, rng } = this.#wire;
+    const owner = this.#owner;
+    const link = this.#link;
+    return new Promise<T>((resolve, reject) => {
+      const sentUs = loop.nowUs;
+      const what = trace.on ? describe(request) : "";
+      const arrive = (reply: Reply) => {
+        if ("error" in reply) reject(new Error(reply.error));
+        else resolve(reply.answer as T);
+      };
+      const answer = (reply: Reply) => {
+        if (link.dropAnswers > 0 || link.reset > 0) {
+          trace.add(loop.nowUs, owner.name, `answer lost: ${what}`);
+          return;
+        }
+        loop.at(loop.nowUs + latencyUs(rng) + link.extraDelayUs, owner, () => arrive(reply), true);
+      };
+      const deliver = () => {
+        const stmt = server.submit(
+          request,
+          owner.name,
+          { sentUs, deadlineUs: sentUs + this.#wire.clientTimeoutUs },
+          (reply, stmt) => {
+            if (trace.on) trace.add(loop.nowUs, "server", `#${stmt.id} ${what} -> ${show(reply)}`);
+            answer(reply);
+          },
+        );
+        if (trace.on && stmt.phase !== "done") {
+          const waits =
+            stmt.phase === "committing" ? "for its commit" : `for the row lock (${stmt.lockKeys.join(",")})`;
+          trace.add(loop.nowUs, "server", `#${stmt.id} ${what} started, waits ${waits}`);
+        }
+      };
+      if (link.reset > 0) {
+        trace.add(sentUs, owner.name, `${what}: connection reset`);
+        // The request may have left before the reset: the server would then run it all the same.
+        if (rng.chance(0.5)) loop.at(sentUs + latencyUs(rng), null, deliver);
+        loop.at(
+          sentUs + latencyUs(rng),
+          owner,
+          () => reject(new Error("Connection terminated unexpectedly")),
+          true,
+        );
+        return;
+      }
+      if (link.dropRequests > 0) {
+        trace.add(sentUs, owner.name, `${what}: request lost`);
+        return;
+      }
+      const delay = latencyUs(rng) + link.extraDelayUs;
+      if (trace.on) {
+        trace.add(
+          sentUs,
+          owner.name,
+          `sends ${what}${link.extraDelayUs ? ` (delayed ${fmtMs(delay)})` : ""}`,
+        );
+      }
+      loop.at(sentUs + delay, null, deliver);
+    });
+  }
+}
+
+function show(reply: Reply): string {
+  if ("error" in reply) return `ERROR ${reply.error}`;
+  const answer = reply.answer;
+  if (answer instanceof Map) {
+    return `{${[...answer].map(([k, v]) => `${k}: ttl ${Math.round(v.ttlMs)}ms`).join(", ")}}`;
+  }
+  if (answer && typeof answer === "object") {
+    const a = answer as Record<string, unknown>;
+    const parts = Object.entries(a)
+      .filter(([k]) => k !== "acquiredAt" && k !== "expiresAt" && k !== "key")
+      .map(([k, v]) => `${k}=${typeof v === "number" ? Math.round(v) : v}`);
+    return parts.join(" ");
+  }
+  return String(answer);
+}
+
+/** LISTEN on one connection per process: notices can be lost, delayed, or sent by anyone. */
+export class SimFeed implements ReleaseFeed {
+  readonly #listeners = new Set<(key: string) => void>();
+  readonly #wire: Wire;
+  readonly #owner: Owner;
+  readonly notices: Notices = { lose: 0, extraDelayUs: 0 };
+
+  constructor(wire: Wire, owner: Owner) {
+    this.#wire = wire;
+    this.#owner = owner;
+  }
+
+  subscribe(listener: (key: string) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** A NOTIFY on the channel reaches this listener (or is lost on the way). */
+  hear(key: string, source: string): void {
+    const { loop, trace, rng } = this.#wire;
+    if (this.notices.lose > 0) {
+      trace.add(loop.nowUs, this.#owner.name, `notice lost: ${source} ${key}`);
+      return;
+    }
+    loop.at(
+      loop.nowUs + latencyUs(rng) + this.notices.extraDelayUs,
+      this.#owner,
+      () => {
+        trace.add(loop.nowUs, this.#owner.name, `hears notice: ${source} ${key}`);
+        for (const listener of this.#listeners) listener(key);
+      },
+      true,
+    );
+  }
+}

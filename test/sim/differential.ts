@@ -1,0 +1,230 @@
+// The model's side of model-vs-postgres.test.ts: runs one lease statement of
+// lease-statements.ts against a mirrored row and says whether a real answer (and the real row
+// after it) is one the model could have given, for a statement clock known only within bounds.
+import type { LeaseRow, Semantics, StatementContext } from "./lease-statements.ts";
+import type { Rng } from "./prng.ts";
+import { execute, keysOf, type Request } from "./requests.ts";
+
+/** A real row as the test reads it back: times in µs since the epoch, exact. */
+export type RealRow = Omit<LeaseRow, "tuple" | "key"> | null;
+
+export interface Verdict {
+  ok: boolean;
+  /** Why not, naming what differed; or the clock the statement had, when it matched. */
+  detail: string;
+  /** The rows after the statement, as the model wrote them (when it matched). */
+  rows: Map<string, LeaseRow>;
+}
+
+/**
+ * Candidate clocks for a statement that ran between server times `before` and `after` (µs): both
+ * ends, and the one the written row (exact) or the answer's expiresAt (to the ms) gives away.
+ */
+export function candidateClocks(
+  request: Request,
+  before: number,
+  after: number,
+  realRows: Iterable<RealRow>,
+  answer: unknown,
+): number[] {
+  const clocks = [before, after];
+  for (const real of realRows) {
+    if (real && "durationMs" in request) clocks.push(real.expiresAt - request.durationMs * 1000);
+    if (real && request.kind === "release") clocks.push(real.expiresAt);
+  }
+  // expires_at − ttl is the statement's clock, to the millisecond pg keeps of expires_at.
+  const answers = answer instanceof Map ? [...answer.values()] : [answer];
+  for (const a of answers as Array<{ expiresAt?: unknown; ttlMs?: unknown } | null>) {
+    if (a?.expiresAt instanceof Date && typeof a.ttlMs === "number") {
+      const t = Math.round((a.expiresAt.getTime() - a.ttlMs) * 1000);
+      clocks.push(t, t + 999);
+    }
+  }
+  return clocks.filter((t) => t >= before && t <= after);
+}
+
+export interface MirrorCase {
+  sem: Semantics;
+  request: Request;
+  /** The mirrored rows before the statement (exactly the real ones, read back). */
+  rows: ReadonlyMap<string, LeaseRow>;
+  /** What the statement's snapshot saw, when other statements committed while it waited; else `rows`. */
+  snapshot?: ReadonlyMap<string, LeaseRow>;
+  before: number;
+  after: number;
+  /** When a statement that queued got the lock (server µs): where a changed row is re-checked; else its clock. */
+  lockedAt?: number;
+  realAnswer: unknown;
+  /** Real rows after the statement, for every key the request touches; absent when not observable. */
+  realRows?: ReadonlyMap<string, RealRow>;
+  /**
+   * What nextval() of the fence sequence returns next: exactly (the test read the sequence and
+   * nothing else draws), or at least (statements that queued together drew in an unknown order).
+   */
+  fences: { next: number; exact: boolean };
+}
+
+export function judge(c: MirrorCase): Verdict {
+  const keys = keysOf(c.request);
+  const problems: string[] = [];
+  for (const t of candidateClocks(c.request, c.before, c.after, c.realRows?.values() ?? [], c.realAnswer)) {
+    const contexts = new Map<string, StatementContext>(
+      keys.map((key) => {
+        const row = c.rows.get(key) ?? null;
+        const snapshot = (c.snapshot ?? c.rows).get(key) ?? null;
+        return [
+          key,
+          {
+            sem: c.sem,
+            now: t,
+            liveNow: row !== snapshot && c.lockedAt !== undefined ? c.lockedAt : t,
+            snapshot,
+            latest: row,
+            drawFence: () => c.fences.next,
+            startFence: c.fences.next,
+            newTuple: () => -1,
+          },
+        ];
+      }),
+    );
+    const model = execute(c.request, contexts);
+    const problem =
+      "error" in model
+        ? sameError(model.error, c.realAnswer)
+        : (sameAnswer(model.answer, c.realAnswer, c) ?? sameRows(model.writes, c));
+    if (problem === null) {
+      const rows = new Map(c.rows);
+      if ("writes" in model) {
+        for (const [key, row] of model.writes) {
+          if (row) rows.set(key, row);
+          else rows.delete(key);
+        }
+      }
+      return { ok: true, detail: `clock ${t}`, rows };
+    }
+    problems.push(`at clock ${t - c.before} µs after the start bound: ${problem}`);
+  }
+  return { ok: false, detail: problems.join("; "), rows: new Map(c.rows) };
+}
+
+function sameError(modelError: string, real: unknown): string | null {
+  if (!(real instanceof Error)) return `model failed (${modelError}), PostgreSQL answered ${show(real)}`;
+  return real.message.includes("check constraint") === modelError.includes("check constraint")
+    ? null
+    : `model failed with ${modelError}, PostgreSQL with ${real.message}`;
+}
+
+/** Discrete fields exactly; dates within the millisecond pg truncates to; ttls within the clock bounds. */
+function sameAnswer(model: unknown, real: unknown, c: MirrorCase): string | null {
+  if (real instanceof Error) return `PostgreSQL failed (${real.message}), the model answered ${show(model)}`;
+  const slackMs = (c.after - c.before) / 1000 + 0.002;
+  const differs = (a: unknown, b: unknown, path: string): string | null => {
+    if (a instanceof Date && b instanceof Date) {
+      return Math.abs(a.getTime() - b.getTime()) <= 1
+        ? null
+        : `${path}: ${a.toISOString()} vs ${b.toISOString()}`;
+    }
+    if (a instanceof Map && b instanceof Map) {
+      if (a.size !== b.size) return `${path}: ${a.size} vs ${b.size} entries`;
+      for (const [k, v] of a) {
+        const d = differs(v, b.get(k), `${path}.${k}`);
+        if (d) return d;
+      }
+      return null;
+    }
+    if (a && b && typeof a === "object" && typeof b === "object") {
+      for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+        const d = differs(
+          (a as Record<string, unknown>)[k],
+          (b as Record<string, unknown>)[k],
+          `${path}.${k}`,
+        );
+        if (d) return d;
+      }
+      return null;
+    }
+    if (path.endsWith("ttlMs") && typeof a === "number" && typeof b === "number") {
+      return Math.abs(a - b) <= slackMs ? null : `${path}: ${a} vs ${b}`;
+    }
+    if (path.endsWith("fence") && lenientFence(c) && typeof a === "number" && typeof b === "number") {
+      return b >= a ? null : `${path}: ${b} is below the model's ${a}`;
+    }
+    return a === b ? null : `${path}: model ${show(a)}, PostgreSQL ${show(b)}`;
+  };
+  return differs(model, real, "answer");
+}
+
+function sameRows(writes: ReadonlyMap<string, LeaseRow | null>, c: MirrorCase): string | null {
+  const slackUs = c.after - c.before + 1;
+  for (const [key, real] of c.realRows ?? []) {
+    const model = writes.has(key) ? (writes.get(key) ?? null) : (c.rows.get(key) ?? null);
+    if (model === null || real === null) {
+      if (model !== real) return `row ${key}: model ${show(model)}, PostgreSQL ${show(real)}`;
+      continue;
+    }
+    const fenceOk = lenientFence(c) ? real.fence >= model.fence : model.fence === real.fence;
+    if (model.holder !== real.holder || !fenceOk) {
+      return `row ${key}: model ${model.holder}/${model.fence}, PostgreSQL ${real.holder}/${real.fence}`;
+    }
+    for (const field of ["acquiredAt", "expiresAt"] as const) {
+      if (Math.abs(model[field] - real[field]) > slackUs) {
+        return `row ${key}.${field}: model ${model[field]}, PostgreSQL ${real[field]} (µs)`;
+      }
+    }
+  }
+  return null;
+}
+
+/** A counted fence known only as a floor: the model drew the lowest value the sequence could give. */
+const lenientFence = (c: MirrorCase) => c.sem.fenceCounter !== "off" && !c.fences.exact;
+
+function show(value: unknown): string {
+  if (value instanceof Map) return JSON.stringify(Object.fromEntries(value));
+  if (value instanceof Error) return `error ${value.message}`;
+  return JSON.stringify(value);
+}
+
+// The random sequences of the differential test.
+
+export const KEYS = ["k1", "k2"];
+export const HOLDERS = ["h1", "h2", "h3"];
+// Leases of 1–13 ms run out between two statements (each takes about a millisecond with its clock
+// reads); 400 ms ones stay live for several.
+export const DURATIONS = [1, 2, 3, 5, 8, 13, 50, 400, 400, 400];
+
+/** Mostly the row's own holder and fence, so renewals and releases often match. */
+export function drawRequest(rng: Rng, rows: ReadonlyMap<string, LeaseRow>): Request {
+  const key = rng.pick(KEYS);
+  const row = rows.get(key);
+  const holder = row && rng.chance(0.6) ? row.holder : rng.pick(HOLDERS);
+  const fence = row && rng.chance(0.8) ? row.fence : rng.int(0, 4);
+  const durationMs = rng.pick(DURATIONS);
+  const r = rng.next();
+  if (r < 0.32) return { kind: "claim", key, holder, durationMs };
+  if (r < 0.57) return { kind: "renew", key, holder, fence, durationMs };
+  if (r < 0.67) return { kind: "release", key, holder, fence };
+  if (r < 0.8) return { kind: "read", key };
+  if (r < 0.95) {
+    // Often the holder of both rows, so one statement renews two.
+    const both = rows.get("k1")?.holder === rows.get("k2")?.holder && row ? row.holder : holder;
+    const terms = KEYS.map((k) => ({ key: k, fence: rows.get(k)?.fence ?? 1 }));
+    return { kind: "renewMany", holder: both, terms, durationMs };
+  }
+  return { kind: "delete", key };
+}
+
+/** What the answer was, to show the sequences exercised every branch of the statements. */
+export function branch(request: Request, answer: unknown): string {
+  if (answer instanceof Error) return `${request.kind}:error`;
+  if (request.kind === "claim") return `claim:${(answer as { won: boolean }).won ? "won" : "lost"}`;
+  if (request.kind === "renew") return `renew:${(answer as { renewed: boolean }).renewed}`;
+  if (request.kind === "renewMany") return `renewMany:${(answer as Map<string, unknown>).size}`;
+  return `${request.kind}:${answer === null ? "null" : typeof answer === "object" ? "row" : answer}`;
+}
+
+export function permutations(items: number[]): number[][] {
+  if (items.length <= 1) return [items];
+  return items.flatMap((item, i) =>
+    permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]),
+  );
+}

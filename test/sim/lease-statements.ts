@@ -1,0 +1,231 @@
+// The lease statements of src/lease/store.ts as the model executes them: one function per
+// statement, each a pure function of the row versions the statement sees and its own
+// clock_timestamp(). The server model (server.ts) decides WHEN a statement sees what (time taken
+// at start, row lock, commit order); this file decides WHAT it does then. The switches are the
+// safety fixes of issue 12, one by one: all off is the SQL before them (BEFORE_FIXES), profile.ts
+// says which ones the store ships, and model-vs-postgres.test.ts holds the model to its answers.
+import type { ClaimAnswer, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
+
+/** A row version. Times are µs on the server's clock; `tuple` names the row across updates (a DELETE ends it). */
+export interface LeaseRow {
+  key: string;
+  holder: string;
+  fence: number;
+  acquiredAt: number;
+  expiresAt: number;
+  tuple: number;
+}
+
+export interface Semantics {
+  /** Within one term the expiry only grows: greatest(lease.expires_at, now + d). */
+  monotonicExpiry: boolean;
+  /**
+   * Every winning claim gets a new fence from a counter the row does not own: "off" is today's
+   * lease.fence + 1; "at-lock" draws when the row is written; "at-start" draws when the statement
+   * starts (nextval in the INSERT's SELECT), before it waits for the row lock.
+   */
+  fenceCounter: "off" | "at-lock" | "at-start";
+  /** A counted fence is raised to lease.fence + 1 when below it: greatest(nextval, lease.fence + 1). */
+  fenceAboveRow: boolean;
+  /**
+   * renew and release judge `expires_at > clock_timestamp()` when they reach the row, and again
+   * when they re-check a version updated while they waited for its lock: not by the start clock.
+   */
+  liveAtLock: boolean;
+  /** release sets expires_at = now, acquired_at = least(acquired_at, now − 1 µs); off: greatest(now, acquired_at + 1 µs). */
+  releaseAtNow: boolean;
+}
+
+/** The lease SQL before the safety fixes (main at b60b60e), where known-holes.md was found. */
+export const BEFORE_FIXES: Semantics = {
+  monotonicExpiry: false,
+  fenceCounter: "off",
+  fenceAboveRow: false,
+  liveAtLock: false,
+  releaseAtNow: false,
+};
+
+export interface StatementContext {
+  sem: Semantics;
+  /** The statement's clock_timestamp(), taken when it started, before any lock wait. */
+  now: number;
+  /**
+   * clock_timestamp() when the statement reached this row (its scan, after any earlier row's lock
+   * wait), or when it got the lock if the row was updated meanwhile (EvalPlanQual re-checks then).
+   */
+  liveNow: number;
+  /** The key's row as the statement's snapshot (taken at start) saw it. */
+  snapshot: LeaseRow | null;
+  /** The newest committed version once the row lock is held (for a read: the snapshot). */
+  latest: LeaseRow | null;
+  /** Draws from the fence counter now (fenceCounter "at-lock"). */
+  drawFence: () => number;
+  /** The counter value drawn when the statement started (fenceCounter "at-start"), else null. */
+  startFence: number | null;
+  newTuple: () => number;
+}
+
+/** An answer, and the row version to commit (undefined: no change; null: the row is gone). */
+export type Executed<A> = { answer: A; write?: LeaseRow | null } | { error: string };
+
+const CHECK_VIOLATION = 'new row for relation violates check constraint "expires_after_acquired"';
+
+const ms = (us: number) => us / 1000;
+const date = (us: number) => new Date(Math.floor(us / 1000));
+
+/** UPDATE … WHERE key = $1 finds the row through its snapshot and follows it to the newest version. */
+function updatable(ctx: StatementContext): LeaseRow | null {
+  const { snapshot, latest } = ctx;
+  return snapshot && latest && snapshot.tuple === latest.tuple ? latest : null;
+}
+
+function newExpiry(ctx: StatementContext, row: LeaseRow | null, durationUs: number): number {
+  const proposed = ctx.now + durationUs;
+  return ctx.sem.monotonicExpiry && row ? Math.max(row.expiresAt, proposed) : proposed;
+}
+
+/**
+ * INSERT … ON CONFLICT (key) DO UPDATE … WHERE lease.holder = EXCLUDED.holder OR
+ * lease.expires_at <= EXCLUDED.acquired_at, then the `current` CTE (FOR SHARE) when it loses.
+ */
+export function claim(
+  ctx: StatementContext,
+  key: string,
+  holder: string,
+  durationMs: number,
+): Executed<ClaimAnswer> {
+  const { now, latest, sem } = ctx;
+  const durationUs = durationMs * 1000;
+  const counted = () => {
+    const drawn = sem.fenceCounter === "at-start" ? (ctx.startFence ?? 0) : ctx.drawFence();
+    return sem.fenceAboveRow && latest ? Math.max(drawn, latest.fence + 1) : drawn;
+  };
+  if (latest === null) {
+    const fence = sem.fenceCounter === "off" ? 1 : counted();
+    const row = { key, holder, fence, acquiredAt: now, expiresAt: now + durationUs, tuple: ctx.newTuple() };
+    return { answer: won(row, now), write: row };
+  }
+  // The conflicting row is locked and judged in its newest version, visible to the snapshot or not.
+  if (latest.holder !== holder && latest.expiresAt > now) {
+    // `current` reads through the snapshot: a row inserted after the statement started is not seen.
+    const seen = updatable(ctx);
+    if (!seen) return { answer: { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null } };
+    return {
+      answer: {
+        won: false,
+        holder: seen.holder,
+        fence: seen.fence,
+        expiresAt: date(seen.expiresAt),
+        ttlMs: ms(seen.expiresAt - now),
+      },
+    };
+  }
+  // Today: the same holder on a live lease keeps its term (fence and acquired_at).
+  const sameLive = latest.holder === holder && latest.expiresAt > now;
+  const keepsTerm = sameLive && sem.fenceCounter === "off";
+  const fence = sem.fenceCounter === "off" ? (sameLive ? latest.fence : latest.fence + 1) : counted();
+  const acquiredAt = keepsTerm ? latest.acquiredAt : now;
+  const expiresAt = newExpiry(ctx, sameLive ? latest : null, durationUs);
+  if (expiresAt <= acquiredAt) return { error: CHECK_VIOLATION };
+  const row = { key, holder, fence, acquiredAt, expiresAt, tuple: latest.tuple };
+  return { answer: won(row, now), write: row };
+}
+
+function won(row: LeaseRow, now: number): ClaimAnswer {
+  return {
+    won: true,
+    fence: row.fence,
+    acquiredAt: date(row.acquiredAt),
+    expiresAt: date(row.expiresAt),
+    ttlMs: ms(row.expiresAt - now),
+  };
+}
+
+/** The term is live: `expires_at > clock_timestamp()` (liveAtLock) or `> now.t`. */
+function live(ctx: StatementContext, row: LeaseRow): boolean {
+  return row.expiresAt > (ctx.sem.liveAtLock ? ctx.liveNow : ctx.now);
+}
+
+/** UPDATE … SET expires_at = now + d WHERE key AND holder AND fence AND the term is live. */
+export function renew(
+  ctx: StatementContext,
+  holder: string,
+  fence: number,
+  durationMs: number,
+): Executed<RenewAnswer> {
+  const row = updatable(ctx);
+  if (!row || row.holder !== holder || row.fence !== fence || !live(ctx, row)) {
+    return { answer: { renewed: false } };
+  }
+  const expiresAt = newExpiry(ctx, row, durationMs * 1000);
+  if (expiresAt <= row.acquiredAt) return { error: CHECK_VIOLATION };
+  return {
+    answer: { renewed: true, expiresAt: date(expiresAt), ttlMs: ms(expiresAt - ctx.now) },
+    write: { ...row, expiresAt },
+  };
+}
+
+export type RenewManyAnswer = Map<string, { fence: number; expiresAt: Date; ttlMs: number }>;
+
+/**
+ * UPDATE … FROM unnest($keys, $fences) WHERE key AND fence AND holder AND expires_at > now: the
+ * renew above per row, in one statement (one CHECK failure fails them all).
+ */
+export function renewMany(
+  contexts: ReadonlyMap<string, StatementContext>,
+  holder: string,
+  terms: ReadonlyArray<{ key: string; fence: number }>,
+  durationMs: number,
+): { answer: RenewManyAnswer; writes: LeaseRow[] } | { error: string } {
+  const answer: RenewManyAnswer = new Map();
+  const writes: LeaseRow[] = [];
+  for (const term of terms) {
+    const ctx = contexts.get(term.key);
+    if (!ctx) continue;
+    const one = renew(ctx, holder, term.fence, durationMs);
+    if ("error" in one) return one;
+    if (one.answer.renewed && one.write) {
+      answer.set(term.key, { fence: term.fence, expiresAt: one.answer.expiresAt, ttlMs: one.answer.ttlMs });
+      writes.push(one.write);
+    }
+  }
+  return { answer, writes };
+}
+
+/**
+ * UPDATE … SET (END_TERM) WHERE key AND holder AND fence AND the term is live, and pg_notify on
+ * commit when a row was released.
+ */
+export function release(ctx: StatementContext, holder: string, fence: number): Executed<boolean> {
+  const row = updatable(ctx);
+  if (!row || row.holder !== holder || row.fence !== fence || !live(ctx, row)) {
+    return { answer: false };
+  }
+  const { now } = ctx;
+  const ended = ctx.sem.releaseAtNow
+    ? { expiresAt: now, acquiredAt: Math.min(row.acquiredAt, now - 1) }
+    : { expiresAt: Math.max(now, row.acquiredAt + 1) };
+  return { answer: true, write: { ...row, ...ended } };
+}
+
+/** SELECT … WHERE key = $1, with the ttl by the statement's clock: no lock, the snapshot's version. */
+export function read(ctx: StatementContext): Executed<LeaseView | null> {
+  const row = ctx.snapshot;
+  if (!row) return { answer: null };
+  return {
+    answer: {
+      key: row.key,
+      holder: row.holder,
+      fence: row.fence,
+      acquiredAt: date(row.acquiredAt),
+      expiresAt: date(row.expiresAt),
+      ttlMs: ms(row.expiresAt - ctx.now),
+    },
+  };
+}
+
+/** An operator's DELETE FROM … WHERE key = $1 (the README says never; the model can). */
+export function deleteRow(ctx: StatementContext): Executed<boolean> {
+  const row = updatable(ctx);
+  return row ? { answer: true, write: null } : { answer: false };
+}

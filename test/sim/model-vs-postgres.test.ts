@@ -1,0 +1,391 @@
+// Keeps the simulation's model of PostgreSQL honest: random operation sequences run on the real
+// server through the real PgLeaseStore, and every answer (and the row it leaves) must be one the
+// model gives for a statement clock within the bounds read around it. The server's clock cannot
+// be set, so each statement's clock is bracketed by clock_timestamp() read just before and after.
+import pg from "pg";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { migrate } from "../../src/lease/migrate.ts";
+import { createLeasePool } from "../../src/lease/pool.ts";
+import { PgLeaseStore } from "../../src/lease/store.ts";
+import { connectLeaseStore } from "../../src/open-leases.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import {
+  branch,
+  DURATIONS,
+  drawRequest,
+  HOLDERS,
+  judge,
+  KEYS,
+  permutations,
+  type RealRow,
+} from "./differential.ts";
+import type { LeaseRow } from "./lease-statements.ts";
+import { Rng } from "./prng.ts";
+import { SHIPPED } from "./profile.ts";
+import { describe as describeRequest, keysOf, type Request } from "./requests.ts";
+import { lockedRowOutcome, queuedClaimFence, queuedOnExpiringRow } from "./server-facts.ts";
+
+let db: TestDatabase;
+let pool: pg.Pool;
+let store: PgLeaseStore;
+let clock: pg.Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  pool = createLeasePool({ connectionString: db.url, max: 8 });
+  store = new PgLeaseStore({ pool, statementTimeoutMs: 10_000 });
+  await migrate(pool, store.table);
+  clock = new pg.Client({ connectionString: db.url });
+  await clock.connect();
+});
+
+afterAll(async () => {
+  await clock.end();
+  await pool.end();
+  await db.drop();
+});
+
+/** The server's clock_timestamp() in µs since the epoch. */
+async function serverNow(): Promise<number> {
+  const { rows } = await clock.query<{ t: string }>(
+    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text AS t",
+  );
+  return Number(rows[0]?.t);
+}
+
+async function realRow(key: string): Promise<RealRow> {
+  const { rows } = await clock.query<{ holder: string; fence: string; acquired: string; expires: string }>(
+    `SELECT holder, fence::text,
+            (extract(epoch FROM acquired_at) * 1000000)::bigint::text AS acquired,
+            (extract(epoch FROM expires_at) * 1000000)::bigint::text AS expires
+       FROM pglease_leases WHERE key = $1`,
+    [key],
+  );
+  const row = rows[0];
+  return row
+    ? {
+        holder: row.holder,
+        fence: Number(row.fence),
+        acquiredAt: Number(row.acquired),
+        expiresAt: Number(row.expires),
+      }
+    : null;
+}
+
+async function perform(request: Request): Promise<unknown> {
+  try {
+    switch (request.kind) {
+      case "claim":
+        return await store.claim(request.key, request.holder, request.durationMs);
+      case "renew":
+        return await store.renew(request.key, request.holder, request.fence, request.durationMs);
+      case "renewMany":
+        return await store.renewMany(request.holder, request.terms, request.durationMs);
+      case "release":
+        return await store.release(request.key, request.holder, request.fence);
+      case "read":
+        return await store.read(request.key);
+      case "delete": {
+        const result = await pool.query("DELETE FROM pglease_leases WHERE key = $1", [request.key]);
+        return (result.rowCount ?? 0) > 0;
+      }
+    }
+  } catch (error) {
+    return error;
+  }
+}
+
+it("random claim, renew, renewMany, release, read and DELETE sequences get the model's answers", async () => {
+  const seen = new Set<string>();
+  for (const seed of [1, 2, 3]) {
+    await pool.query("TRUNCATE pglease_leases");
+    const rng = Rng.stream(seed, "differential");
+    let rows = new Map<string, LeaseRow>();
+    for (let i = 0; i < 250; i++) {
+      // Now and then a row's clock is ahead of the server's (as after a backward clock step), and
+      // its holder comes back with a short duration: the CHECK (expires_at > acquired_at) refuses.
+      let request = drawRequest(rng, rows);
+      const skewed = rows.get(KEYS[0] ?? "");
+      if (rng.chance(0.04) && skewed) {
+        await pool.query(
+          `UPDATE pglease_leases SET acquired_at = clock_timestamp() + interval '30 ms',
+                  expires_at = clock_timestamp() + interval '60 ms' WHERE key = $1`,
+          [skewed.key],
+        );
+        rows = await readBack(rows);
+        const { key, holder, fence } = skewed;
+        request = rng.chance(0.5)
+          ? { kind: "claim", key, holder, durationMs: 2 }
+          : { kind: "renew", key, holder, fence, durationMs: 2 };
+      }
+      // Now and then a row's fence is ahead of the sequence (a sequence recreated or restored).
+      const ahead = rows.get(KEYS[1] ?? "");
+      if (rng.chance(0.03) && ahead) {
+        await pool.query("UPDATE pglease_leases SET fence = fence + 1000 WHERE key = $1", [ahead.key]);
+        rows = await readBack(rows);
+        request = {
+          kind: "claim",
+          key: ahead.key,
+          holder: rng.pick(HOLDERS),
+          durationMs: rng.pick(DURATIONS),
+        };
+      }
+      const next = await nextFence();
+      const before = await serverNow();
+      const answer = await perform(request);
+      const after = await serverNow();
+      const realRows = new Map(
+        await Promise.all(keysOf(request).map(async (k) => [k, await realRow(k)] as const)),
+      );
+      const verdict = judge({
+        sem: SHIPPED.sem,
+        request,
+        rows,
+        before,
+        after,
+        realAnswer: answer,
+        realRows,
+        fences: { next, exact: true },
+      });
+      expect(verdict.ok, `seed ${seed} step ${i}: ${describeRequest(request)}: ${verdict.detail}`).toBe(true);
+      seen.add(branch(request, answer));
+      rows = await readBack(rows);
+    }
+  }
+  // Not vacuous: every branch of every statement was taken at least once. The CHECK fires only
+  // where an expiry can shrink below acquired_at: greatest() keeps the skewed rows clear of it.
+  const checkFires = SHIPPED.sem.monotonicExpiry ? [] : ["claim:error", "renew:error"];
+  for (const b of [
+    "claim:won",
+    "claim:lost",
+    ...checkFires,
+    "renew:true",
+    "renew:false",
+    "renewMany:0",
+    "renewMany:2",
+    "release:true",
+    "release:false",
+    "read:row",
+    "read:null",
+    "delete:true",
+  ]) {
+    expect(seen, b).toContain(b);
+  }
+});
+
+/** What the fence sequence's nextval() returns next, read without drawing. */
+async function nextFence(): Promise<number> {
+  const { rows } = await clock.query<{ next: string }>(
+    `SELECT (CASE WHEN is_called THEN last_value + 1 ELSE last_value END)::text AS next FROM ${store.table.fenceSequence}`,
+  );
+  return Number(rows[0]?.next);
+}
+
+/** The mirror re-synchronised with the real rows (exact times), keeping the model's tuple ids. */
+async function readBack(rows: ReadonlyMap<string, LeaseRow>): Promise<Map<string, LeaseRow>> {
+  const next = new Map<string, LeaseRow>();
+  for (const key of KEYS) {
+    const real = await realRow(key);
+    if (real) next.set(key, { key, ...real, tuple: rows.get(key)?.tuple ?? next.size + 1 });
+  }
+  return next;
+}
+
+it("statements queued on a locked row took their clock when they started and commit in an order the model admits", async () => {
+  const key = "queued";
+  const first = await store.claim(key, "h1", 60_000);
+  if (!first.won) throw new Error("setup claim lost");
+  const initial = await realRow(key);
+  if (!initial) throw new Error("setup row missing");
+  const nextBefore = await nextFence();
+  const locker = await pool.connect();
+  await locker.query("BEGIN");
+  await locker.query("SELECT 1 FROM pglease_leases WHERE key = $1 FOR UPDATE", [key]);
+  const requests: Request[] = [
+    { kind: "renew", key, holder: "h1", fence: first.fence, durationMs: 30_000 },
+    { kind: "claim", key, holder: "h2", durationMs: 30_000 },
+    { kind: "renew", key, holder: "h1", fence: first.fence, durationMs: 20_000 },
+    { kind: "claim", key, holder: "h1", durationMs: 40_000 },
+  ];
+  const sent: Array<{ request: Request; before: number; answer: Promise<unknown> }> = [];
+  for (const request of requests) sent.push({ request, before: await serverNow(), answer: perform(request) });
+  await untilWaiting(requests.length);
+  // Every statement has started by now; the lock is held 50 ms longer, so a clock taken after the
+  // wait would show.
+  const waiting = await serverNow();
+  while ((await serverNow()) < waiting + 50_000) await clock.query("SELECT pg_sleep(0.005)");
+  const freedAt = await serverNow();
+  await locker.query("COMMIT");
+  locker.release();
+  const answers = await Promise.all(sent.map((s) => s.answer));
+  const final = await realRow(key);
+  for (const [i, s] of sent.entries()) {
+    // expires_at − ttl is the statement's own clock, whatever expiry it chose.
+    const a = answers[i] as { won?: boolean; renewed?: boolean; expiresAt?: Date; ttlMs?: number };
+    if ((a.won || a.renewed) && a.expiresAt && a.ttlMs !== undefined) {
+      const clockAt = (a.expiresAt.getTime() - a.ttlMs) * 1000;
+      expect(clockAt, `${describeRequest(s.request)} took its clock after the lock wait`).toBeLessThanOrEqual(
+        waiting,
+      );
+    }
+  }
+  const startRows = new Map([[key, { key, ...initial, tuple: 1 }]]);
+  const admitted = permutations(sent.map((_, i) => i)).some((order) => {
+    let rows: Map<string, LeaseRow> = startRows;
+    for (const i of order) {
+      const s = sent[i];
+      if (!s) return false;
+      const verdict = judge({
+        sem: SHIPPED.sem,
+        request: s.request,
+        rows,
+        snapshot: startRows,
+        before: s.before,
+        after: waiting,
+        lockedAt: freedAt,
+        realAnswer: answers[i],
+        fences: { next: nextBefore, exact: false },
+      });
+      if (!verdict.ok) return false;
+      rows = verdict.rows;
+    }
+    // Clocks known from answers only to the millisecond pg keeps of expires_at.
+    const row = rows.get(key);
+    const near = (a = 0, b = 0) => Math.abs(a - b) <= 1_000;
+    // Every claim draws from the sequence when it starts, won or lost: the model's draw is a floor.
+    const counted = SHIPPED.sem.fenceCounter !== "off";
+    return (
+      row?.holder === final?.holder &&
+      (counted ? (final?.fence ?? 0) >= (row?.fence ?? 0) : row?.fence === final?.fence) &&
+      near(row?.expiresAt, final?.expiresAt) &&
+      near(row?.acquiredAt, final?.acquiredAt)
+    );
+  });
+  expect(
+    admitted,
+    `no commit order of the model gives ${JSON.stringify(answers)} and row ${JSON.stringify(final)}`,
+  ).toBe(true);
+});
+
+async function untilWaiting(n: number): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    const { rows } = await clock.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    );
+    if ((rows[0]?.n ?? 0) >= n) return;
+    await clock.query("SELECT pg_sleep(0.005)");
+  }
+  throw new Error(`never saw ${n} statements waiting for the row lock`);
+}
+
+it("a statement the client gave up on still commits; only a server-side statement_timeout stops it, as in the model", async () => {
+  for (const serverTimeoutMs of [null, 100]) {
+    const key = `gave-up-${serverTimeoutMs}`;
+    await store.claim(key, "h1", 1);
+    const options = serverTimeoutMs === null ? undefined : `-c statement_timeout=${serverTimeoutMs}`;
+    const impatient = new pg.Pool({ connectionString: db.url, max: 1, ...(options ? { options } : {}) });
+    const impatientStore = new PgLeaseStore({ pool: impatient, statementTimeoutMs: 50 });
+    const locker = await pool.connect();
+    await locker.query("BEGIN");
+    await locker.query("SELECT 1 FROM pglease_leases WHERE key = $1 FOR UPDATE", [key]);
+    const claim = impatientStore.claim(key, "h2", 60_000).catch((e: Error) => e);
+    expect(await claim).toBeInstanceOf(Error);
+    await untilWaitingOrGone(serverTimeoutMs);
+    await locker.query("COMMIT");
+    locker.release();
+    await impatient.end();
+    const holder = await settledHolder(key);
+    const model = await lockedRowOutcome(SHIPPED.sem, serverTimeoutMs);
+    expect({ serverTimeoutMs, tookLease: holder === "h2" }).toEqual({
+      serverTimeoutMs,
+      tookLease: model.tookLease,
+    });
+  }
+});
+
+/** Without a server timeout the abandoned claim waits on; with one it is gone once cancelled. */
+async function untilWaitingOrGone(serverTimeoutMs: number | null): Promise<void> {
+  if (serverTimeoutMs === null) return untilWaiting(1);
+  for (let i = 0; i < 400; i++) {
+    const { rows } = await clock.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    );
+    if ((rows[0]?.n ?? 0) === 0) return;
+    await clock.query("SELECT pg_sleep(0.005)");
+  }
+  throw new Error("the server-side statement_timeout never cancelled the waiting claim");
+}
+
+/** The row once no statement of this database waits for it any more. */
+async function settledHolder(key: string): Promise<string | undefined> {
+  for (let i = 0; i < 400; i++) {
+    const { rows } = await clock.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()",
+    );
+    if ((rows[0]?.n ?? 0) === 0) break;
+    await clock.query("SELECT pg_sleep(0.005)");
+  }
+  return (await realRow(key))?.holder;
+}
+
+it("the model's server timeout switch matches what openLeases' pool sets", async () => {
+  const leases = await connectLeaseStore({ connectionString: db.url });
+  const { rows } = await leases.pool.query<{ statement_timeout: string; lock_timeout: string }>(
+    "SELECT current_setting('statement_timeout') AS statement_timeout, current_setting('lock_timeout') AS lock_timeout",
+  );
+  await leases.close();
+  // The model cancels a statement (its lock wait included) at the call timeout: both settings.
+  expect({ serverTimeout: rows[0]?.statement_timeout !== "0" && rows[0]?.lock_timeout !== "0" }).toEqual({
+    serverTimeout: SHIPPED.serverTimeout,
+  });
+});
+
+it("a renew or release queued on a row whose term ran out meanwhile: liveness judged as the model judges it", async () => {
+  const outcomes: Array<{ blocker: string; kind: string; matched: boolean }> = [];
+  const model: typeof outcomes = [];
+  for (const blocker of ["lock", "update"] as const) {
+    for (const kind of ["renew", "release"] as const) {
+      const key = `expiring-${blocker}-${kind}`;
+      const term = await store.claim(key, "h1", 200);
+      if (!term.won) throw new Error(`setup claim of ${key} lost`);
+      const locker = await pool.connect();
+      await locker.query("BEGIN");
+      await locker.query(
+        blocker === "lock"
+          ? "SELECT 1 FROM pglease_leases WHERE key = $1 FOR UPDATE"
+          : "UPDATE pglease_leases SET holder = holder WHERE key = $1",
+        [key],
+      );
+      const answer =
+        kind === "renew"
+          ? store.renew(key, "h1", term.fence, 60_000).then((a) => a.renewed)
+          : store.release(key, "h1", term.fence);
+      await untilWaiting(1);
+      const expiry = term.expiresAt.getTime() * 1000;
+      // The statement started while the term was live; its lock comes 50 ms after the term ended.
+      while ((await serverNow()) < expiry + 50_000) await clock.query("SELECT pg_sleep(0.005)");
+      await locker.query("COMMIT");
+      locker.release();
+      outcomes.push({ blocker, kind, matched: await answer });
+      model.push({ blocker, kind, ...(await queuedOnExpiringRow(SHIPPED.sem, blocker, kind)) });
+    }
+  }
+  expect(outcomes).toEqual(model);
+});
+
+it("a claim queued on a row draws its fence when it starts, as the model's counter does", async () => {
+  const first = await store.claim("drawn-k", "h1", 1);
+  if (!first.won) throw new Error("setup claim lost");
+  while ((await serverNow()) <= first.expiresAt.getTime() * 1000 + 1_000) await clock.query("SELECT 1");
+  const locker = await pool.connect();
+  await locker.query("BEGIN");
+  await locker.query("SELECT 1 FROM pglease_leases WHERE key = $1 FOR UPDATE", ["drawn-k"]);
+  const queued = store.claim("drawn-k", "h2", 60_000);
+  await untilWaiting(1);
+  const later = await store.claim("drawn-k2", "h3", 60_000);
+  await locker.query("COMMIT");
+  locker.release();
+  const h2 = await queued;
+  if (!h2.won || !later.won) throw new Error(`both claims should win: ${JSON.stringify([h2, later])}`);
+  expect({ belowLaterWin: h2.fence < later.fence }).toEqual(await queuedClaimFence(SHIPPED.sem));
+});

@@ -1,0 +1,189 @@
+// A simulated `pglease` process: one real Elector per key (src/election/elector.ts), all sharing
+// one holder, one store and one release feed as openLeases() wires them, on a clock that is
+// this process's view of simulated time. Its leader work writes through a fence guard model.
+import type { Clock } from "../../src/election/clock.ts";
+import { Elector, type LeaderTerm, type TickReport } from "../../src/election/elector.ts";
+import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
+import type { Timing } from "../../src/election/timing.ts";
+import { BatchedRenewals } from "../../src/lease/batched-renewals.ts";
+import type { PgLeaseStore } from "../../src/lease/store.ts";
+import { type Link, linkUp, SimFeed, SimStore, type Wire } from "./client.ts";
+import type { EventLoop, Owner } from "./event-loop.ts";
+import type { Rng } from "./prng.ts";
+
+/** What the checker hears from inside a process. */
+export interface ProcessWatcher {
+  /** lead() was called: a term's work starts with this fence. */
+  leadStarted(proc: SimProcess, key: string, fence: number): void;
+  /** The work wrote through the guard with this fence. */
+  wrote(proc: SimProcess, key: string, fence: number): void;
+  /** A renew answered "zero rows" while the elector still waited for it. */
+  lossAnswered(proc: SimProcess, key: string, fence: number): void;
+  /** Each tick of an elector, as it reports it. */
+  ticked(proc: SimProcess, key: string, report: TickReport): void;
+}
+
+export interface ProcessConfig {
+  wire: Wire;
+  timing: Timing;
+  keys: readonly string[];
+  stopTimeoutMs: number;
+  workIntervalMs: number;
+  rng: Rng;
+  watcher: ProcessWatcher;
+}
+
+/** The process's monotonic clock: simulated time from its own origin; its timers wait out its freezes. */
+export function processClock(loop: EventLoop, owner: Owner, originUs: number): Clock {
+  return {
+    now: () => (loop.nowUs - originUs) / 1000,
+    setTimer(delayMs, fire) {
+      const event = loop.at(loop.nowUs + Math.ceil(Math.max(0, delayMs) * 1000), owner, fire);
+      return {
+        cancel: () => {
+          event.cancelled = true;
+        },
+      };
+    },
+  };
+}
+
+/**
+ * BatchedRenewals (the store every elector of a real process renews through) times its batching
+ * window with the global setTimeout; for the length of each renew() call the global is this
+ * process's simulated clock, so the real batcher runs on simulated time.
+ */
+class ProcessStore implements LeaseStore {
+  readonly #sim: SimStore;
+  readonly #batched: BatchedRenewals;
+  readonly #clock: Clock;
+  readonly #onLoss: (key: string, fence: number, sentAt: number) => void;
+
+  constructor(sim: SimStore, clock: Clock, onLoss: (key: string, fence: number, sentAt: number) => void) {
+    this.#sim = sim;
+    this.#clock = clock;
+    this.#onLoss = onLoss;
+    this.#batched = new BatchedRenewals(sim as unknown as PgLeaseStore);
+  }
+
+  claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
+    return this.#sim.claim(key, holder, durationMs);
+  }
+
+  release(key: string, holder: string, fence: number): Promise<boolean> {
+    return this.#sim.release(key, holder, fence);
+  }
+
+  read(key: string): Promise<LeaseView | null> {
+    return this.#sim.read(key);
+  }
+
+  renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {
+    const sentAt = this.#clock.now();
+    const saved = globalThis.setTimeout;
+    const simulated = (fire: () => void, ms?: number) => this.#clock.setTimer(ms ?? 0, fire);
+    globalThis.setTimeout = simulated as unknown as typeof setTimeout;
+    let answer: Promise<RenewAnswer>;
+    try {
+      answer = this.#batched.renew(key, holder, fence, durationMs);
+    } finally {
+      globalThis.setTimeout = saved;
+    }
+    answer.then(
+      (a) => {
+        if (!a.renewed) this.#onLoss(key, fence, sentAt);
+      },
+      () => {},
+    );
+    return answer;
+  }
+}
+
+export class SimProcess implements Owner {
+  readonly name: string;
+  readonly holder: string;
+  readonly slot: number;
+  frozenUntil = 0;
+  dead = false;
+  /** When stop() finished and the process exited (sim µs); null while it runs or after a crash. */
+  exitedAtUs: number | null = null;
+  stopping = false;
+  readonly link: Link = linkUp();
+  readonly feed: SimFeed;
+  readonly clock: Clock;
+  readonly electors = new Map<string, Elector>();
+  readonly #config: ProcessConfig;
+
+  constructor(config: ProcessConfig, slot: number, name: string, holder: string, originUs: number) {
+    this.#config = config;
+    this.slot = slot;
+    this.name = name;
+    this.holder = holder;
+    const { wire, timing, watcher } = config;
+    this.clock = processClock(wire.loop, this, originUs);
+    this.feed = new SimFeed(wire, this);
+    const sim = new SimStore(wire, this, this.link);
+    const store = new ProcessStore(sim, this.clock, (key, fence, sentAt) => {
+      // The elector stops waiting at its call timeout; an answer after that is not its to act on.
+      if (this.clock.now() < sentAt + timing.callTimeoutMs) watcher.lossAnswered(this, key, fence);
+    });
+    for (const key of config.keys) {
+      const elector = new Elector({
+        ...timing,
+        key,
+        holder,
+        store,
+        releases: this.feed,
+        clock: this.clock,
+        stopTimeoutMs: config.stopTimeoutMs,
+        lead: (term) => this.#lead(term),
+      });
+      elector.on("tick", (report) => {
+        watcher.ticked(this, key, report);
+        if (wire.trace.on) wire.trace.add(wire.loop.nowUs, name, `${report.outcome}: ${report.sentence}`);
+      });
+      this.electors.set(key, elector);
+    }
+  }
+
+  start(): void {
+    for (const elector of this.electors.values()) elector.start();
+  }
+
+  /** Graceful: every elector stops (work, release); then the process exits. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await Promise.all([...this.electors.values()].map((e) => e.stop()));
+    this.exitedAtUs = this.#config.wire.loop.nowUs;
+    this.dead = true;
+  }
+
+  /** SIGKILL: nothing more runs; statements already sent still reach the server. */
+  crash(): void {
+    this.dead = true;
+  }
+
+  /** Leader work: writes through the guard at once and then every interval, until aborted. */
+  #lead(term: LeaderTerm): Promise<void> {
+    const { watcher, workIntervalMs, rng } = this.#config;
+    watcher.leadStarted(this, term.key, term.fence);
+    return new Promise((resolve) => {
+      let next: { cancel(): void } | null = null;
+      const write = () => {
+        if (term.signal.aborted) return;
+        watcher.wrote(this, term.key, term.fence);
+        next = this.clock.setTimer(workIntervalMs, write);
+      };
+      term.signal.addEventListener(
+        "abort",
+        () => {
+          next?.cancel();
+          // Work takes a moment to wind down after its signal.
+          this.clock.setTimer(rng.int(0, 20), resolve);
+        },
+        { once: true },
+      );
+      write();
+    });
+  }
+}

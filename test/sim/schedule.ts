@@ -1,0 +1,256 @@
+// One schedule: build the world for a seed (server model, processes with real electors, faults),
+// run it to its end or to its first violation, and tell what happened.
+import { Checker, type Violation } from "./checker.ts";
+import type { Wire } from "./client.ts";
+import { EventLoop } from "./event-loop.ts";
+import { describeFault, type Fault } from "./faults.ts";
+import { Rng } from "./prng.ts";
+import { SimProcess } from "./process.ts";
+import { healMs, type Scenario, type SimOptions } from "./scenario.ts";
+import { Server } from "./server.ts";
+import { fmtTime, Trace } from "./trace.ts";
+
+export interface ScheduleResult {
+  seed: number;
+  violation: Violation | null;
+  /** The faults this run had (all of the scenario's, or the kept ones). */
+  faults: Fault[];
+  trace: string[];
+  simulatedMs: number;
+  stats: Checker["stats"];
+}
+
+export interface RunOptions {
+  /** Indices into scenario.faults to keep (a shrunk schedule); all when absent. */
+  keep?: readonly number[];
+  trace?: boolean;
+}
+
+class World {
+  readonly loop: EventLoop;
+  readonly trace: Trace;
+  readonly checker: Checker;
+  readonly server: Server;
+  readonly wire: Wire;
+  readonly slots: SimProcess[] = [];
+  readonly all: SimProcess[] = [];
+  readonly #scenario: Scenario;
+  #generation = 0;
+
+  constructor(scenario: Scenario, options: SimOptions, traceOn: boolean) {
+    const { seed, timing } = scenario;
+    this.#scenario = scenario;
+    this.loop = new EventLoop(Rng.stream(seed, "wake-order"));
+    this.trace = new Trace(traceOn);
+    this.checker = new Checker(this.loop, this.trace, {
+      keys: scenario.keys,
+      callTimeoutMs: timing.callTimeoutMs,
+      livenessBoundMs: scenario.livenessBoundMs,
+      ignore: options.ignore,
+    });
+    const byName = (name: string) => this.all.find((p) => p.name === name);
+    this.server = new Server(
+      this.loop,
+      Rng.stream(seed, "lock-order"),
+      { sem: options.sem, statementTimeoutMs: options.serverTimeout ? timing.callTimeoutMs : null },
+      {
+        committed: (stmt, before) => this.checker.committed(stmt, before),
+        finished: (stmt) => this.checker.finished(stmt, byName(stmt.from)?.exitedAtUs ?? null),
+        notify: (key) => {
+          for (const p of this.slots) if (!p.dead) p.feed.hear(key, "release");
+        },
+      },
+    );
+    this.wire = {
+      loop: this.loop,
+      server: this.server,
+      trace: this.trace,
+      rng: Rng.stream(seed, "network"),
+      clientTimeoutUs: timing.callTimeoutMs * 1000,
+    };
+  }
+
+  /** A process in the slot, started now: a new holder each time (a restarted container). */
+  spawn(slot: number): void {
+    const s = this.#scenario;
+    const generation = this.#generation++;
+    const name = generation < s.slots ? `p${slot}` : `p${slot}.${generation}`;
+    const holder = s.sharedHolder && slot < 2 && generation < s.slots ? "shared" : `${name}-h`;
+    const process = new SimProcess(
+      {
+        wire: this.wire,
+        timing: s.timing,
+        keys: s.keys,
+        stopTimeoutMs: s.stopTimeoutMs,
+        workIntervalMs: s.workIntervalMs,
+        rng: Rng.stream(s.seed, `work:${name}`),
+        watcher: this.checker,
+      },
+      slot,
+      name,
+      holder,
+      this.loop.nowUs - Rng.stream(s.seed, `origin:${name}`).int(0, 5_000_000),
+    );
+    this.slots[slot] = process;
+    this.all.push(process);
+    this.checker.watch(process);
+    this.trace.add(this.loop.nowUs, name, `starts as holder ${holder}`);
+    this.loop.at(this.loop.nowUs, process, () => process.start());
+  }
+
+  campaigners(key: string): number {
+    return this.slots.filter((p) => !p.dead && !p.stopping && p.electors.has(key)).length;
+  }
+}
+
+export async function runSchedule(
+  scenario: Scenario,
+  options: SimOptions,
+  run: RunOptions = {},
+): Promise<ScheduleResult> {
+  const keep = run.keep;
+  const faults = keep ? keep.map((i) => scenario.faults[i] as Fault) : scenario.faults;
+  const world = new World(scenario, options, run.trace ?? false);
+  const { loop, checker, trace } = world;
+  const startRng = Rng.stream(scenario.seed, "start");
+  for (let slot = 0; slot < scenario.slots; slot++) {
+    loop.at(startRng.int(0, 200_000), null, () => world.spawn(slot));
+  }
+  for (const fault of faults) scheduleFault(world, fault);
+  const healUs = healMs(scenario, faults) * 1000;
+  checker.healedAt(healUs);
+  const endUs = healUs + (scenario.livenessBoundMs + 1_000) * 1000;
+  // Once a leader is back, the schedule may end a lease and a renew interval after the heal: by
+  // then whatever the faults left queued has committed and every earlier lease has run out.
+  const quietUs = healUs + (scenario.timing.leaseDurationMs + scenario.timing.renewIntervalMs) * 1000;
+  // Liveness is judged at these instants even if nothing else happens then.
+  loop.at(healUs, null, () => {});
+  loop.at(quietUs, null, () => {});
+  loop.at(healUs + scenario.livenessBoundMs * 1000, null, () => {});
+  const campaigners = (key: string) => world.campaigners(key);
+  await loop.run(endUs, () => {
+    checker.afterStep(campaigners);
+    if (loop.nowUs >= quietUs && checker.live(campaigners)) loop.halt();
+  });
+  return {
+    seed: scenario.seed,
+    violation: checker.violation,
+    faults,
+    trace: trace.lines,
+    simulatedMs: loop.nowUs / 1000,
+    stats: checker.stats,
+  };
+}
+
+function scheduleFault(world: World, fault: Fault): void {
+  const { loop, server, trace } = world;
+  const at = fault.atMs * 1000;
+  const note = (text: string) => trace.add(loop.nowUs, "FAULT", text);
+  loop.at(at, null, () => note(describeFault(fault)));
+  switch (fault.kind) {
+    case "pause":
+    case "stop":
+    case "crash":
+      scheduleProcessFault(world, fault);
+      return;
+    case "link":
+    case "notices":
+      scheduleLinkFault(world, fault);
+      return;
+    case "commit-stall":
+      loop.at(at, null, () => server.startStall(fault.how));
+      loop.at(at + fault.forMs * 1000, null, () => {
+        note(`commit stall (${fault.how}) ends`);
+        server.endStall(fault.how);
+      });
+      return;
+    case "row-lock":
+      loop.at(at, null, () => server.holdRowLock(fault.key, fault.forMs * 1000));
+      return;
+    case "forged-notice":
+      loop.at(at, null, () => {
+        for (const p of world.slots) if (!p.dead) p.feed.hear(fault.key, "forged");
+      });
+      return;
+    case "clock-step":
+      loop.at(at, null, () => {
+        server.clockOffsetUs += fault.byMs * 1000;
+      });
+      return;
+    case "row-delete":
+      loop.at(at, null, () =>
+        server.submit(
+          { kind: "delete", key: fault.key },
+          "operator",
+          { sentUs: at, deadlineUs: at },
+          () => {},
+        ),
+      );
+      return;
+  }
+}
+
+/** Aimed at whichever process runs in the slot when the fault strikes. */
+function scheduleProcessFault(
+  world: World,
+  fault: Extract<Fault, { kind: "pause" | "stop" | "crash" }>,
+): void {
+  const { loop, trace } = world;
+  const at = fault.atMs * 1000;
+  const slot = () => world.slots[fault.slot];
+  switch (fault.kind) {
+    case "pause":
+      loop.at(at, null, () => {
+        const p = slot();
+        if (p) p.frozenUntil = Math.max(p.frozenUntil, at + fault.forMs * 1000);
+      });
+      return;
+    case "stop":
+      loop.at(at, null, () => {
+        const p = slot();
+        if (!p || p.dead || p.stopping) return;
+        // The process's own event: stop() starts promise chains.
+        loop.at(loop.nowUs, p, () => {
+          p.stop().then(() => trace.add(loop.nowUs, p.name, `exited at ${fmtTime(loop.nowUs)}`));
+        });
+      });
+      return;
+    case "crash":
+      loop.at(at, null, () => slot()?.crash());
+      loop.at(at + fault.restartAfterMs * 1000, null, () => world.spawn(fault.slot));
+      return;
+  }
+}
+
+function scheduleLinkFault(world: World, fault: Extract<Fault, { kind: "link" | "notices" }>): void {
+  const { loop } = world;
+  const at = fault.atMs * 1000;
+  let undo: (() => void) | null = null;
+  loop.at(at, null, () => {
+    const p = world.slots[fault.slot];
+    if (!p) return;
+    const extra = fault.delayMs * 1000;
+    if (fault.kind === "notices") {
+      const n = p.feed.notices;
+      if (fault.mode === "lose") n.lose++;
+      else n.extraDelayUs += extra;
+      undo = () => {
+        if (fault.mode === "lose") n.lose--;
+        else n.extraDelayUs -= extra;
+      };
+      return;
+    }
+    const link = p.link;
+    if (fault.mode === "drop-requests") link.dropRequests++;
+    else if (fault.mode === "drop-answers") link.dropAnswers++;
+    else if (fault.mode === "reset") link.reset++;
+    else link.extraDelayUs += extra;
+    undo = () => {
+      if (fault.mode === "drop-requests") link.dropRequests--;
+      else if (fault.mode === "drop-answers") link.dropAnswers--;
+      else if (fault.mode === "reset") link.reset--;
+      else link.extraDelayUs -= extra;
+    };
+  });
+  loop.at(at + fault.forMs * 1000, null, () => undo?.());
+}
