@@ -19,6 +19,7 @@ import { footprintGroup } from "./groups/footprint.ts";
 import { leaseOpsGroup } from "./groups/lease-ops.ts";
 import { type PeerFigures, peersGroup } from "./groups/peers.ts";
 import { scaleGroup } from "./groups/scale.ts";
+import { kubeBackendDescription, stopKubeFixtures } from "./peers/kube-fixture.ts";
 import { renderTable, resultsDocument, writeResults } from "./report.ts";
 
 // The registry of figure groups, run in this order; peers, with its child processes, runs last
@@ -125,6 +126,7 @@ async function main(): Promise<void> {
     database = await createBenchDatabase(server.url);
     const info = await describeDatabase(database.url, server.source);
     progress(`PostgreSQL ${info.version} (${info.source}), database ${database.name}, ${mode} run`);
+    progress(`Kubernetes: ${await kubeBackendDescription()}`);
     const context: BenchContext = {
       databaseUrl: database.url,
       budget: flags.quick ? QUICK_BUDGET : FULL_BUDGET,
@@ -160,6 +162,7 @@ async function main(): Promise<void> {
       await bounded(`dropping database ${database.name}`, database.drop(), SERVER_STOP_BOUND_MS);
     }
     if (server) await bounded(`stopping the ${server.source} server`, server.stop(), SERVER_STOP_BOUND_MS);
+    await bounded("stopping the kube-apiserver", stopKubeFixtures(), SERVER_STOP_BOUND_MS);
     process.off("SIGINT", interrupt);
     process.off("SIGTERM", interrupt);
   }

@@ -27,7 +27,7 @@ function idleMs(context: BenchContext): number {
 
 interface Variant {
   label: string;
-  env: (pod: string) => NodeJS.ProcessEnv;
+  env: (pod: string) => Promise<NodeJS.ProcessEnv>;
 }
 
 async function measureVariant(
@@ -49,8 +49,9 @@ async function measureVariant(
         "--log-level",
         "info",
       ];
+      const env = await variant.env(pod);
       const spawnedAt = Date.now();
-      const candidate = new Candidate("pglease", pod, args, variant.env(pod));
+      const candidate = new Candidate("pglease", pod, args, env);
       started.push(candidate);
       const acquired = await candidate.waitFor(
         (l) => l.event === "acquired",
@@ -82,11 +83,14 @@ export async function measureCliFootprint(context: BenchContext): Promise<CliVar
     kube = await startKubeFixture();
     const fixture = kube;
     const variants: Variant[] = [
-      { label: "outside a cluster (publishing off)", env: () => ({ DATABASE_URL: context.databaseUrl }) },
       {
-        label: "publishing to its pod (test API server)",
-        env: (pod) => {
-          fixture.seedPod(pod, {
+        label: "outside a cluster (publishing off)",
+        env: async () => ({ DATABASE_URL: context.databaseUrl }),
+      },
+      {
+        label: "publishing to its pod",
+        env: async (pod) => {
+          await fixture.seedPod(pod, {
             "app.kubernetes.io/name": "bench",
             "app.kubernetes.io/instance": "footprint",
           });

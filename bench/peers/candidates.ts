@@ -68,13 +68,21 @@ export class Candidate {
   readonly #stderr: string[] = [];
   readonly #listeners = new Set<(line: LogLine) => void>();
 
-  constructor(kind: PeerKind, pod: string, args: readonly string[], env: NodeJS.ProcessEnv) {
+  /** `program`: a binary to run instead of the kind's Node entry (the real client-go elector). */
+  constructor(
+    kind: PeerKind,
+    pod: string,
+    args: readonly string[],
+    env: NodeJS.ProcessEnv,
+    program?: string,
+  ) {
     this.kind = kind;
     this.pod = pod;
     if (kind === "advisory-lock") this.identity = pod;
     // A clean environment: the bench's own database and cluster settings do not leak in.
     const base = { PATH: process.env.PATH, HOME: process.env.HOME, NODE_NO_WARNINGS: "1" };
-    this.child = spawn(process.execPath, [ENTRIES[kind], ...args], {
+    const [command, argv] = program ? [program, args] : [process.execPath, [ENTRIES[kind], ...args]];
+    this.child = spawn(command, argv, {
       env: { ...base, ...env, POD_NAME: pod },
       stdio: ["ignore", "pipe", "pipe"],
     });

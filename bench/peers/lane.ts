@@ -4,11 +4,10 @@
 import { setTimeout as delay } from "node:timers/promises";
 import pg from "pg";
 import { FailoverTimer } from "../../test/support/demo-helpers.ts";
-import type { KubeApiServer } from "../../test/support/kube-apiserver/index.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";
-import { type KubeFixture, NAMESPACE, startKubeFixture } from "./kube-fixture.ts";
-import { leaseNamesNewHolder, podLabelledLeader, roleLabelOf } from "./request-log.ts";
+import { type KubeFixture, startKubeFixture } from "./kube-fixture.ts";
+import { leaseNamesNewHolder, podLabelledLeader } from "./request-log.ts";
 import { type StatementCounter, startStatementCounter } from "./statement-counter.ts";
 import { argsFor, type PeerTiming, pgleaseRenewMs, type SystemSpec } from "./systems.ts";
 
@@ -45,14 +44,14 @@ async function until<T>(
   what: string,
   timeoutMs: number,
   signal: AbortSignal,
-  probe: () => T | null | undefined,
+  probe: () => T | null | undefined | Promise<T | null | undefined>,
   /** What the timeout message adds, to say why. */
   detail?: () => string,
 ): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     signal.throwIfAborted();
-    const found = probe();
+    const found = await probe();
     if (found !== null && found !== undefined) return found;
     if (performance.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms${detail?.() ?? ""}`);
     await delay(POLL_MS, undefined, { signal });
@@ -64,8 +63,7 @@ export class Lane {
   readonly system: SystemSpec;
   readonly timing: PeerTiming;
   readonly candidates: Candidate[] = [];
-  kube: KubeApiServer | null = null;
-  #fixture: KubeFixture | null = null;
+  kube: KubeFixture | null = null;
   database: BenchDatabase | null = null;
   /** Set when the lane counts its candidates' statements: they then reach the database through it. */
   counter: StatementCounter | null = null;
@@ -117,19 +115,18 @@ export class Lane {
       if (kind === "pglease") this.#timer = new FailoverTimer(this.database.url, LEASE);
     }
     if (kind !== "advisory-lock") {
-      this.#fixture = await startKubeFixture();
-      this.kube = this.#fixture.server;
-      Object.assign(this.#childEnv, this.#fixture.env);
+      this.kube = await startKubeFixture();
+      Object.assign(this.#childEnv, this.kube.env);
     }
     for (let i = 1; i <= CANDIDATES; i++) {
       const pod = `${this.name}-${i}`;
-      if (kind === "pglease") this.#seedPod(pod);
+      if (kind === "pglease") await this.#seedPod(pod);
       this.candidates.push(this.#spawn(pod));
     }
   }
 
-  #seedPod(pod: string): void {
-    this.#fixture?.seedPod(pod, {
+  async #seedPod(pod: string): Promise<void> {
+    await this.kube?.seedPod(pod, {
       "app.kubernetes.io/name": "bench",
       "app.kubernetes.io/instance": this.name,
     });
@@ -141,6 +138,7 @@ export class Lane {
       pod,
       argsFor(this.system, this.timing, LEASE, LOCK_KEY),
       this.#childEnv,
+      this.system.kind === "client-go" ? this.kube?.clientGoElector : undefined,
     );
   }
 
@@ -156,8 +154,8 @@ export class Lane {
     return best?.candidate ?? null;
   }
 
-  #label(pod: string): string | undefined {
-    return roleLabelOf(this.kube?.pod(NAMESPACE, pod)?.metadata?.labels);
+  #label(pod: string): Promise<string | undefined> {
+    return this.kube?.roleLabel(pod) ?? Promise.resolve(undefined);
   }
 
   /** Every candidate campaigning, one leader, and (pglease) only the leader's pod labelled leader. */
@@ -175,12 +173,13 @@ export class Lane {
       `${this.name}: no settled leader`,
       this.timeoutMs,
       this.#env.signal,
-      () => {
+      async () => {
         if (!this.candidates.every((c) => c.running && c.lines.some((l) => l.event === "started")))
           return null;
         const leader = this.leader();
         if (!leader || this.system.kind !== "pglease") return leader;
-        const labelled = this.candidates.filter((c) => this.#label(c.pod) === "leader");
+        const labels = await Promise.all(this.candidates.map((c) => this.#label(c.pod)));
+        const labelled = this.candidates.filter((_, i) => labels[i] === "leader");
         return labelled.length === 1 && labelled[0] === leader ? leader : null;
       },
       () => this.#candidatesState(),
@@ -190,7 +189,7 @@ export class Lane {
   #candidatesState(): string {
     const states = this.candidates.map(
       (c) =>
-        `${c.pod}: ${c.running ? "running" : "exited"}, events ${c.lines.map((l) => l.event).join(",") || "none"}, ${c.why()}`,
+        `${c.pod}: ${c.running ? "running" : "exited"}, events ${c.lines.map((l) => l.event ?? "-").join(",") || "none"}, ${c.why()}`,
     );
     return `: ${states.join("; ")}`;
   }
@@ -250,11 +249,14 @@ export class Lane {
     }
     if (this.system.kind === "client-go") {
       const taken = await this.#firstAcquired(start.wallAt, (c) => c.identity !== start.oldIdentity);
+      const contenders = this.candidates
+        .map((c) => c.identity)
+        .filter((id): id is string => id !== null && id !== start.oldIdentity);
       const shown = await until(
         `${this.name}: the Lease never named a new holder`,
         this.timeoutMs,
         signal,
-        () => this.kube?.requests.slice(start.mark).find(leaseNamesNewHolder(start.oldIdentity)),
+        () => this.kube?.requests.slice(start.mark).find(leaseNamesNewHolder(contenders)),
       );
       return {
         lane: this.name,
@@ -307,7 +309,7 @@ export class Lane {
       () => Promise.all(this.candidates.map((c) => c.kill("SIGKILL"))),
       () => this.#timer?.close(),
       () => this.#admin?.end(),
-      () => this.#fixture?.close(),
+      () => this.kube?.close(),
       () => this.counter?.close(),
       () => this.database?.drop(),
     ];

@@ -1,16 +1,21 @@
-// What the bench reads from the test API server's request log: the moment a change was
-// accepted, by the server's arrival time of the request that made it.
+// What the bench reads from the API server's request log (the recording proxy's in front of the
+// real server, or the in-process server's): the moment a change was accepted, by the arrival time
+// of the request that made it.
 import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
 
 const ROLE_LABEL = "pglease.io/role";
 
-/** An accepted write of the Lease naming a holder other than `oldHolder` (a release names nobody). */
-export function leaseNamesNewHolder(oldHolder: string | null): (r: RecordedRequest) => boolean {
+/**
+ * An accepted write of the Lease naming one of `contenders` (a release names nobody). Real
+ * client-go sends built-in types as protobuf, whose strings are their UTF-8 bytes: the identity
+ * is found in the body's text; the TypeScript port sends JSON.
+ */
+export function leaseNamesNewHolder(contenders: string[]): (r: RecordedRequest) => boolean {
   return (r) => {
+    if (r.resource !== "leases" || (r.status !== 200 && r.status !== 201)) return false;
+    if (typeof r.body === "string") return contenders.some((id) => (r.body as string).includes(id));
     const holder = (r.body as { spec?: { holderIdentity?: string } } | undefined)?.spec?.holderIdentity;
-    return (
-      r.resource === "leases" && (r.status === 200 || r.status === 201) && !!holder && holder !== oldHolder
-    );
+    return holder !== undefined && contenders.includes(holder);
   };
 }
 
@@ -22,8 +27,4 @@ export function podLabelledLeader(pod: string | undefined): (r: RecordedRequest)
     r.subresource === undefined &&
     r.status === 200 &&
     JSON.stringify(r.body ?? null).includes(`"${ROLE_LABEL}":"leader"`);
-}
-
-export function roleLabelOf(labels: Record<string, string> | undefined): string | undefined {
-  return labels?.[ROLE_LABEL];
 }

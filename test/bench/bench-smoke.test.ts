@@ -16,6 +16,7 @@ import { type PeerFigures, runPeers } from "../../bench/groups/peers.ts";
 import { runScale } from "../../bench/groups/scale.ts";
 import type { LatencyStats } from "../../bench/measure.ts";
 import { liveCandidates } from "../../bench/peers/candidates.ts";
+import { stopKubeFixtures } from "../../bench/peers/kube-fixture.ts";
 import {
   type ResultsDocument,
   ratioText,
@@ -111,6 +112,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
+  await stopKubeFixtures();
   await rm(outDir, { recursive: true, force: true });
   await db.drop();
 });

@@ -1,6 +1,7 @@
-// One test API server, one seeded pod with the kubelet's conditions, and a publisher with
-// fast, injectable timings; logs and hook calls are captured so tests can assert on them.
-import type { V1Pod } from "@kubernetes/client-node";
+// One test API server (real or in-process, see test/support/kube-servers.ts), one seeded pod with
+// the kubelet's conditions, and a publisher with fast, injectable timings; logs and hook calls are
+// captured so tests can assert on them.
+import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
 import pino from "pino";
 import { type Clock, ManualClock } from "../../src/election/clock.ts";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
@@ -12,7 +13,7 @@ import type {
   PublishedObservation,
   PublishTiming,
 } from "../../src/kube/publisher-contract.ts";
-import { type KubeApiServer, type RoleLike, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import type { KubeServerKind, TestKube } from "../support/kube-servers.ts";
 
 export const NAMESPACE = "shop";
 export const POD = "orders-0";
@@ -43,20 +44,21 @@ export interface LogLine {
 }
 
 export interface Harness {
-  server: KubeApiServer;
+  server: TestKube;
   publisher: PodPublisher;
   logs: LogLine[];
   patches: PatchObservation[];
   published: PublishedObservation[];
   /** The pod as the server holds it now. */
-  pod(name?: string): V1Pod;
+  pod(name?: string): Promise<V1Pod>;
   /** Creates another publisher on the same server (same pod unless `config.podName` says otherwise). */
   another(config?: PublishConfigInput): PodPublisher;
   close(): Promise<void>;
 }
 
 export interface HarnessOptions {
-  role?: RoleLike;
+  /** The Role's rules; the chart's when omitted. */
+  rules?: V1PolicyRule[];
   config?: PublishConfigInput;
   timing?: Partial<PublishTiming>;
   podLabels?: Record<string, string>;
@@ -68,9 +70,12 @@ export interface HarnessOptions {
   stillLeads?: (target: LeadershipState) => boolean;
 }
 
-export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
-  const server = await startKubeApiServer(options.role ? { role: options.role } : {});
-  server.seedPod({
+export async function startHarness(kube: KubeServerKind, options: HarnessOptions = {}): Promise<Harness> {
+  const server = await kube.start({
+    namespace: NAMESPACE,
+    ...(options.rules ? { rules: options.rules } : {}),
+  });
+  await server.seedPod({
     metadata: { name: POD, namespace: NAMESPACE, labels: options.podLabels ?? { ...APP_LABELS } },
   });
   const logs: LogLine[] = [];
@@ -114,8 +119,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     logs,
     patches,
     published,
-    pod: (name = POD) => {
-      const pod = server.pod(NAMESPACE, name);
+    pod: async (name = POD) => {
+      const pod = await server.pod(NAMESPACE, name);
       if (!pod) throw new Error(`pod ${name} is gone`);
       return pod;
     },
@@ -132,11 +137,16 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
 }
 
 /** Polls `check` until it returns true, or fails after `timeoutMs` naming what it waited for. */
-export async function until(what: string, check: () => boolean, timeoutMs = 3_000): Promise<void> {
+export async function until(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 3_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    // A check may read the real API server: 10 ms keeps that a small load on a shared host.
+    await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
 
@@ -163,9 +173,7 @@ export function leaderCondition(pod: V1Pod) {
 }
 
 /** PATCH requests to a pod (and its status), in arrival order, as "name" or "name/status". */
-export function patchesOf(
-  server: KubeApiServer,
-): Array<{ target: string; body: unknown; contentType?: string }> {
+export function patchesOf(server: TestKube): Array<{ target: string; body: unknown; contentType?: string }> {
   return server.requests
     .filter((r) => r.method === "PATCH")
     .map((r) => ({

@@ -1,6 +1,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/election/clock.ts";
+import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import {
   APP_LABELS,
   follower,
@@ -20,7 +21,11 @@ afterEach(async () => {
   await h?.close();
 });
 
-function seedLeader(name: string, labels: Record<string, string>, lease: string | undefined): void {
+async function seedLeader(
+  name: string,
+  labels: Record<string, string>,
+  lease: string | undefined,
+): Promise<void> {
   const pod: V1Pod = {
     metadata: {
       name,
@@ -32,8 +37,8 @@ function seedLeader(name: string, labels: Record<string, string>, lease: string 
           : { "pglease.io/lease": lease, "pglease.io/fence": "7", "pglease.io/holder": `${name}-old` },
     },
   };
-  const seeded = h.server.seedPod(pod);
-  h.server.mutatePod(NAMESPACE, name, (p) => {
+  const seeded = await h.server.seedPod(pod);
+  await h.server.mutatePod(NAMESPACE, name, (p) => {
     p.status?.conditions?.push({
       type: "pglease.io/leader",
       status: "True",
@@ -45,143 +50,146 @@ function seedLeader(name: string, labels: Record<string, string>, lease: string 
   expect(seeded.metadata?.name).toBe(name);
 }
 
-describe("gap, never overlap", () => {
-  it("clears a stale leader label of the same lease on other pods before labelling itself", async () => {
-    h = await startHarness();
-    seedLeader("orders-1", APP_LABELS, "orders-sync");
-    seedLeader("orders-2", APP_LABELS, undefined);
-    seedLeader("orders-3", APP_LABELS, "billing-sync");
-    seedLeader("other-app-0", { "app.kubernetes.io/name": "other" }, "orders-sync");
-    await h.publisher.start(follower());
-    h.server.clearRequests();
+await onEachKubeServer("publisher peers suite", (kube) => {
+  describe("gap, never overlap", () => {
+    it("clears a stale leader label of the same lease on other pods before labelling itself", async () => {
+      h = await startHarness(kube);
+      await seedLeader("orders-1", APP_LABELS, "orders-sync");
+      await seedLeader("orders-2", APP_LABELS, undefined);
+      await seedLeader("orders-3", APP_LABELS, "billing-sync");
+      await seedLeader("other-app-0", { "app.kubernetes.io/name": "other" }, "orders-sync");
+      await h.publisher.start(follower());
+      h.server.clearRequests();
 
-    h.publisher.setDesired(leader(8));
-    await until("leader on the pod", () => h.publisher.state().published);
+      h.publisher.setDesired(leader(8));
+      await until("leader on the pod", () => h.publisher.state().published);
 
-    const order = patchesOf(h.server).map((p) => p.target);
-    expect(order).toEqual([
-      "orders-1",
-      "orders-1/status",
-      "orders-2",
-      "orders-2/status",
-      POD,
-      `${POD}/status`,
-    ]);
-    const list = h.server.requests.find((r) => r.verb === "list");
-    expect(list?.query.labelSelector).toBe(
-      "app.kubernetes.io/name=orders,app.kubernetes.io/instance=prod,pglease.io/role=leader",
-    );
-    for (const name of ["orders-1", "orders-2"]) {
-      expect(role(h.pod(name))).toBe("follower");
-      expect(leaderCondition(h.pod(name))).toMatchObject({ status: "False", reason: "LeaseNotHeld" });
-      expect(h.pod(name).status?.conditions?.some((c) => c.type === "Ready")).toBe(true);
-    }
-    // A reader of the old leader's fence (downward API, kubectl) must not see it any more.
-    expect(h.pod("orders-1").metadata?.annotations).toEqual({ "pglease.io/lease": "orders-sync" });
-    expect(role(h.pod("orders-3"))).toBe("leader");
-    expect(role(h.pod("other-app-0"))).toBe("leader");
-    expect(h.patches.filter((p) => p.target === "peer")).toHaveLength(4);
-    expect(
-      h.logs.some((l) => l.msg.includes("stale leader label") && String(l.pods).includes("orders-1")),
-    ).toBe(true);
-  });
-
-  it("does not label itself leader while the stale peer cannot be demoted", async () => {
-    h = await startHarness({ timing: { requestTimeoutMs: 300 } });
-    seedLeader("orders-1", APP_LABELS, "orders-sync");
-    await h.publisher.start(follower());
-    h.server.clearRequests();
-    const held = h.server.faults.hang({ match: { method: "PATCH", path: /\/pods\/orders-1$/ } });
-    h.publisher.setDesired(leader(8));
-    await held.waitForHeld(2);
-    expect(role(h.pod())).toBe("follower");
-    expect(h.server.requests.some((r) => r.method === "PATCH" && r.name === POD)).toBe(false);
-    held.release();
-    await until("leader on the pod", () => h.publisher.state().published);
-    expect(role(h.pod("orders-1"))).toBe("follower");
-  });
-
-  it("stops demoting, and does not label itself, once it no longer leads after listing", async () => {
-    let leads = true;
-    const asked: unknown[] = [];
-    h = await startHarness({
-      stillLeads: (target) => {
-        asked.push(target);
-        return leads;
-      },
+      const order = patchesOf(h.server).map((p) => p.target);
+      expect(order).toEqual([
+        "orders-1",
+        "orders-1/status",
+        "orders-2",
+        "orders-2/status",
+        POD,
+        `${POD}/status`,
+      ]);
+      const list = h.server.requests.find((r) => r.verb === "list");
+      expect(list?.query.labelSelector).toBe(
+        "app.kubernetes.io/name=orders,app.kubernetes.io/instance=prod,pglease.io/role=leader",
+      );
+      for (const name of ["orders-1", "orders-2"]) {
+        const pod = await h.pod(name);
+        expect(role(pod)).toBe("follower");
+        expect(leaderCondition(pod)).toMatchObject({ status: "False", reason: "LeaseNotHeld" });
+        expect(pod.status?.conditions?.some((c) => c.type === "Ready")).toBe(true);
+      }
+      // A reader of the old leader's fence (downward API, kubectl) must not see it any more.
+      expect((await h.pod("orders-1")).metadata?.annotations).toEqual({ "pglease.io/lease": "orders-sync" });
+      expect(role(await h.pod("orders-3"))).toBe("leader");
+      expect(role(await h.pod("other-app-0"))).toBe("leader");
+      expect(h.patches.filter((p) => p.target === "peer")).toHaveLength(4);
+      expect(
+        h.logs.some((l) => l.msg.includes("stale leader label") && String(l.pods).includes("orders-1")),
+      ).toBe(true);
     });
-    seedLeader("orders-1", APP_LABELS, "orders-sync");
-    seedLeader("orders-2", APP_LABELS, "orders-sync");
-    await h.publisher.start(follower());
-    h.server.clearRequests();
-    const list = h.server.faults.hang({ match: { method: "GET", path: /\/pods$/ } });
-    h.publisher.setDesired(leader(8));
-    await list.waitForHeld(1);
-    leads = false;
-    list.release();
-    await until("the pass to give up", () => /no longer leads/.test(h.publisher.state().lastError ?? ""));
-    expect(patchesOf(h.server)).toEqual([]);
-    expect(role(h.pod())).toBe("follower");
-    expect(role(h.pod("orders-1"))).toBe("leader");
-    expect(asked).toContainEqual(leader(8));
 
-    // The next term that does lead goes through.
-    leads = true;
-    h.publisher.setDesired(leader(9));
-    await until("leader on the pod", () => h.publisher.state().published);
-    expect(role(h.pod("orders-1"))).toBe("follower");
-    expect(role(h.pod("orders-2"))).toBe("follower");
-  });
-
-  it("refuses to start when peers cannot be found and nobody opted out", async () => {
-    h = await startHarness({ podLabels: { app: "orders" } });
-    await expect(h.publisher.start(follower())).rejects.toThrow(
-      /^peerSelector is not set and pod orders-0 has neither .* set peerSelector to the selector .*, or to null to opt out/,
-    );
-    // Stopped on the way out: nothing left running for the caller to clean up.
-    await until("the pod watch closed", () => h.server.openWatches === 0);
-  });
-
-  it("does not label itself leader when peers cannot be found and the pod could not be read at start", async () => {
-    const clock = new ManualClock();
-    h = await startHarness({
-      clock,
-      podLabels: { app: "orders" },
-      timing: { startTimeoutMs: 60_000, requestTimeoutMs: 120_000 },
+    it("does not label itself leader while the stale peer cannot be demoted", async () => {
+      h = await startHarness(kube, { timing: { requestTimeoutMs: 300 } });
+      await seedLeader("orders-1", APP_LABELS, "orders-sync");
+      await h.publisher.start(follower());
+      h.server.clearRequests();
+      const held = h.server.faults.hang({ match: { method: "PATCH", path: /\/pods\/orders-1$/ } });
+      h.publisher.setDesired(leader(8));
+      await held.waitForHeld(2);
+      expect(role(await h.pod())).toBe("follower");
+      expect(h.server.requests.some((r) => r.method === "PATCH" && r.name === POD)).toBe(false);
+      held.release();
+      await until("leader on the pod", () => h.publisher.state().published);
+      expect(role(await h.pod("orders-1"))).toBe("follower");
     });
-    const reads = h.server.faults.hang({ match: { method: "GET" } });
-    const starting = h.publisher.start(follower());
-    await reads.waitForHeld(2);
-    clock.advance(60_000);
-    expect(await starting).toEqual({ published: false, missingPermissions: [] });
-    reads.release();
-    await until("follower on the pod", () => h.publisher.state().published);
 
-    h.publisher.setDesired(leader(1));
-    await until("the configuration error", () =>
-      /^peerSelector is not set/.test(h.publisher.state().lastError ?? ""),
-    );
-    expect(role(h.pod())).toBe("follower");
-    expect(h.logs.some((l) => l.level === 50 && l.msg.startsWith("peerSelector is not set"))).toBe(true);
-  });
+    it("stops demoting, and does not label itself, once it no longer leads after listing", async () => {
+      let leads = true;
+      const asked: unknown[] = [];
+      h = await startHarness(kube, {
+        stillLeads: (target) => {
+          asked.push(target);
+          return leads;
+        },
+      });
+      await seedLeader("orders-1", APP_LABELS, "orders-sync");
+      await seedLeader("orders-2", APP_LABELS, "orders-sync");
+      await h.publisher.start(follower());
+      h.server.clearRequests();
+      const list = h.server.faults.hang({ match: { method: "GET", path: /\/pods$/ } });
+      h.publisher.setDesired(leader(8));
+      await list.waitForHeld(1);
+      leads = false;
+      list.release();
+      await until("the pass to give up", () => /no longer leads/.test(h.publisher.state().lastError ?? ""));
+      expect(patchesOf(h.server)).toEqual([]);
+      expect(role(await h.pod())).toBe("follower");
+      expect(role(await h.pod("orders-1"))).toBe("leader");
+      expect(asked).toContainEqual(leader(8));
 
-  it("demotes nobody when told so with peerSelector: null", async () => {
-    h = await startHarness({ podLabels: { app: "orders" }, config: { peerSelector: null } });
-    seedLeader("orders-1", { app: "orders" }, "orders-sync");
-    await h.publisher.start(follower());
-    h.publisher.setDesired(leader(1));
-    await until("leader", () => h.publisher.state().published);
-    expect(h.server.requests.some((r) => r.verb === "list")).toBe(false);
-    expect(role(h.pod("orders-1"))).toBe("leader");
-    expect(h.logs.filter((l) => l.level >= 40)).toEqual([]);
-  });
+      // The next term that does lead goes through.
+      leads = true;
+      h.publisher.setDesired(leader(9));
+      await until("leader on the pod", () => h.publisher.state().published);
+      expect(role(await h.pod("orders-1"))).toBe("follower");
+      expect(role(await h.pod("orders-2"))).toBe("follower");
+    });
 
-  it("uses a configured peer selector", async () => {
-    h = await startHarness({ podLabels: { app: "orders" }, config: { peerSelector: "app=orders" } });
-    seedLeader("orders-1", { app: "orders" }, "orders-sync");
-    await h.publisher.start(follower());
-    h.publisher.setDesired(leader(1));
-    await until("leader", () => h.publisher.state().published);
-    expect(role(h.pod("orders-1"))).toBe("follower");
+    it("refuses to start when peers cannot be found and nobody opted out", async () => {
+      h = await startHarness(kube, { podLabels: { app: "orders" } });
+      await expect(h.publisher.start(follower())).rejects.toThrow(
+        /^peerSelector is not set and pod orders-0 has neither .* set peerSelector to the selector .*, or to null to opt out/,
+      );
+      // Stopped on the way out: nothing left running for the caller to clean up.
+      await until("the pod watch closed", () => h.server.openWatches === 0);
+    });
+
+    it("does not label itself leader when peers cannot be found and the pod could not be read at start", async () => {
+      const clock = new ManualClock();
+      h = await startHarness(kube, {
+        clock,
+        podLabels: { app: "orders" },
+        timing: { startTimeoutMs: 60_000, requestTimeoutMs: 120_000 },
+      });
+      const reads = h.server.faults.hang({ match: { method: "GET" } });
+      const starting = h.publisher.start(follower());
+      await reads.waitForHeld(2);
+      clock.advance(60_000);
+      expect(await starting).toEqual({ published: false, missingPermissions: [] });
+      reads.release();
+      await until("follower on the pod", () => h.publisher.state().published);
+
+      h.publisher.setDesired(leader(1));
+      await until("the configuration error", () =>
+        /^peerSelector is not set/.test(h.publisher.state().lastError ?? ""),
+      );
+      expect(role(await h.pod())).toBe("follower");
+      expect(h.logs.some((l) => l.level === 50 && l.msg.startsWith("peerSelector is not set"))).toBe(true);
+    });
+
+    it("demotes nobody when told so with peerSelector: null", async () => {
+      h = await startHarness(kube, { podLabels: { app: "orders" }, config: { peerSelector: null } });
+      await seedLeader("orders-1", { app: "orders" }, "orders-sync");
+      await h.publisher.start(follower());
+      h.publisher.setDesired(leader(1));
+      await until("leader", () => h.publisher.state().published);
+      expect(h.server.requests.some((r) => r.verb === "list")).toBe(false);
+      expect(role(await h.pod("orders-1"))).toBe("leader");
+      expect(h.logs.filter((l) => l.level >= 40)).toEqual([]);
+    });
+
+    it("uses a configured peer selector", async () => {
+      h = await startHarness(kube, { podLabels: { app: "orders" }, config: { peerSelector: "app=orders" } });
+      await seedLeader("orders-1", { app: "orders" }, "orders-sync");
+      await h.publisher.start(follower());
+      h.publisher.setDesired(leader(1));
+      await until("leader", () => h.publisher.state().published);
+      expect(role(await h.pod("orders-1"))).toBe("follower");
+    });
   });
 });

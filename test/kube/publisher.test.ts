@@ -1,6 +1,7 @@
-import { CoreV1Api, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/election/clock.ts";
+import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import {
   follower,
   type Harness,
@@ -28,255 +29,268 @@ const KUBELET_CONDITIONS = [
   "PodScheduled",
 ];
 
-function conditionTypes(pod = h.pod()): string[] {
+function conditionTypes(pod: V1Pod): string[] {
   return (pod.status?.conditions ?? []).map((c) => c.type).sort();
 }
 
-describe("start", () => {
-  it("publishes follower before the caller campaigns, through one merge patch and one strategic status patch", async () => {
-    h = await startHarness();
-    const result = await h.publisher.start(follower());
-    expect(result).toEqual({ published: true, missingPermissions: [] });
+await onEachKubeServer("publisher suite", (kube) => {
+  describe("start", () => {
+    it("publishes follower before the caller campaigns, through one merge patch and one strategic status patch", async () => {
+      h = await startHarness(kube);
+      const result = await h.publisher.start(follower());
+      expect(result).toEqual({ published: true, missingPermissions: [] });
 
-    const pod = h.pod();
-    expect(role(pod)).toBe("follower");
-    expect(pod.metadata?.annotations).toMatchObject({ "pglease.io/lease": "orders-sync" });
-    expect(pod.metadata?.annotations?.["pglease.io/fence"]).toBeUndefined();
-    expect(leaderCondition(pod)).toMatchObject({
-      status: "False",
-      reason: "LeaseNotHeld",
-      message: "does not hold lease orders-sync",
-    });
-    expect(conditionTypes(pod)).toEqual([...KUBELET_CONDITIONS, "pglease.io/leader"].sort());
+      const pod = await h.pod();
+      expect(role(pod)).toBe("follower");
+      expect(pod.metadata?.annotations).toMatchObject({ "pglease.io/lease": "orders-sync" });
+      expect(pod.metadata?.annotations?.["pglease.io/fence"]).toBeUndefined();
+      expect(leaderCondition(pod)).toMatchObject({
+        status: "False",
+        reason: "LeaseNotHeld",
+        message: "does not hold lease orders-sync",
+      });
+      expect(conditionTypes(pod)).toEqual([...KUBELET_CONDITIONS, "pglease.io/leader"].sort());
 
-    expect(patchesOf(h.server)).toEqual([
-      {
-        target: POD,
-        contentType: PatchStrategy.MergePatch,
-        body: {
-          metadata: {
-            labels: { "pglease.io/role": "follower" },
-            annotations: { "pglease.io/lease": "orders-sync" },
+      expect(patchesOf(h.server)).toEqual([
+        {
+          target: POD,
+          contentType: PatchStrategy.MergePatch,
+          body: {
+            metadata: {
+              labels: { "pglease.io/role": "follower" },
+              annotations: { "pglease.io/lease": "orders-sync" },
+            },
           },
         },
-      },
-      {
-        target: `${POD}/status`,
-        contentType: PatchStrategy.StrategicMergePatch,
-        body: {
-          status: { conditions: [expect.objectContaining({ type: "pglease.io/leader", status: "False" })] },
-        },
-      },
-    ]);
-    expect(h.published).toEqual([{ role: "follower", fence: null, sinceChangeMs: expect.any(Number) }]);
-    expect(h.publisher.state()).toEqual({ published: true });
-  });
-
-  it("resolves at its bound on its clock, reporting failure, when the API server never answers", async () => {
-    const clock = new ManualClock();
-    // A bound left to real time would outlast the test.
-    h = await startHarness({ clock, timing: { startTimeoutMs: 60_000 } });
-    const held = h.server.faults.hang({ match: { method: "PATCH" } });
-    const starting = h.publisher.start(follower());
-    await held.waitForHeld(1);
-    clock.advance(60_000);
-    expect(await starting).toEqual({ published: false, missingPermissions: [] });
-    expect(h.publisher.state().published).toBe(false);
-    held.release();
-    await until("the pod to show follower once the API server answers", () => role(h.pod()) === "follower");
-  });
-});
-
-describe("leadership on the pod", () => {
-  it("keeps the kubelet's conditions, which a JSON merge patch on the status would have wiped", async () => {
-    h = await startHarness();
-    await h.publisher.start(follower());
-    h.publisher.setDesired(leader(42));
-    await until("leader on the pod", () => h.publisher.state().published);
-
-    const pod = h.pod();
-    expect(role(pod)).toBe("leader");
-    expect(pod.metadata?.annotations).toMatchObject({
-      "pglease.io/fence": "42",
-      "pglease.io/holder": `${POD}-a1b2`,
-      "pglease.io/lease": "orders-sync",
-    });
-    expect(leaderCondition(pod)).toMatchObject({
-      status: "True",
-      reason: "LeaseHeld",
-      message: "holds lease orders-sync with fence 42",
-    });
-    expect(conditionTypes(pod)).toContain("Ready");
-    expect(conditionTypes(pod)).toContain("ContainersReady");
-
-    // The same condition sent as a JSON merge patch replaces the whole array on this server:
-    // the assertion above could fail, and does for the wrong content type.
-    h.server.seedPod({ metadata: { name: "control", namespace: NAMESPACE } });
-    const core = h.server.kubeConfig({ namespace: NAMESPACE }).makeApiClient(CoreV1Api);
-    await core.patchNamespacedPodStatus(
-      { name: "control", namespace: NAMESPACE, body: { status: { conditions: [leaderCondition(pod)] } } },
-      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-    );
-    expect(conditionTypes(h.pod("control"))).toEqual(["pglease.io/leader"]);
-  });
-
-  it("patches only what differs from the pod as last seen", async () => {
-    h = await startHarness();
-    await h.publisher.start(follower());
-    h.publisher.setDesired(leader(42));
-    await until("leader on the pod", () => h.publisher.state().published);
-    h.server.clearRequests();
-
-    h.publisher.setDesired(leader(42));
-    h.publisher.setDesired(leader(43));
-    await until("fence 43 on the pod", () => h.publisher.state().published);
-    expect(patchesOf(h.server)).toEqual([
-      {
-        target: POD,
-        contentType: PatchStrategy.MergePatch,
-        body: { metadata: { annotations: { "pglease.io/fence": "43" } } },
-      },
-      {
-        target: `${POD}/status`,
-        contentType: PatchStrategy.StrategicMergePatch,
-        // Same status: no lastTransitionTime, so the server keeps the old one.
-        body: {
-          status: {
-            conditions: [
-              {
-                type: "pglease.io/leader",
-                status: "True",
-                reason: "LeaseHeld",
-                message: "holds lease orders-sync with fence 43",
-              },
-            ],
+        {
+          target: `${POD}/status`,
+          contentType: PatchStrategy.StrategicMergePatch,
+          body: {
+            status: { conditions: [expect.objectContaining({ type: "pglease.io/leader", status: "False" })] },
           },
         },
-      },
-    ]);
+      ]);
+      expect(h.published).toEqual([{ role: "follower", fence: null, sinceChangeMs: expect.any(Number) }]);
+      expect(h.publisher.state()).toEqual({ published: true });
+    });
 
-    h.server.clearRequests();
-    h.publisher.setDesired(follower("orders-1-x"));
-    await until("follower on the pod", () => h.publisher.state().published);
-    h.server.clearRequests();
-    h.publisher.setDesired(follower("orders-2-y"));
-    await until("the new holder on the pod", () => h.publisher.state().published);
-    expect(patchesOf(h.server)).toEqual([
-      {
-        target: POD,
-        contentType: PatchStrategy.MergePatch,
-        body: { metadata: { annotations: { "pglease.io/holder": "orders-2-y" } } },
-      },
-    ]);
-    expect(h.server.requests.filter((r) => r.method !== "GET")).toHaveLength(1);
+    it("resolves at its bound on its clock, reporting failure, when the API server never answers", async () => {
+      const clock = new ManualClock();
+      // A bound left to real time would outlast the test.
+      h = await startHarness(kube, { clock, timing: { startTimeoutMs: 60_000 } });
+      const held = h.server.faults.hang({ match: { method: "PATCH" } });
+      const starting = h.publisher.start(follower());
+      await held.waitForHeld(1);
+      clock.advance(60_000);
+      expect(await starting).toEqual({ published: false, missingPermissions: [] });
+      expect(h.publisher.state().published).toBe(false);
+      held.release();
+      await until(
+        "the pod to show follower once the API server answers",
+        async () => role(await h.pod()) === "follower",
+      );
+    });
   });
 
-  it("moves lastTransitionTime only when the status flips", async () => {
-    let clock = new Date("2025-03-01T10:00:00Z");
-    h = await startHarness({ wallClock: () => clock });
-    await h.publisher.start(follower());
-    const transition = () => leaderCondition(h.pod())?.lastTransitionTime?.toISOString();
-    expect(transition()).toBe("2025-03-01T10:00:00.000Z");
+  describe("leadership on the pod", () => {
+    it("keeps the kubelet's conditions, which a JSON merge patch on the status would have wiped", async () => {
+      h = await startHarness(kube);
+      await h.publisher.start(follower());
+      h.publisher.setDesired(leader(42));
+      await until("leader on the pod", () => h.publisher.state().published);
 
-    clock = new Date("2025-03-01T10:05:00Z");
-    h.publisher.setDesired(leader(7));
-    await until("leader", () => h.publisher.state().published);
-    expect(transition()).toBe("2025-03-01T10:05:00.000Z");
+      const pod = await h.pod();
+      expect(role(pod)).toBe("leader");
+      expect(pod.metadata?.annotations).toMatchObject({
+        "pglease.io/fence": "42",
+        "pglease.io/holder": `${POD}-a1b2`,
+        "pglease.io/lease": "orders-sync",
+      });
+      expect(leaderCondition(pod)).toMatchObject({
+        status: "True",
+        reason: "LeaseHeld",
+        message: "holds lease orders-sync with fence 42",
+      });
+      expect(conditionTypes(pod)).toContain("Ready");
+      expect(conditionTypes(pod)).toContain("ContainersReady");
 
-    clock = new Date("2025-03-01T10:09:00Z");
-    h.publisher.setDesired(leader(8));
-    await until("fence 8", () => h.publisher.state().published);
-    expect(leaderCondition(h.pod())?.message).toBe("holds lease orders-sync with fence 8");
-    expect(transition()).toBe("2025-03-01T10:05:00.000Z");
-  });
+      // The same condition sent as a JSON merge patch replaces the whole array on this server:
+      // the assertion above could fail, and does for the wrong content type.
+      await h.server.seedPod({ metadata: { name: "control", namespace: NAMESPACE } });
+      const core = h.server.kubeConfig({ namespace: NAMESPACE }).makeApiClient(CoreV1Api);
+      await core.patchNamespacedPodStatus(
+        { name: "control", namespace: NAMESPACE, body: { status: { conditions: [leaderCondition(pod)] } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
+      expect(conditionTypes(await h.pod("control"))).toEqual(["pglease.io/leader"]);
+    });
 
-  it("reports each patch and the time a new role took to show, on its clock", async () => {
-    const clock = new ManualClock();
-    h = await startHarness({ clock });
-    await h.publisher.start(follower());
-    const held = h.server.faults.hang({ match: { method: "PATCH" } });
-    h.publisher.setDesired(leader(3));
-    await held.waitForHeld(1);
-    clock.advance(120);
-    held.release();
-    await until("leader", () => h.published.length === 2);
-    expect(h.published[1]).toEqual({ role: "leader", fence: 3, sinceChangeMs: 120 });
-    expect(h.patches.map((p) => [p.target, p.ok, p.durationMs])).toEqual([
-      ["metadata", true, 0],
-      ["status", true, 0],
-      ["metadata", true, 120],
-      ["status", true, 0],
-    ]);
-  });
-});
+    it("patches only what differs from the pod as last seen", async () => {
+      h = await startHarness(kube);
+      await h.publisher.start(follower());
+      h.publisher.setDesired(leader(42));
+      await until("leader on the pod", () => h.publisher.state().published);
+      h.server.clearRequests();
 
-describe("demote", () => {
-  it("sets follower and resolves once the pod shows it", async () => {
-    h = await startHarness();
-    await h.publisher.start(follower());
-    h.publisher.setDesired(leader(5));
-    await until("leader", () => h.publisher.state().published);
-    expect(await h.publisher.demote(2_000)).toBe(true);
-    expect(role(h.pod())).toBe("follower");
-    expect(leaderCondition(h.pod())?.status).toBe("False");
-    expect(h.pod().metadata?.annotations?.["pglease.io/fence"]).toBeUndefined();
-  });
-
-  it("gives up at its bound on its clock when the API server hangs", async () => {
-    const clock = new ManualClock();
-    h = await startHarness({ clock });
-    await h.publisher.start(follower());
-    h.publisher.setDesired(leader(5));
-    await until("leader", () => h.publisher.state().published);
-    const held = h.server.faults.hang({ match: { method: "PATCH" } });
-    const demoted = h.publisher.demote(30_000);
-    await held.waitForHeld(1);
-    clock.advance(29_999);
-    expect(await settled(demoted)).toBe(false);
-    clock.advance(1);
-    expect(await demoted).toBe(false);
-    held.release();
-  });
-});
-
-describe("events", () => {
-  it("records a gain and a loss on the pod, with the fence", async () => {
-    h = await startHarness();
-    await h.publisher.start(follower());
-    h.publisher.setDesired(leader(42));
-    await h.publisher.demote(2_000);
-    await until("two events", () => h.server.events(NAMESPACE).length === 2);
-    const uid = h.pod().metadata?.uid;
-    const events = h.server
-      .events(NAMESPACE)
-      .map((e) => ({ reason: e.reason, type: e.type, message: e.message, involved: e.involvedObject }));
-    expect(events).toEqual(
-      expect.arrayContaining([
+      h.publisher.setDesired(leader(42));
+      h.publisher.setDesired(leader(43));
+      await until("fence 43 on the pod", () => h.publisher.state().published);
+      expect(patchesOf(h.server)).toEqual([
         {
-          reason: "LeaderElected",
-          type: "Normal",
-          message: `${POD} became leader of lease orders-sync with fence 42`,
-          involved: expect.objectContaining({ kind: "Pod", name: POD, namespace: NAMESPACE, uid }),
+          target: POD,
+          contentType: PatchStrategy.MergePatch,
+          body: { metadata: { annotations: { "pglease.io/fence": "43" } } },
         },
         {
-          reason: "LeadershipLost",
-          type: "Normal",
-          message: `${POD} lost lease orders-sync (fence 42)`,
-          involved: expect.objectContaining({ kind: "Pod", name: POD, uid }),
+          target: `${POD}/status`,
+          contentType: PatchStrategy.StrategicMergePatch,
+          // Same status: no lastTransitionTime, so the server keeps the old one.
+          body: {
+            status: {
+              conditions: [
+                {
+                  type: "pglease.io/leader",
+                  status: "True",
+                  reason: "LeaseHeld",
+                  message: "holds lease orders-sync with fence 43",
+                },
+              ],
+            },
+          },
         },
-      ]),
-    );
+      ]);
+
+      h.server.clearRequests();
+      h.publisher.setDesired(follower("orders-1-x"));
+      await until("follower on the pod", () => h.publisher.state().published);
+      h.server.clearRequests();
+      h.publisher.setDesired(follower("orders-2-y"));
+      await until("the new holder on the pod", () => h.publisher.state().published);
+      expect(patchesOf(h.server)).toEqual([
+        {
+          target: POD,
+          contentType: PatchStrategy.MergePatch,
+          body: { metadata: { annotations: { "pglease.io/holder": "orders-2-y" } } },
+        },
+      ]);
+      expect(h.server.requests.filter((r) => r.method !== "GET")).toHaveLength(1);
+    });
+
+    it("moves lastTransitionTime only when the status flips", async () => {
+      let clock = new Date("2025-03-01T10:00:00Z");
+      h = await startHarness(kube, { wallClock: () => clock });
+      await h.publisher.start(follower());
+      const transition = async () => leaderCondition(await h.pod())?.lastTransitionTime?.toISOString();
+      expect(await transition()).toBe("2025-03-01T10:00:00.000Z");
+
+      clock = new Date("2025-03-01T10:05:00Z");
+      h.publisher.setDesired(leader(7));
+      await until("leader", () => h.publisher.state().published);
+      expect(await transition()).toBe("2025-03-01T10:05:00.000Z");
+
+      clock = new Date("2025-03-01T10:09:00Z");
+      h.publisher.setDesired(leader(8));
+      await until("fence 8", () => h.publisher.state().published);
+      expect(leaderCondition(await h.pod())?.message).toBe("holds lease orders-sync with fence 8");
+      expect(await transition()).toBe("2025-03-01T10:05:00.000Z");
+    });
+
+    it("reports each patch and the time a new role took to show, on its clock", async () => {
+      const clock = new ManualClock();
+      h = await startHarness(kube, { clock });
+      await h.publisher.start(follower());
+      const held = h.server.faults.hang({ match: { method: "PATCH" } });
+      h.publisher.setDesired(leader(3));
+      await held.waitForHeld(1);
+      clock.advance(120);
+      held.release();
+      // The real server may stream the watch event of the status write (which reports the role as
+      // shown) before it answers the PATCH (which reports the patch): wait for both.
+      await until(
+        "leader shown and both patches reported",
+        () => h.published.length === 2 && h.patches.length === 4,
+      );
+      expect(h.published[1]).toEqual({ role: "leader", fence: 3, sinceChangeMs: 120 });
+      expect(h.patches.map((p) => [p.target, p.ok, p.durationMs])).toEqual([
+        ["metadata", true, 0],
+        ["status", true, 0],
+        ["metadata", true, 120],
+        ["status", true, 0],
+      ]);
+    });
   });
 
-  it("logs and drops an event that keeps failing, without holding up publishing", async () => {
-    h = await startHarness();
-    await h.publisher.start(follower());
-    h.server.faults.failNext({ match: { method: "POST", path: /\/events$/ }, status: 500, count: 100 });
-    h.publisher.setDesired(leader(9));
-    await until("leader", () => h.publisher.state().published);
-    await until("the event given up on", () => h.logs.some((l) => l.msg.startsWith("event not recorded")));
-    const posts = h.server.requests.filter((r) => r.method === "POST" && r.resource === "events");
-    expect(posts).toHaveLength(3);
-    expect(h.server.events(NAMESPACE)).toHaveLength(0);
+  describe("demote", () => {
+    it("sets follower and resolves once the pod shows it", async () => {
+      h = await startHarness(kube);
+      await h.publisher.start(follower());
+      h.publisher.setDesired(leader(5));
+      await until("leader", () => h.publisher.state().published);
+      expect(await h.publisher.demote(2_000)).toBe(true);
+      expect(role(await h.pod())).toBe("follower");
+      expect(leaderCondition(await h.pod())?.status).toBe("False");
+      expect((await h.pod()).metadata?.annotations?.["pglease.io/fence"]).toBeUndefined();
+    });
+
+    it("gives up at its bound on its clock when the API server hangs", async () => {
+      const clock = new ManualClock();
+      h = await startHarness(kube, { clock });
+      await h.publisher.start(follower());
+      h.publisher.setDesired(leader(5));
+      await until("leader", () => h.publisher.state().published);
+      const held = h.server.faults.hang({ match: { method: "PATCH" } });
+      const demoted = h.publisher.demote(30_000);
+      await held.waitForHeld(1);
+      clock.advance(29_999);
+      expect(await settled(demoted)).toBe(false);
+      clock.advance(1);
+      expect(await demoted).toBe(false);
+      held.release();
+    });
+  });
+
+  describe("events", () => {
+    it("records a gain and a loss on the pod, with the fence", async () => {
+      h = await startHarness(kube);
+      await h.publisher.start(follower());
+      h.publisher.setDesired(leader(42));
+      await h.publisher.demote(2_000);
+      await until("two events", async () => (await h.server.events(NAMESPACE)).length === 2);
+      const uid = (await h.pod()).metadata?.uid;
+      const events = (await h.server.events(NAMESPACE)).map((e) => ({
+        reason: e.reason,
+        type: e.type,
+        message: e.message,
+        involved: e.involvedObject,
+      }));
+      expect(events).toEqual(
+        expect.arrayContaining([
+          {
+            reason: "LeaderElected",
+            type: "Normal",
+            message: `${POD} became leader of lease orders-sync with fence 42`,
+            involved: expect.objectContaining({ kind: "Pod", name: POD, namespace: NAMESPACE, uid }),
+          },
+          {
+            reason: "LeadershipLost",
+            type: "Normal",
+            message: `${POD} lost lease orders-sync (fence 42)`,
+            involved: expect.objectContaining({ kind: "Pod", name: POD, uid }),
+          },
+        ]),
+      );
+    });
+
+    it("logs and drops an event that keeps failing, without holding up publishing", async () => {
+      h = await startHarness(kube);
+      await h.publisher.start(follower());
+      h.server.faults.failNext({ match: { method: "POST", path: /\/events$/ }, status: 500, count: 100 });
+      h.publisher.setDesired(leader(9));
+      await until("leader", () => h.publisher.state().published);
+      await until("the event given up on", () => h.logs.some((l) => l.msg.startsWith("event not recorded")));
+      const posts = h.server.requests.filter((r) => r.method === "POST" && r.resource === "events");
+      expect(posts).toHaveLength(3);
+      expect(await h.server.events(NAMESPACE)).toHaveLength(0);
+    });
   });
 });

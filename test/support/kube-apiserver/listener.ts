@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import type { Socket } from "node:net";
 
 export type DownMode = "refuse" | "reset";
@@ -14,8 +15,14 @@ export class Listener {
   #resetting = false;
   #listening = false;
 
-  constructor(handler: (request: IncomingMessage, response: ServerResponse) => void) {
-    this.#server = createServer({ keepAliveTimeout: 5_000 }, handler);
+  /** With `tls`, HTTPS (the proxy in front of the real API server serves its certificate). */
+  constructor(
+    handler: (request: IncomingMessage, response: ServerResponse) => void,
+    tls?: { cert: Buffer; key: Buffer },
+  ) {
+    this.#server = tls
+      ? createTlsServer({ keepAliveTimeout: 5_000, ...tls }, handler)
+      : createServer({ keepAliveTimeout: 5_000 }, handler);
     this.#server.on("connection", (socket: Socket) => {
       if (this.#resetting) {
         socket.resetAndDestroy();

@@ -1,0 +1,225 @@
+// What a cluster would hold around pglease, put onto the real API server as its admin: a namespace
+// with the chart's ServiceAccount, Role and RoleBinding (rendered by helm, so the tests run under
+// exactly what the chart grants), a real token for that ServiceAccount, and pods whose status the
+// test writes as the kubelet would.
+import {
+  AuthorizationV1Api,
+  CoreV1Api,
+  type CoreV1Event,
+  type KubeConfig,
+  RbacAuthorizationV1Api,
+  type V1Pod,
+  type V1PodStatus,
+  type V1Role,
+} from "@kubernetes/client-node";
+import { type ChartValues, isHelmHook, renderChart } from "./chart.ts";
+
+export interface ChartIdentity {
+  /** The ServiceAccount's bearer token, from the TokenRequest API. */
+  token: string;
+  /** As the API server names it in a 403: system:serviceaccount:<namespace>:<name>. */
+  user: string;
+  /** The Role as the chart renders it (namespace set). */
+  role: V1Role;
+}
+
+function isConflict(error: unknown): boolean {
+  return (error as { code?: number }).code === 409;
+}
+
+/**
+ * Creates the namespace (with the "default" ServiceAccount the ServiceAccount admission plugin
+ * wants for pods, which no controller-manager creates here) and the chart's RBAC objects in it.
+ */
+export async function installChartRbac(
+  admin: KubeConfig,
+  namespace: string,
+  values: ChartValues = {},
+): Promise<ChartIdentity> {
+  const core = admin.makeApiClient(CoreV1Api);
+  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+  await core.createNamespace({ body: { metadata: { name: namespace } } }).catch((error) => {
+    if (!isConflict(error)) throw error;
+  });
+  await core
+    .createNamespacedServiceAccount({ namespace, body: { metadata: { name: "default" } } })
+    .catch((error) => {
+      if (!isConflict(error)) throw error;
+    });
+  const manifests = (await renderChart(values, { namespace })).filter((m) => !isHelmHook(m));
+  const pick = (kind: string) => {
+    const found = manifests.filter((m) => m.kind === kind);
+    if (found.length !== 1) throw new Error(`expected one ${kind} from the chart, found ${found.length}`);
+    return { ...found[0], metadata: { ...found[0]?.metadata, namespace } } as never;
+  };
+  const serviceAccount = pick("ServiceAccount") as { metadata: { name: string } };
+  const role = pick("Role") as V1Role;
+  await core.createNamespacedServiceAccount({ namespace, body: serviceAccount });
+  await rbac.createNamespacedRole({ namespace, body: role });
+  await rbac.createNamespacedRoleBinding({ namespace, body: pick("RoleBinding") });
+  const request = await core.createNamespacedServiceAccountToken({
+    namespace,
+    name: serviceAccount.metadata.name,
+    body: { spec: { audiences: [], expirationSeconds: 3_600 } },
+  });
+  const token = request.status?.token;
+  if (!token) throw new Error("the TokenRequest API returned no token");
+  return { token, user: `system:serviceaccount:${namespace}:${serviceAccount.metadata.name}`, role };
+}
+
+/**
+ * Replaces the Role and returns once the authorizer answers by it: RBAC reads Roles through an
+ * informer, so a request sent right after the write could still be judged by the old rules.
+ */
+export async function replaceRole(admin: KubeConfig, user: string, role: V1Role): Promise<void> {
+  const namespace = role.metadata?.namespace ?? "";
+  const name = role.metadata?.name ?? "";
+  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+  const current = await rbac.readNamespacedRole({ namespace, name });
+  const oldRules = current.rules ?? [];
+  await rbac.replaceNamespacedRole({
+    namespace,
+    name,
+    body: { ...role, metadata: { ...role.metadata, resourceVersion: current.metadata?.resourceVersion } },
+  });
+  const review = admin.makeApiClient(AuthorizationV1Api);
+  const checks = [...oldRules, ...(role.rules ?? [])].flatMap((rule) =>
+    (rule.apiGroups ?? [""]).flatMap((group) =>
+      (rule.resources ?? []).flatMap((resource) => rule.verbs.map((verb) => ({ group, resource, verb }))),
+    ),
+  );
+  const granted = (check: (typeof checks)[number]) =>
+    (role.rules ?? []).some(
+      (r) =>
+        (r.apiGroups ?? [""]).includes(check.group) &&
+        (r.resources ?? []).includes(check.resource) &&
+        r.verbs.includes(check.verb),
+    );
+  const deadline = Date.now() + 10_000;
+  for (const check of checks) {
+    const [resource, subresource] = check.resource.split("/");
+    for (;;) {
+      const answer = await review.createSubjectAccessReview({
+        body: {
+          spec: {
+            user,
+            groups: ["system:serviceaccounts", `system:serviceaccounts:${namespace}`, "system:authenticated"],
+            resourceAttributes: { namespace, group: check.group, resource, subresource, verb: check.verb },
+          },
+        },
+      });
+      if (answer.status?.allowed === granted(check)) break;
+      if (Date.now() > deadline)
+        throw new Error(`RBAC still judges ${JSON.stringify(check)} by the old Role`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}
+
+/** A Running pod's status as the kubelet writes it once its one container has started. */
+function kubeletStatus(pod: V1Pod, now: Date): V1PodStatus {
+  const generation = pod.metadata?.generation;
+  const condition = (type: string) => ({
+    type,
+    status: "True",
+    lastProbeTime: null as unknown as undefined,
+    lastTransitionTime: now,
+    ...(generation === undefined ? {} : { observedGeneration: generation }),
+  });
+  return {
+    ...pod.status,
+    phase: "Running",
+    conditions: ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"].map(
+      condition,
+    ),
+    hostIP: "10.1.0.1",
+    hostIPs: [{ ip: "10.1.0.1" }],
+    podIP: "10.2.0.10",
+    podIPs: [{ ip: "10.2.0.10" }],
+    startTime: now,
+    containerStatuses: (pod.spec?.containers ?? []).map((c, i) => ({
+      name: c.name,
+      image: c.image ?? "",
+      imageID: `${c.image}@sha256:${"0".repeat(63)}${i}`,
+      containerID: `containerd://${"c".repeat(63)}${i}`,
+      ready: true,
+      started: true,
+      restartCount: 0,
+      state: { running: { startedAt: now } },
+    })),
+  };
+}
+
+/**
+ * Creates the pod as the admin, then reports on it as the kubelet would: the given status, or a
+ * Running one with the kubelet's conditions and container statuses. The name and one container
+ * ("app") are filled when missing, as the in-process server's seedPod does.
+ */
+export async function createRunningPod(admin: KubeConfig, namespace: string, pod: V1Pod): Promise<V1Pod> {
+  const core = admin.makeApiClient(CoreV1Api);
+  const name = pod.metadata?.name;
+  if (!name) throw new Error("seedPod: metadata.name is required");
+  const containers = pod.spec?.containers?.length
+    ? pod.spec.containers
+    : [{ name: "app", image: "registry.invalid/app:1" }];
+  const created = await core.createNamespacedPod({
+    namespace,
+    body: {
+      metadata: { ...pod.metadata, namespace },
+      // Bound to a node, as the scheduler would have done: the kubelet's status follows.
+      spec: { nodeName: "node-1", ...pod.spec, containers },
+    },
+  });
+  const status = pod.status ? { ...created.status, ...pod.status } : kubeletStatus(created, new Date());
+  return core.replaceNamespacedPodStatus({ namespace, name, body: { ...created, status } });
+}
+
+export async function readPod(
+  admin: KubeConfig,
+  namespace: string,
+  name: string,
+): Promise<V1Pod | undefined> {
+  return admin
+    .makeApiClient(CoreV1Api)
+    .readNamespacedPod({ namespace, name })
+    .catch((error) => {
+      if ((error as { code?: number }).code === 404) return undefined;
+      throw error;
+    });
+}
+
+/**
+ * Another actor's write (kubectl, the kubelet): the pod as changed goes back by PUT, metadata and
+ * spec to the pod, status to pods/status, each only when it changed.
+ */
+export async function mutateRealPod(
+  admin: KubeConfig,
+  namespace: string,
+  name: string,
+  change: (pod: V1Pod) => void,
+): Promise<V1Pod> {
+  const core = admin.makeApiClient(CoreV1Api);
+  let pod = await core.readNamespacedPod({ namespace, name });
+  const before = structuredClone(pod);
+  change(pod);
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  const { status } = pod;
+  if (!same(before.metadata, pod.metadata) || !same(before.spec, pod.spec)) {
+    pod = await core.replaceNamespacedPod({ namespace, name, body: pod });
+  }
+  if (!same(before.status, status)) {
+    pod = await core.replaceNamespacedPodStatus({ namespace, name, body: { ...pod, status } });
+  }
+  return pod;
+}
+
+export async function readEvents(admin: KubeConfig, namespace: string): Promise<CoreV1Event[]> {
+  return (await admin.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace })).items;
+}
+
+/** What one test left in the namespace: its pods (gone at once, no kubelet to wait for) and Events. */
+export async function emptyNamespace(admin: KubeConfig, namespace: string): Promise<void> {
+  const core = admin.makeApiClient(CoreV1Api);
+  await core.deleteCollectionNamespacedPod({ namespace, gracePeriodSeconds: 0 });
+  await core.deleteCollectionNamespacedEvent({ namespace });
+}
