@@ -13,7 +13,7 @@ import { shrink } from "./shrink.ts";
 
 const shipped: SimOptions = { families: new Set(DEFAULT_FAMILIES), ...SHIPPED, ignore: [] };
 
-it("a fixed batch of 500 schedules breaks no invariant (the code and SQL this branch ships)", async () => {
+it("a fixed batch of 500 schedules breaks no invariant (the code, SQL and pool this branch ships)", async () => {
   const result = await runBatch({
     from: 1,
     count: 500,
@@ -44,9 +44,28 @@ async function count(kind: ViolationKind, options: Partial<SimOptions>, seeds: n
   return result.failures[kind]?.length ?? 0;
 }
 
-it("today's SQL lets a late commit move the expiry back; greatest(old, now + d) does not", async () => {
-  expect(await count("expiry-backwards", { sem: BEFORE_FIXES }, 300)).toBeGreaterThan(0);
-  expect(await count("expiry-backwards", { sem: { ...BEFORE_FIXES, monotonicExpiry: true } }, 300)).toBe(0);
+it("the fixed batch fails when a fix of the SQL or the pool is switched off", async () => {
+  const flipped = async (options: Partial<SimOptions>) => {
+    const result = await runBatch({
+      from: 1,
+      count: 500,
+      options: { ...shipped, ...options, families: [...DEFAULT_FAMILIES] },
+    });
+    return Object.keys(result.failures);
+  };
+  // Client-side timeouts only: statements outlive their callers.
+  expect(await flipped({ serverTimeout: false })).toContain("statement-outlived-timeout");
+  // A same-holder win keeps its fence: a refused term's late release ends the re-claimed one (seed 317).
+  expect(await flipped({ sem: { ...SHIPPED.sem, fenceCounter: "off" } })).toContain("two-leaders");
+  // A fence drawn before the lock wait, not raised above the row: a lower fence overwrites a higher one (seed 225).
+  expect(await flipped({ sem: { ...SHIPPED.sem, fenceAboveRow: false } })).toContain("fence-backwards");
+});
+
+it("the SQL before the fixes lets a late commit move the expiry back; greatest(old, now + d) does not", async () => {
+  const before = { sem: BEFORE_FIXES, serverTimeout: false };
+  expect(await count("expiry-backwards", before, 300)).toBeGreaterThan(0);
+  const greatest = { ...before, sem: { ...BEFORE_FIXES, monotonicExpiry: true } };
+  expect(await count("expiry-backwards", greatest, 300)).toBe(0);
 });
 
 it("client-only timeouts leave statements running on the server; a server-side statement_timeout ends them", async () => {
