@@ -18,7 +18,7 @@ const USAGE = `usage: npm run sim -- --seeds N [--from S] [--workers W]
   --sql WHICH            shipped (default: what this branch ships, profile.ts) | before-fixes
                          (the SQL and pool before the fixes of issue 12, where known-holes.md was found)
   --monotonic-expiry     on top of --sql: expiry = greatest(old, now + d) within a term
-  --fence-counter WHEN   on top of --sql: fences from a counter the row does not own: at-lock | at-start
+  --fence-counter WHEN   over --sql: fences from a counter the row does not own (at-lock | at-start) or off
   --server-timeout       on top of --sql: statement_timeout = the call timeout on lease connections
   --ignore LIST          invariants not judged (to see what a known hole leads to)
   --only KIND            judge this invariant alone`;
@@ -66,7 +66,7 @@ function sqlOptions(values: {
   const base = which === "shipped" ? SHIPPED : { sem: BEFORE_FIXES, serverTimeout: false };
   const counter = values["fence-counter"] ?? base.sem.fenceCounter;
   if (counter !== "off" && counter !== "at-lock" && counter !== "at-start") {
-    usage(`--fence-counter must be at-lock or at-start, got ${counter}`);
+    usage(`--fence-counter must be off, at-lock or at-start, got ${counter}`);
   }
   return {
     sem: {
@@ -89,8 +89,11 @@ const describeSql = ({ sem, serverTimeout }: SimOptions) => {
   const shipped =
     JSON.stringify(sem) === JSON.stringify(SHIPPED.sem) && serverTimeout === SHIPPED.serverTimeout;
   if (shipped) return "SQL as shipped";
-  const on = Object.entries(sem).filter(([, v]) => v !== false && v !== "off");
-  return `SQL before the fixes${on.length ? ` + ${on.map(([k, v]) => (v === true ? k : `${k} ${v}`)).join(", ")}` : ""}, server timeout ${serverTimeout ? "on" : "off"}`;
+  const on = Object.entries(sem)
+    .filter(([, v]) => v !== false && v !== "off")
+    .map(([k, v]) => (v === true ? k : `${k} ${v}`));
+  const sql = on.length === 0 ? "SQL before the fixes" : `SQL with only ${on.join(", ")}`;
+  return `${sql}, server timeout ${serverTimeout ? "on" : "off"}`;
 };
 
 const describeOptions = (o: SimOptions) =>
