@@ -85,10 +85,12 @@ await onEachKubeServer("publisher suite", (kube) => {
       expect(await starting).toEqual({ published: false, missingPermissions: [] });
       expect(h.publisher.state().published).toBe(false);
       held.release();
-      await until(
-        "the pod to show follower once the API server answers",
-        async () => role(await h.pod()) === "follower",
-      );
+      // The held PATCH may have been given up at its own timeout (a proxy then never forwards it):
+      // the publisher's retry runs on the manual clock, so time moves while we wait.
+      await until("the pod to show follower once the API server answers", async () => {
+        clock.advance(1_000);
+        return role(await h.pod()) === "follower";
+      });
     });
   });
 
