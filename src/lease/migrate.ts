@@ -8,6 +8,9 @@ export const MIGRATION_LOCK_ID = 0x70676c65; // "pgle"
 // The lock is transaction-scoped so it cannot outlive the migration on a pooled connection.
 const LOCK = "SELECT pg_advisory_xact_lock($1)";
 
+// SET LOCAL ends with the transaction, so the connection goes back to the pool with its short timeouts.
+const MIGRATION_TIMEOUTS = "SET LOCAL statement_timeout = '60s'; SET LOCAL lock_timeout = '60s'";
+
 const createTable = (t: LeaseTable) => `
   CREATE TABLE IF NOT EXISTS ${t.qualified} (
     key         TEXT PRIMARY KEY,
@@ -89,6 +92,9 @@ async function findRelations(
 /** Creates the lease table and its fence sequence if needed, in one transaction under the migration lock. */
 export async function migrate(pool: pg.Pool, t: LeaseTable): Promise<void> {
   await inTransaction(pool, async (client) => {
+    // Lease connections carry a statement timeout as short as the call timeout; replicas starting
+    // together wait here for each other's migration, which may take longer. For this transaction only.
+    await client.query(MIGRATION_TIMEOUTS);
     await client.query(LOCK, [MIGRATION_LOCK_ID]);
     const schema = await client.query<{ present: boolean }>(SCHEMA_EXISTS, [`"${t.schema}"`]);
     if (!schema.rows[0]?.present) await client.query(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`);

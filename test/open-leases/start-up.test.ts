@@ -2,9 +2,10 @@
 // PostgreSQL: the library gets what `pglease run` has (start-up retry, the synchronous_commit
 // warning, polling when LISTEN is refused, pool settings, idle-connection errors reported).
 import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type LeaseLogger, openLeases, StartAborted } from "../../src/index.ts";
+import { type LeaseLogger, MIGRATION_LOCK_ID, openLeases, StartAborted } from "../../src/index.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 
@@ -190,4 +191,25 @@ it("refuses a standby in recovery, naming the fix, without retrying", async () =
   ).rejects.toThrow(
     /the server is a standby in recovery: it cannot take a claim\. Point the connection at the primary/,
   );
+});
+
+it("waits for another replica's migration longer than its statement timeout (replicas start together)", async () => {
+  const other = await admin.connect();
+  try {
+    await other.query("BEGIN");
+    await other.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_ID]);
+    const opening = openLeases({
+      connectionString: db.url,
+      table: "migrating_together",
+      statementTimeoutMs: 300,
+      notify: false,
+      logger: recordingLogger(),
+    });
+    await sleep(800);
+    await other.query("COMMIT");
+    const leases = await opening;
+    cleanup.push(() => leases.close());
+  } finally {
+    other.release();
+  }
 });
