@@ -160,6 +160,8 @@ export async function runPeers(context: BenchContext): Promise<GroupResult<PeerF
     { system: "advisory-lock", event: "graceful", lanes: 1, trials: gracefulTrials },
   ];
   const statsPool = new pg.Pool({ connectionString: context.databaseUrl, max: 1 });
+  // Databases are dropped with their sessions as lanes close: an idle connection ending then is expected.
+  statsPool.on("error", () => {});
   const stopSteady = new AbortController();
   const steadyEnv: LaneEnvironment = {
     benchDatabaseUrl: context.databaseUrl,

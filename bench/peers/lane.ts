@@ -110,6 +110,8 @@ export class Lane {
         max: 1,
         application_name: "pglease-bench",
       });
+      // The lane's database is dropped with its sessions at close: an idle connection ending then is expected.
+      this.#admin.on("error", () => {});
       if (countStatements) this.counter = await startStatementCounter(this.database.url);
       this.#childEnv.DATABASE_URL = this.counter ? this.counter.url(this.database.url) : this.database.url;
       if (kind === "pglease") this.#timer = new FailoverTimer(this.database.url, LEASE);
