@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { containerRuntimeAnswers } from "../test/support/container-runtime.ts";
 import { startEmbeddedPostgres } from "../test/support/embedded-postgres.ts";
-import type { DatabaseInfo } from "./report.ts";
+import type { DatabaseInfo } from "./results.ts";
 
 export interface BenchServer {
   source: "DATABASE_URL" | "testcontainers" | "embedded-postgres";

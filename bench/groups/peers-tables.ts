@@ -1,4 +1,4 @@
-// The peers group's ratios, targets and tables.
+// The peers group's ratios and tables (its targets are in bench/targets.ts).
 import type { Table } from "../group.ts";
 import { pgleaseRenewMs, SYSTEMS, type SystemId } from "../peers/systems.ts";
 import { count, mb, ms, ratioText } from "../report.ts";
@@ -11,15 +11,6 @@ export interface SeriesRatio {
   factor: number;
   text: string;
 }
-
-export interface Target {
-  target: string;
-  measured: string;
-  met: boolean;
-}
-
-const EXPIRY_TARGET_MS = 100;
-const GRACEFUL_TARGET_MS = 150;
 
 function find(series: FailoverSeries[], system: SystemId, event: HandoverEvent): FailoverSeries | undefined {
   return series.find((s) => s.system === system && s.event === event);
@@ -68,28 +59,6 @@ export function ratiosOf(series: FailoverSeries[], steady: SteadyCost[]): Series
     true,
   );
   return ratios;
-}
-
-export function targetsOf(series: FailoverSeries[]): Target[] {
-  const targets: Target[] = [];
-  const expiry = find(series, "pglease", "crash")?.expiryToClaim;
-  if (expiry) {
-    targets.push({
-      target: `pglease crash: new claim within ${EXPIRY_TARGET_MS} ms of the dead leader's server-side expiry (p99)`,
-      measured: `p50 ${ms(expiry.p50Ms)} ms, p99 ${ms(expiry.p99Ms)} ms, max ${ms(expiry.maxMs)} ms`,
-      met: expiry.p99Ms <= EXPIRY_TARGET_MS,
-    });
-  }
-  for (const system of ["pglease", "pglease-no-notify"] as const) {
-    const published = find(series, system, "graceful")?.published;
-    if (!published) continue;
-    targets.push({
-      target: `${SYSTEMS[system].label} graceful: new leader holds and is labelled, p99 < ${GRACEFUL_TARGET_MS} ms`,
-      measured: `p50 ${ms(published.p50Ms)} ms, p99 ${ms(published.p99Ms)} ms`,
-      met: published.p99Ms < GRACEFUL_TARGET_MS,
-    });
-  }
-  return targets;
 }
 
 const pair = (s: Spread | null) => (s ? [ms(s.p50Ms), ms(s.p99Ms)] : ["—", "—"]);
@@ -176,15 +145,6 @@ function steadyTable(figures: PeerFigures): Table {
   };
 }
 
-function targetsTable(figures: PeerFigures): Table {
-  return {
-    title: "Targets",
-    columns: ["target", "measured", "met"],
-    rows: figures.targets.map((t) => [t.target, t.measured, t.met ? "yes" : "no"]),
-    notes: ["Without notify, followers find a release at their next read: up to one retry period later."],
-  };
-}
-
 export function peersTables(figures: PeerFigures): Table[] {
-  return [failoverTable(figures), ratiosTable(figures), steadyTable(figures), targetsTable(figures)];
+  return [failoverTable(figures), ratiosTable(figures), steadyTable(figures)];
 }

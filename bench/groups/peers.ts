@@ -5,11 +5,12 @@
 import pg from "pg";
 import type { BenchContext, FigureGroup, GroupResult } from "../group.ts";
 import { latencyStats } from "../measure.ts";
+import { type KubeBackend, kubeBackend } from "../peers/kube-fixture.ts";
 import { Lane, type LaneEnvironment, type TrialResult } from "../peers/lane.ts";
 import { type PeerTiming, SYSTEMS, type SystemId } from "../peers/systems.ts";
 import { ms } from "../report.ts";
-import { peersTables, ratiosOf, type SeriesRatio, type Target, targetsOf } from "./peers-tables.ts";
-import { measureSteadyCost, type SteadyCost } from "./steady-cost.ts";
+import { peersTables, ratiosOf, type SeriesRatio } from "./peers-tables.ts";
+import { measureSteadyCost, STEADY_SYSTEMS, type SteadyCost } from "./steady-cost.ts";
 
 export type HandoverEvent = "crash" | "graceful";
 
@@ -37,10 +38,11 @@ export interface FailoverSeries {
 export interface PeerFigures {
   timing: PeerTiming;
   candidatesPerElection: number;
+  /** The API server and the client-go measured; client-go's rows are absent when it is null. */
+  kube: KubeBackend;
   series: FailoverSeries[];
   steady: SteadyCost[];
   ratios: SeriesRatio[];
-  targets: Target[];
 }
 
 /** The order of the tables and the chart: crashes, then graceful stops, fastest design first. */
@@ -144,6 +146,10 @@ async function runPhase(plans: SeriesPlan[], context: BenchContext): Promise<Fai
 export async function runPeers(context: BenchContext): Promise<GroupResult<PeerFigures>> {
   const { budget } = context;
   const { crashTrials, gracefulTrials, slowLanes } = budget;
+  const kube = await kubeBackend();
+  // Without the real API server and client-go there is nothing client-go to measure.
+  const measurable = (system: SystemId) => kube.clientGo !== null || SYSTEMS[system].kind !== "client-go";
+  if (!kube.clientGo) context.progress(`peers: client-go not measured: ${kube.reason}`);
   // Series that wait out a whole lease per trial run first, side by side; the quick graceful ones
   // then run with fewer processes starting around them, so their milliseconds are less disturbed.
   const slow: SeriesPlan[] = [
@@ -174,13 +180,22 @@ export async function runPeers(context: BenchContext): Promise<GroupResult<PeerF
     budget.peerTiming,
     budget.steadyWindowMs,
     context.progress,
+    STEADY_SYSTEMS.filter(measurable),
   );
   steady.catch(() => {});
   try {
     context.progress(`peers: crashes and graceful stops without release (${budget.peerTiming.name})`);
-    const measured = await runPhase(slow, context);
+    const measured = await runPhase(
+      slow.filter((plan) => measurable(plan.system)),
+      context,
+    );
     context.progress("peers: graceful handovers with a release");
-    measured.push(...(await runPhase(quick, context)));
+    measured.push(
+      ...(await runPhase(
+        quick.filter((plan) => measurable(plan.system)),
+        context,
+      )),
+    );
     const series = SERIES_ORDER.flatMap(([event, system]) =>
       measured.filter((s) => s.event === event && s.system === system),
     );
@@ -189,10 +204,10 @@ export async function runPeers(context: BenchContext): Promise<GroupResult<PeerF
     const figures: PeerFigures = {
       timing: budget.peerTiming,
       candidatesPerElection: 3,
+      kube,
       series,
       steady: steadyCosts,
       ratios: ratiosOf(series, steadyCosts),
-      targets: targetsOf(series),
     };
     return { group: "peers", figures, tables: peersTables(figures) };
   } catch (error) {

@@ -13,7 +13,7 @@ const CLIENT_GO_MEAN_FOLLOWER_WAIT = 1.6;
 /** pglease's publisher (src/kube): a resync GET every 5 min, a watch renewed every 5–10 min and re-read after. */
 const PGLEASE_RESYNC_MS = 300_000;
 const PGLEASE_MEAN_WATCH_MS = 450_000;
-const STEADY_SYSTEMS: SystemId[] = ["pglease", "client-go", "advisory-lock"];
+export const STEADY_SYSTEMS: SystemId[] = ["pglease", "client-go", "advisory-lock"];
 
 // Connections the candidates hold, the bench's own left out; a LISTEN session is pinned for good.
 const CONNECTIONS = `SELECT count(*)::int AS total,
@@ -135,11 +135,10 @@ export async function measureSteadyCost(
   timing: PeerTiming,
   windowMs: number,
   progress: (line: string) => void,
+  systems: SystemId[] = STEADY_SYSTEMS,
 ): Promise<SteadyCost[]> {
   const opened = await Promise.allSettled(
-    STEADY_SYSTEMS.map((id) =>
-      Lane.open(`steady-${id}`, SYSTEMS[id], timing, env, { countStatements: true }),
-    ),
+    systems.map((id) => Lane.open(`steady-${id}`, SYSTEMS[id], timing, env, { countStatements: true })),
   );
   const lanes = opened.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
   try {

@@ -1,5 +1,6 @@
 // Election candidates as child processes, one per "pod", the way they run for real: the real
-// `pglease run`, the client-go-style Lease elector, or the advisory-lock poller. SIGKILL and
+// `pglease run`, the real client-go elector (test/kube-apiserver-go/client-go-elector), or the
+// advisory-lock poller. SIGKILL and
 // SIGTERM are real signals to real processes. Every process started here is killed when the
 // bench exits, however it exits.
 import { type ChildProcess, spawn } from "node:child_process";
@@ -25,9 +26,9 @@ export interface LogLine {
   fields: Record<string, unknown>;
 }
 
-const ENTRIES: Record<PeerKind, string> = {
+/** The Node entries; client-go is a Go binary, given to the constructor. */
+const ENTRIES: Record<Exclude<PeerKind, "client-go">, string> = {
   pglease: PGLEASE_ENTRY,
-  "client-go": fileURLToPath(new URL("./client-go-elector.ts", import.meta.url)),
   "advisory-lock": fileURLToPath(new URL("./advisory-lock-candidate.ts", import.meta.url)),
 };
 
@@ -68,7 +69,7 @@ export class Candidate {
   readonly #stderr: string[] = [];
   readonly #listeners = new Set<(line: LogLine) => void>();
 
-  /** `program`: a binary to run instead of the kind's Node entry (the real client-go elector). */
+  /** `program`: the binary to run (the real client-go elector); required for client-go. */
   constructor(
     kind: PeerKind,
     pod: string,
@@ -81,7 +82,12 @@ export class Candidate {
     if (kind === "advisory-lock") this.identity = pod;
     // A clean environment: the bench's own database and cluster settings do not leak in.
     const base = { PATH: process.env.PATH, HOME: process.env.HOME, NODE_NO_WARNINGS: "1" };
-    const [command, argv] = program ? [program, args] : [process.execPath, [ENTRIES[kind], ...args]];
+    let command: string;
+    let argv: readonly string[];
+    if (program) [command, argv] = [program, args];
+    else if (kind === "client-go")
+      throw new Error("client-go: no elector binary (scripts/build-kube-apiserver.sh)");
+    else [command, argv] = [process.execPath, [ENTRIES[kind], ...args]];
     this.child = spawn(command, argv, {
       env: { ...base, ...env, POD_NAME: pod },
       stdio: ["ignore", "pipe", "pipe"],

@@ -2,11 +2,14 @@
 // Role plus what a Lease election needs, the chart's ServiceAccount, a kubeconfig file for the
 // child processes, pods to publish to, and the log of what they sent. The real kube-apiserver
 // (test/kube-apiserver-go, one per bench run, a namespace and a recording proxy per fixture) when
-// it is built, and with it the real client-go elector; else the in-process test server and the
-// TypeScript port of client-go's election.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+// it is built, and with it the real client-go elector; else the in-process test server, for
+// pglease's publishing only: without the real server there is no client-go to measure.
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { promisify } from "node:util";
+import { repoRoot } from "../../test/support/chart.ts";
 import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
 import {
   chartRules,
@@ -34,41 +37,90 @@ export interface KubeFixture {
   roleLabel(pod: string): Promise<string | undefined>;
   /** KUBECONFIG and POD_NAMESPACE for a candidate process. */
   env: NodeJS.ProcessEnv;
-  /** The real client-go elector's binary, or undefined: the TypeScript port then runs. */
+  /** The real client-go elector's binary, or undefined: client-go is then not measured. */
   clientGoElector: string | undefined;
   seedPod(name: string, labels?: Record<string, string>): Promise<void>;
   close(): Promise<void>;
 }
 
+/** Which API server and which client-go the peers ran against, for the results. */
+export interface KubeBackend {
+  apiServer: string;
+  /** The client-go the peer was built from, or null: not measured. */
+  clientGo: string | null;
+  /** Why client-go was not measured. */
+  reason?: string;
+}
+
 interface Backend {
   kind: KubeServerKind;
-  server: string;
+  info: KubeBackend;
   clientGoElector: string | undefined;
 }
 
 let backend: Promise<Backend> | undefined;
 let fixtures = 0;
 
+const GO_MODULE = join(repoRoot, "test", "kube-apiserver-go");
+
+/** The versions test/kube-apiserver-go builds, from its go.mod (the build's key). */
+async function builtVersions(): Promise<{ kubernetes: string; etcd: string; clientGo: string }> {
+  const goMod = await readFile(join(GO_MODULE, "go.mod"), "utf8");
+  const version = (module: string) =>
+    new RegExp(`^\\s*${module.replaceAll(".", "\\.")} (v\\S+)$`, "m").exec(goMod)?.[1] ?? "unknown";
+  return {
+    kubernetes: version("k8s.io/kubernetes"),
+    etcd: version("go.etcd.io/etcd/server/v3"),
+    clientGo: version("k8s.io/client-go"),
+  };
+}
+
 function chooseBackend(): Promise<Backend> {
-  backend ??= realKubeApiServerAvailable().then((available) =>
-    available.ok
-      ? {
-          kind: realKubeServer(),
-          server: "real kube-apiserver (test/kube-apiserver-go), client-go leaderelection",
-          clientGoElector: join(dirname(available.binary), "client-go-elector"),
-        }
-      : {
-          kind: inProcessKubeServer(),
-          server: `in-process test API server, client-go's election ported to TypeScript (${available.reason})`,
-          clientGoElector: undefined,
-        },
-  );
+  backend ??= realKubeApiServerAvailable().then(async (available): Promise<Backend> => {
+    if (!available.ok) {
+      return {
+        kind: inProcessKubeServer(),
+        info: { apiServer: "in-process test API server", clientGo: null, reason: available.reason },
+        clientGoElector: undefined,
+      };
+    }
+    const versions = await builtVersions();
+    return {
+      kind: realKubeServer(),
+      info: {
+        apiServer: `kube-apiserver ${versions.kubernetes} on etcd ${versions.etcd}`,
+        clientGo: `k8s.io/client-go ${versions.clientGo} tools/leaderelection, LeaseLock`,
+      },
+      clientGoElector: join(dirname(available.binary), "client-go-elector"),
+    };
+  });
   return backend;
+}
+
+/** Which API server and client-go the peers run against (the first call decides). */
+export async function kubeBackend(): Promise<KubeBackend> {
+  return (await chooseBackend()).info;
 }
 
 /** Where the bench's candidates meet Kubernetes, said once at the start of a run. */
 export async function kubeBackendDescription(): Promise<string> {
-  return (await chooseBackend()).server;
+  const { apiServer, clientGo, reason } = await kubeBackend();
+  return clientGo ? `${apiServer}, ${clientGo}` : `${apiServer}; client-go not measured: ${reason}`;
+}
+
+/**
+ * Builds the real kube-apiserver and client-go elector when Go is there and they are not
+ * (scripts/build-kube-apiserver.sh, its progress on this terminal), so one `npm run bench`
+ * measures every peer. Call before anything asks which backend runs.
+ */
+export async function buildKubeApiServer(progress: (line: string) => void): Promise<void> {
+  const build = promisify(execFile)("bash", [join(repoRoot, "scripts", "build-kube-apiserver.sh")], {
+    maxBuffer: 1 << 20,
+  });
+  build.child.stderr?.on("data", (chunk: Buffer) => {
+    for (const line of chunk.toString().trimEnd().split("\n")) progress(line);
+  });
+  await build;
 }
 
 /** Stops the real API server the fixtures shared; the bench calls it once, at the end. */
@@ -79,7 +131,7 @@ export async function stopKubeFixtures(): Promise<void> {
 }
 
 export async function startKubeFixture(): Promise<KubeFixture> {
-  const { kind, server, clientGoElector } = await chooseBackend();
+  const { kind, info, clientGoElector } = await chooseBackend();
   // A namespace each on the shared real server, so one fixture's pods and Leases are not another's.
   const namespace = fixtures++ === 0 ? NAMESPACE : `${NAMESPACE}-${fixtures}`;
   const kube = await kind.start({ namespace, rules: [...(await chartRules()), LEASE_RULE] });
@@ -93,7 +145,7 @@ export async function startKubeFixture(): Promise<KubeFixture> {
   }
   const dir = configDir;
   return {
-    server,
+    server: info.apiServer,
     requests: kube.requests,
     roleLabel: async (pod) => (await kube.pod(namespace, pod))?.metadata?.labels?.["pglease.io/role"],
     env: { KUBECONFIG: join(dir, "config"), POD_NAMESPACE: namespace },

@@ -1,0 +1,144 @@
+// The targets pglease is measured against, as data: what is promised, the figure of the results
+// that says whether it is kept (a path, bench/figures.ts), and the threshold. The bench evaluates
+// them over the results it writes, so a verdict is never written by hand: a target whose figure
+// was not measured (its group not run, its series skipped) says so.
+//
+// To add one: append an entry whose `figure` path reads a number (or a yes/no) from a group's
+// figures, and name its id in the docs' targets list (bench/docs/regions.ts) if it belongs there.
+import { figureAt } from "./figures.ts";
+import type { Table } from "./group.ts";
+import { count, ms } from "./report.ts";
+
+export type Verdict = "met" | "not met" | "not measured";
+
+export interface TargetSpec {
+  id: string;
+  /** What is promised, in one line. */
+  target: string;
+  /** Where the measured figure is in the results' groups. */
+  figure: string;
+  /** "ms", or a unit word after the number ("per interval"); "" for yes/no figures. */
+  unit: string;
+  /** Met when `measured op threshold`. */
+  op: "<" | "<=" | "==";
+  threshold: number | boolean;
+  /** Said beside the verdict: what the figure leaves out, or why the target stands as it does. */
+  note?: string;
+}
+
+export interface TargetVerdict extends TargetSpec {
+  measured: number | boolean | null;
+  verdict: Verdict;
+}
+
+const PGLEASE_CRASH = "peers.series[event=crash][system=pglease]";
+const ELECTORS_10K = "scale.electors[leases=10000]";
+const PGLEASE_STEADY = "peers.steady[system=pglease]";
+
+export const TARGETS: TargetSpec[] = [
+  {
+    id: "crash-claim-after-expiry",
+    target: "crash: the new claim after the dead leader's server-side expiry, p99",
+    figure: `${PGLEASE_CRASH}.expiryToClaim.p99Ms`,
+    unit: "ms",
+    op: "<=",
+    threshold: 100,
+  },
+  {
+    id: "graceful-labelled",
+    target: "graceful handover (SIGTERM, notify on): the new leader holds and is labelled, p99",
+    figure: "peers.series[event=graceful][system=pglease].published.p99Ms",
+    unit: "ms",
+    op: "<",
+    threshold: 150,
+    note: "the figure is the whole handover, the host's scheduling included: a busy shared host can miss it",
+  },
+  {
+    id: "graceful-labelled-no-notify",
+    target: "the same with --no-notify (behind a transaction-mode PgBouncer), p99",
+    figure: "peers.series[event=graceful][system=pglease-no-notify].published.p99Ms",
+    unit: "ms",
+    op: "<",
+    threshold: 150,
+    note: "not reachable by design: followers find the release at their next read, up to one retry period later",
+  },
+  {
+    id: "renew-10k-one-statement",
+    target: "10,000 leases in one process (openLeases): renew statements per renew interval",
+    figure: `${ELECTORS_10K}.renewStatementsPerInterval`,
+    unit: "per interval",
+    op: "<=",
+    threshold: 1,
+  },
+  {
+    id: "renew-10k-all-leading",
+    target: "10,000 leases in one process: every elector still leading at the end of the window",
+    figure: `${ELECTORS_10K}.allLeading`,
+    unit: "",
+    op: "==",
+    threshold: true,
+  },
+  {
+    id: "pinned-connections",
+    target: "connections pinned per pod: none from the pool, only the optional LISTEN",
+    figure: `${PGLEASE_STEADY}.connections.pinnedPerPod`,
+    unit: "per pod",
+    op: "<=",
+    threshold: 1,
+  },
+  {
+    id: "steady-api-requests",
+    target: "API server requests from a quiet pod",
+    figure: `${PGLEASE_STEADY}.apiRequests.perPodPerHour`,
+    unit: "per pod-hour",
+    op: "==",
+    threshold: 0,
+  },
+];
+
+function holds(measured: number | boolean, op: TargetSpec["op"], threshold: number | boolean): boolean {
+  if (typeof measured === "boolean" || typeof threshold === "boolean") return measured === threshold;
+  if (op === "<") return measured < threshold;
+  if (op === "<=") return measured <= threshold;
+  return measured === threshold;
+}
+
+export function evaluateTarget(spec: TargetSpec, groups: Record<string, unknown>): TargetVerdict {
+  const value = figureAt(groups, spec.figure);
+  const measured =
+    typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value)) ? value : null;
+  const verdict: Verdict =
+    measured === null ? "not measured" : holds(measured, spec.op, spec.threshold) ? "met" : "not met";
+  return { ...spec, measured, verdict };
+}
+
+export function evaluateTargets(
+  groups: Record<string, unknown>,
+  specs: TargetSpec[] = TARGETS,
+): TargetVerdict[] {
+  return specs.map((spec) => evaluateTarget(spec, groups));
+}
+
+/** A figure with its unit: "13.9 ms", "22.8 per interval", "yes". */
+export function figureText(value: number | boolean | null, unit: string): string {
+  if (value === null) return "—";
+  if (typeof value === "boolean") return value ? "yes" : "no";
+  if (unit === "ms") return value >= 1000 ? `${(value / 1000).toFixed(1)} s` : `${ms(value)} ms`;
+  const number = Number.isInteger(value) || Math.abs(value) >= 100 ? count(value) : value.toFixed(1);
+  return unit ? `${number} ${unit}` : number;
+}
+
+export function thresholdText(spec: TargetSpec): string {
+  if (typeof spec.threshold === "boolean") return `= ${spec.threshold ? "yes" : "no"}`;
+  const op = spec.op === "==" ? "=" : spec.op === "<=" ? "≤" : "<";
+  return `${op} ${figureText(spec.threshold, spec.unit)}`;
+}
+
+export function targetsTable(verdicts: TargetVerdict[]): Table {
+  return {
+    title: "Targets",
+    columns: ["target", "threshold", "measured", "verdict"],
+    rows: verdicts.map((v) => [v.target, thresholdText(v), figureText(v.measured, v.unit), v.verdict]),
+    notes: verdicts.filter((v) => v.note).map((v) => `${v.target}: ${v.note}`),
+  };
+}
