@@ -113,7 +113,7 @@ export function failoverSvg(figures: PeerFigures): string {
     `<rect width="${WIDTH}" height="${height}" fill="#fff"/>`,
     `<text x="10" y="22" font-size="15" font-weight="bold">Failover time per system (log scale), ${escapeXml(figures.timing.name)}</text>`,
     `<text x="10" y="40" fill-opacity="0.7">Dots: trials. Box: 25th–75th percentile, thick line: median, whiskers: min–max.</text>`,
-    `<text x="10" y="56" fill-opacity="0.7">pglease and the advisory lock timed on PostgreSQL's clock, client-go on the host's (where its API server runs).</text>`,
+    `<text x="10" y="56" fill-opacity="0.7">pglease and the advisory lock timed on PostgreSQL's clock, client-go on the host's (its own, on the bench's host).</text>`,
     ...ticks,
     ...parts,
     `<text x="${(PLOT_LEFT + PLOT_RIGHT) / 2}" y="${plotBottom + 38}" text-anchor="middle">time from the stop signal to the new leader holding the lease</text>`,

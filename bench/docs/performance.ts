@@ -70,7 +70,8 @@ export function saysGraceful(ref: Reference): string {
 
 function perPodHour(ref: Reference, system: string, what: "statements" | "apiRequests"): string {
   const path = `${STEADY(system)}.${what}`;
-  return `${ref.count(`${path}.perPodPerHour`)} (expected ${ref.count(`${path}.expectedPerPodPerHour`)})`;
+  const noun = what === "statements" ? "statements" : "API requests";
+  return `${ref.count(`${path}.perPodPerHour`)} ${noun} (expected ${ref.count(`${path}.expectedPerPodPerHour`)})`;
 }
 
 function megabytes(value: unknown): string {
@@ -83,12 +84,11 @@ export function saysSteady(ref: Reference): string {
   const api = (system: string) => `${STEADY(system)}.apiRequests.perPodPerHour`;
   const statements = (system: string) => `${STEADY(system)}.statements.perPodPerHour`;
   return (
-    `pglease: ${perPodHour(ref, "pglease", "statements")} statements, ${perPodHour(ref, "pglease", "apiRequests")} ` +
-    `API requests, ${ref.count(`${STEADY("pglease")}.sessionsOpened.perPodPerHour`)} new connections. ` +
-    `client-go: ${perPodHour(ref, "client-go", "apiRequests")} API requests per pod, ` +
-    `${ref.ratio(api("client-go"), api("pglease"))} pglease's. The advisory lock: ` +
-    `${perPodHour(ref, "advisory-lock", "statements")} statements, pglease ${ref.ratio(statements("pglease"), statements("advisory-lock"))} ` +
-    `its count. Resident memory per pod in the quiet elections: pglease ${megabytes(ref.number(`${STEADY("pglease")}.rssMbPerPod`))}, ` +
+    `pglease: ${perPodHour(ref, "pglease", "statements")}, ${perPodHour(ref, "pglease", "apiRequests")}, ` +
+    `${ref.count(`${STEADY("pglease")}.sessionsOpened.perPodPerHour`)} new connections. ` +
+    `client-go: ${perPodHour(ref, "client-go", "apiRequests")}, ${ref.ratio(api("client-go"), api("pglease"))} ` +
+    `pglease's. The advisory lock: ${perPodHour(ref, "advisory-lock", "statements")}; pglease sends ` +
+    `${ref.ratio(statements("pglease"), statements("advisory-lock"))} as many. Resident memory per pod in the quiet elections: pglease ${megabytes(ref.number(`${STEADY("pglease")}.rssMbPerPod`))}, ` +
     `client-go ${megabytes(ref.number(`${STEADY("client-go")}.rssMbPerPod`))}, the advisory-lock poller ` +
     `${megabytes(ref.number(`${STEADY("advisory-lock")}.rssMbPerPod`))}; \`pglease run\` idle ` +
     `${megabytes(variant(0)?.rssMb?.meanMb)} outside a cluster and ${megabytes(variant(1)?.rssMb?.meanMb)} publishing. ` +

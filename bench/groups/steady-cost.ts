@@ -1,6 +1,7 @@
 // Steady-state cost of a quiet election, per pod: database statements and new connections
 // (counted on the wire by a proxy in front of a database each system has to itself), API
-// requests (the test API server's request log), connections held and resident memory. Three pods per system, one leader,
+// requests (the log of the election's recording proxy in front of the API server), connections
+// held and resident memory. Three pods per system, one leader,
 // nothing failing, watched for a fixed window and scaled to an hour.
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
