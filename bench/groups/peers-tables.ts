@@ -141,6 +141,12 @@ function steadyTable(figures: PeerFigures): Table {
       "Expected, per pod: pglease's leader renews every lease/3 and followers read every retry; client-go's leader writes every retry and followers read every 1.6 retries on average (jitter 1.2); the advisory lock's followers try every retry.",
       "pglease's API traffic when quiet is periodic: a resync GET every 5 min and a watch renewed every 5–10 min (then a GET), 28 requests/h expected; a window shorter than those periods sees at most one of each, so its scaled figure is coarse: the JSON has every request by kind.",
       "Pinned: pglease's LISTEN connection (pool connections go back to the pool after each statement); the advisory lock's own connection.",
+      ...figures.steady
+        .filter((s) => s.podsRunningAtEnd !== undefined && s.podsRunningAtEnd < s.pods)
+        .map(
+          (s) =>
+            `${s.label}: ${s.pods - s.podsRunningAtEnd} of ${s.pods} pods exited during the window (lost the lease); RSS is the others'.`,
+        ),
     ],
   };
 }

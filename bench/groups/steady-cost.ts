@@ -1,8 +1,8 @@
 // Steady-state cost of a quiet election, per pod: database statements and new connections
 // (counted on the wire by a proxy in front of a database each system has to itself), API
 // requests (the log of the election's recording proxy in front of the API server), connections
-// held and resident memory. Three pods per system, one leader,
-// nothing failing, watched for a fixed window and scaled to an hour.
+// held and resident memory. Three pods per system, one leader, nothing failing, watched for a
+// fixed window and scaled to an hour.
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import { Lane, type LaneEnvironment } from "../peers/lane.ts";
@@ -41,7 +41,10 @@ export interface SteadyCost {
   sessionsOpened: { inWindow: number; perPodPerHour: number } | null;
   apiRequests: (PerPodHour & { byKind: Record<string, number> }) | null;
   connections: { totalPerPod: number; pinnedPerPod: number } | null;
+  /** Mean over the pods still running at the end; null when none is. */
   rssMbPerPod: number | null;
+  /** Pods still running at the end of the window: fewer than `pods` means one exited (client-go exits when it loses its lease). */
+  podsRunningAtEnd: number;
 }
 
 function expected(system: SystemId, timing: PeerTiming, pods: number): { statements: number; api: number } {
@@ -122,7 +125,8 @@ async function costOf(pool: pg.Pool, lane: Lane, before: Snapshot, after: Snapsh
       ? { inWindow: requests, perPodPerHour: scale(requests), expectedPerPodPerHour: model.api, byKind }
       : null,
     connections,
-    rssMbPerPod: rss.length === pods ? rss.reduce((a, b) => a + b, 0) / pods : null,
+    rssMbPerPod: rss.length > 0 ? rss.reduce((a, b) => a + b, 0) / rss.length : null,
+    podsRunningAtEnd: lane.candidates.filter((c) => c.running).length,
   };
 }
 

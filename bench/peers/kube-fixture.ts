@@ -29,8 +29,6 @@ const LEASE_RULE = {
 };
 
 export interface KubeFixture {
-  /** Which API server and which client-go, for the report. */
-  server: string;
   /** Every request the candidates sent, in arrival order, with its answer's status. */
   requests: RecordedRequest[];
   /** The pod's pglease.io/role label as the server holds it now. */
@@ -131,7 +129,7 @@ export async function stopKubeFixtures(): Promise<void> {
 }
 
 export async function startKubeFixture(): Promise<KubeFixture> {
-  const { kind, info, clientGoElector } = await chooseBackend();
+  const { kind, clientGoElector } = await chooseBackend();
   // A namespace each on the shared real server, so one fixture's pods and Leases are not another's.
   const namespace = fixtures++ === 0 ? NAMESPACE : `${NAMESPACE}-${fixtures}`;
   const kube = await kind.start({ namespace, rules: [...(await chartRules()), LEASE_RULE] });
@@ -145,7 +143,6 @@ export async function startKubeFixture(): Promise<KubeFixture> {
   }
   const dir = configDir;
   return {
-    server: info.apiServer,
     requests: kube.requests,
     roleLabel: async (pod) => (await kube.pod(namespace, pod))?.metadata?.labels?.["pglease.io/role"],
     env: { KUBECONFIG: join(dir, "config"), POD_NAMESPACE: namespace },
