@@ -133,6 +133,13 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     defaultText: "true",
   },
   {
+    flag: "restart-takeover",
+    env: "PGLEASE_RESTART_TAKEOVER",
+    boolean: true,
+    help: "after a crash, the container restarted in the same pod takes its dead predecessor's lease at once instead of waiting for its expiry; --no-restart-takeover opts out",
+    defaultText: "true",
+  },
+  {
     flag: "start-timeout",
     env: "PGLEASE_START_TIMEOUT",
     value: "DURATION",

@@ -3,6 +3,7 @@
 // Times are on the elector's monotonic clock; the server's clock only arrives as durations
 // (ttlMs = expires_at − the server's now, measured in the same statement).
 import { refuse, stepDown } from "./endings.ts";
+import { provenDeadPredecessor } from "./identity.ts";
 import type { ClaimAnswer, LeaseView, RenewAnswer } from "./ports.ts";
 import {
   type Action,
@@ -120,12 +121,14 @@ function heldByOther(
 }
 
 /**
- * A follower's read. Null means "claim now": the lease is free, expired, or held in this
- * holder's name by a claim whose answer never arrived (settled before this read, see the
- * elector); the claim that follows wins a term of its own, and only its answer can start work.
+ * A follower's read. Null means "claim now": the lease is free, expired, held in this holder's
+ * name by a claim whose answer never arrived (settled before this read, see the elector), or held
+ * by a predecessor this process has proven dead (same restart lock); the claim that follows wins
+ * a term of its own, and only its answer can start work.
  */
 export function afterRead(ctx: Context, view: LeaseView | null, receivedAt: number): Decision | null {
   if (view === null || view.ttlMs <= 0 || view.holder === ctx.holder) return null;
+  if (provenDeadPredecessor(ctx.holder, view.holder)) return null;
   return heldByOther(ctx, view, receivedAt);
 }
 

@@ -1,6 +1,7 @@
 // The lease store on PostgreSQL: each operation is one statement on a pooled connection that
 // goes straight back to the pool, and every time that matters is the server's clock_timestamp().
 import type pg from "pg";
+import { RESTART_PROOF_PATTERN } from "../election/identity.ts";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import { parseFence } from "../fence/token.ts";
 import { type LeaseTable, leaseTable } from "./table.ts";
@@ -35,8 +36,12 @@ const claimSql = (t: LeaseTable) => `
       acquired_at = EXCLUDED.acquired_at,
       -- Only grows: the holder's queued claim carrying an older clock never shortens its lease.
       expires_at = greatest(lease.expires_at, EXCLUDED.expires_at)
-    -- A live lease of another holder is never taken over.
+    -- A live lease of another holder is taken over only from a predecessor proven dead: both
+    -- carry the same restart lock, which the kernel freed for the claimer only when the other died;
+    -- and only a term begun before this claim, so the dead one's queued claim cannot take it back.
     WHERE lease.holder = EXCLUDED.holder OR lease.expires_at <= EXCLUDED.acquired_at
+       OR (substring(lease.holder FROM '${RESTART_PROOF_PATTERN}') = substring(EXCLUDED.holder FROM '${RESTART_PROOF_PATTERN}')
+           AND lease.acquired_at < EXCLUDED.acquired_at)
     RETURNING holder, fence, acquired_at, expires_at
   ),
   current AS (

@@ -101,6 +101,26 @@ describe("a follower", () => {
     expect(afterRead(ctx, view, 0)?.outcome).toBe("held-by-other");
   });
 
+  it("claims at once from a predecessor proven dead by the same restart lock, and only from it", () => {
+    const lock = "0123456789abcdef0123456789abcdef";
+    const self: Context = { ...ctx, holder: `me-2#r:${lock}` };
+    const view = {
+      key: "k",
+      holder: `me-1#r:${lock}`,
+      fence: 3,
+      acquiredAt: at(0),
+      expiresAt: at(9),
+      ttlMs: 9_000,
+    };
+    expect(afterRead(self, view, 0)).toBeNull();
+    expect(afterRead(self, { ...view, holder: `other#r:${"f".repeat(32)}` }, 0)?.outcome).toBe(
+      "held-by-other",
+    );
+    expect(afterRead(self, { ...view, holder: "me-1" }, 0)?.outcome).toBe("held-by-other");
+    // Without a proof of its own, a process proves nothing.
+    expect(afterRead(ctx, view, 0)?.outcome).toBe("held-by-other");
+  });
+
   it("retries at the retry interval after a transient error", () => {
     const d = afterError(ctx, initialState, "read", new Error("connection refused"), 1_000);
     expect(d).toMatchObject({ outcome: "transient-error", wakeAt: 3_000 });
