@@ -66,6 +66,7 @@ lease:
   retryInterval: 2s
   gracePeriod: 20s
   notify: true
+  restartTakeover: true
 database:
   # Required: a Secret whose key secretKey holds the connection URL.
   existingSecret: ""
