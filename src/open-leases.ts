@@ -13,7 +13,7 @@ import { BatchedRenewals } from "./lease/batched-renewals.ts";
 import { isUnreachable } from "./lease/connection-errors.ts";
 import { assertTablePresent, migrate } from "./lease/migrate.ts";
 import { createLeasePool } from "./lease/pool.ts";
-import { PgReleaseFeed } from "./lease/release-feed.ts";
+import { type HolderSession, PgReleaseFeed } from "./lease/release-feed.ts";
 import { type RestartLock, takeRestartLock } from "./lease/restart-lock.ts";
 import { checkServer } from "./lease/server-checks.ts";
 import { PgLeaseStore } from "./lease/store.ts";
@@ -56,6 +56,13 @@ export interface OpenLeasesOptions {
    * failover in restart time").
    */
   restartTakeover?: boolean;
+  /**
+   * Let a follower take a live lease once its holder's notice session is gone (default false): the
+   * holder records that session with each claim, its renewals need it alive, and its leadership
+   * ends locally a renew interval plus a call timeout after its last good renew. Needs notify.
+   * See README, "Crash failover in restart time".
+   */
+  sessionTakeover?: boolean;
   /** The pod this process runs in; default POD_NAME (or the host name) and POD_UID from the environment. */
   pod?: { name: string; uid?: string | undefined };
   /**
@@ -113,6 +120,11 @@ const processWarnings: LeaseLogger = {
  */
 export async function openLeases(options: OpenLeasesOptions = {}): Promise<Leases> {
   const log = options.logger ?? processWarnings;
+  if (options.sessionTakeover && options.notify === false) {
+    throw new RangeError(
+      "sessionTakeover needs notify: the notice session is what a holder records and what ends with it; drop notify: false or sessionTakeover",
+    );
+  }
   if (options.holder?.includes(RESTART_PROOF_MARKER)) {
     throw new RangeError(
       `holder ${JSON.stringify(options.holder)} contains "${RESTART_PROOF_MARKER}", which pglease reserves for the restart proof: choose a holder without it`,
@@ -194,8 +206,13 @@ function leasePool(options: OpenLeasesOptions, log: LeaseLogger): { pool: pg.Poo
   return { pool, ownPool: true };
 }
 
-function leaseStore(options: OpenLeasesOptions, pool: pg.Pool): PgLeaseStore {
+function leaseStore(
+  options: OpenLeasesOptions,
+  pool: pg.Pool,
+  holderSession?: () => HolderSession | null,
+): PgLeaseStore {
   return new PgLeaseStore({
+    ...(holderSession ? { holderSession } : {}),
     pool,
     schema: options.schema,
     table: options.table,
@@ -215,11 +232,19 @@ async function openOnce(
     for (const close of closers.splice(0).reverse()) await close().catch(() => {});
   };
   try {
-    const store = leaseStore(options, pool);
+    let feed: PgReleaseFeed | undefined;
+    const store = leaseStore(
+      options,
+      pool,
+      options.sessionTakeover ? () => feed?.session() ?? null : undefined,
+    );
     await inspectServer(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, log);
     if (options.migrate ?? true) await migrate(pool, store.table);
     else await assertTablePresent(pool, store.table);
-    const feed = options.notify === false ? undefined : await listen(pool, store, log);
+    feed = options.notify === false ? undefined : await listen(pool, store, log);
+    if (options.sessionTakeover && !feed) {
+      log.warn("session takeover is off: LISTEN was refused, so there is no notice session to record");
+    }
     if (feed) closers.push(() => feed.close());
     return leasesOn(options, store, feed, restartLock, closeAll);
   } catch (error) {
@@ -303,6 +328,7 @@ function leasesOn(
         key,
         holder,
         store: renewals,
+        ...(options.sessionTakeover ? { sessionTakeover: true } : {}),
         ...(feed ? { releases: feed } : {}),
       });
       if (elector.timing.callTimeoutMs < statementTimeoutMs) {

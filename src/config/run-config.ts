@@ -43,6 +43,7 @@ export interface RunConfig {
   /** POD_UID from the downward API scopes the restart lock to this pod. */
   pod: { name: string | undefined; namespace: string | undefined; uid: string | undefined };
   restartTakeover: boolean;
+  sessionTakeover: boolean;
   /** Whether this process publishes to its pod, decided from the environment once, here. */
   publishing: PublishingDecision;
 }
@@ -106,8 +107,14 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
       uid: env.POD_UID?.trim() || undefined,
     },
     restartTakeover: get("restart-takeover", parseBoolean) ?? true,
+    sessionTakeover: get("session-takeover", parseBoolean) ?? false,
     publishing: decidePublishing(env),
   };
+  if (config.sessionTakeover && !config.notify) {
+    problems.push(
+      "--session-takeover needs --notify: the notice session is what a holder records; drop --no-notify or --session-takeover",
+    );
+  }
   if (problems.length > 0) throw new UsageError(problems);
   return config;
 }

@@ -140,6 +140,13 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     defaultText: "true",
   },
   {
+    flag: "session-takeover",
+    env: "PGLEASE_SESSION_TAKEOVER",
+    boolean: true,
+    help: "a follower takes a live lease once its holder's notice session is gone (a crash without restart): faster failover, at the cost of two believers for up to a renew interval plus the statement timeout when the server drops a live holder's session (see the README); needs --notify",
+    defaultText: "false",
+  },
+  {
     flag: "start-timeout",
     env: "PGLEASE_START_TIMEOUT",
     value: "DURATION",

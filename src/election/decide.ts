@@ -29,6 +29,13 @@ export function nextRenewal(sentAt: number, renewIntervalMs: number): number {
   return (Math.floor(sentAt / renewIntervalMs) + 1) * renewIntervalMs;
 }
 
+/** Where leadership ends locally after a claim or renew sent at `sentAt`: see Context.sessionTakeover. */
+export function localDeadline(ctx: Context, sentAt: number, ttlMs: number): number {
+  const { safetyMarginMs, renewIntervalMs, callTimeoutMs } = ctx.timing;
+  const byLease = sentAt + ttlMs - safetyMarginMs;
+  return ctx.sessionTakeover ? Math.min(byLease, sentAt + renewIntervalMs + callTimeoutMs) : byLease;
+}
+
 /**
  * What the next tick does:
  * 1. a leader renews (the deadline timer handles a passed deadline);
@@ -63,7 +70,7 @@ export function afterClaim(
 ): Decision {
   const { key, timing } = ctx;
   if (!answer.won) return heldByOther(ctx, answer, receivedAt);
-  const deadline = sentAt + answer.ttlMs - timing.safetyMarginMs;
+  const deadline = localDeadline(ctx, sentAt, answer.ttlMs);
   if (receivedAt >= deadline) {
     return refuse(
       ctx,
@@ -128,7 +135,8 @@ function heldByOther(
  */
 export function afterRead(ctx: Context, view: LeaseView | null, receivedAt: number): Decision | null {
   if (view === null || view.ttlMs <= 0 || view.holder === ctx.holder) return null;
-  if (provenDeadPredecessor(ctx.holder, view.holder)) return null;
+  // Proven over: the same restart lock (its holder died), or its recorded server session is gone.
+  if (provenDeadPredecessor(ctx.holder, view.holder) || view.sessionGone) return null;
   return heldByOther(ctx, view, receivedAt);
 }
 
@@ -158,7 +166,7 @@ export function afterRenew(
       wakeAt: receivedAt,
     };
   }
-  const deadline = sentAt + answer.ttlMs - timing.safetyMarginMs;
+  const deadline = localDeadline(ctx, sentAt, answer.ttlMs);
   if (receivedAt >= Math.min(term.deadline, deadline)) {
     return stepDown(ctx, state, receivedAt, "the renew was answered only after the local deadline");
   }

@@ -109,6 +109,7 @@ function leaseOptions(
     serverTimeouts: config.database.serverTimeouts,
     holder,
     restartTakeover: config.restartTakeover,
+    sessionTakeover: config.sessionTakeover,
     pod: { name: config.pod.name ?? hostname(), uid: config.pod.uid },
     // A statement must not outlive the elector's call: the same bound on both sides.
     statementTimeoutMs: config.timing.callTimeoutMs,

@@ -67,6 +67,7 @@ lease:
   gracePeriod: 20s
   notify: true
   restartTakeover: true
+  sessionTakeover: false
 database:
   # Required: a Secret whose key secretKey holds the connection URL.
   existingSecret: ""

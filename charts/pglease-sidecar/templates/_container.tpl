@@ -120,6 +120,8 @@ containers.
   value: {{ .lease.notify | quote }}
 - name: PGLEASE_RESTART_TAKEOVER
   value: {{ .lease.restartTakeover | quote }}
+- name: PGLEASE_SESSION_TAKEOVER
+  value: {{ .lease.sessionTakeover | quote }}
 {{- /* Only the port: the host is the sidecar's default (every address). */}}
 - name: PGLEASE_HTTP_ADDR
   value: {{ printf ":%d" (int .sidecar.httpPort) | quote }}
