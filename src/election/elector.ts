@@ -114,7 +114,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
     if (feed) this.#unsubscribe.push(feed.subscribe((key) => key === this.key && look()));
     if (feed?.subscribeReconnects) this.#unsubscribe.push(feed.subscribeReconnects(look));
     // A leader renews at once: under session takeover the dropped session ends its term right there.
-    if (feed?.subscribeDrops) this.#unsubscribe.push(feed.subscribeDrops(look));
+    const renewNow = () => this.#state.role === "leader" && look();
+    if (feed?.subscribeDrops) this.#unsubscribe.push(feed.subscribeDrops(renewNow));
     this.#schedule(this.#clock.now());
   }
 
