@@ -2,18 +2,22 @@
 // checks → release feed → batched renewals → electors, closed in reverse. The library
 // (openLeases), `pglease run`, the demo's replicas (which are `pglease run`) and the operator
 // commands (connectLeaseStore) all start here, so start-up, shutdown and the pool are written once.
+
+import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
-import type pg from "pg";
+import pg from "pg";
 import { Elector, type ElectorOptions } from "./election/elector.ts";
-import { holderIdentity } from "./election/identity.ts";
+import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "./election/identity.ts";
 import { TimingError } from "./election/timing.ts";
 import { BatchedRenewals } from "./lease/batched-renewals.ts";
 import { isUnreachable } from "./lease/connection-errors.ts";
 import { assertTablePresent, migrate } from "./lease/migrate.ts";
 import { createLeasePool } from "./lease/pool.ts";
-import { PgReleaseFeed } from "./lease/release-feed.ts";
+import { type HolderSession, PgReleaseFeed } from "./lease/release-feed.ts";
+import { type RestartLock, takeRestartLock } from "./lease/restart-lock.ts";
 import { checkServer } from "./lease/server-checks.ts";
 import { PgLeaseStore } from "./lease/store.ts";
+import { leaseTable } from "./lease/table.ts";
 
 /** Where warnings go; pino's child loggers and the default (process warnings) both fit. */
 export interface LeaseLogger {
@@ -41,8 +45,26 @@ export interface OpenLeasesOptions {
   notify?: boolean;
   /** Named prepared statements (default true); off for PgBouncer < 1.21. */
   preparedStatements?: boolean;
-  /** Defaults to holderIdentity(): POD_NAME or the host name, plus a random suffix. Unique per process. */
+  /**
+   * Defaults to holderIdentity(): POD_NAME or the host name, plus a random suffix. Unique per process.
+   * Must not contain "#r:": the restart proof is appended after it.
+   */
   holder?: string;
+  /**
+   * Take over at once a live lease held by this pod's dead predecessor (default true): the process
+   * holds a restart lock for its life and carries its proof in the holder (see README, "Crash
+   * failover in restart time").
+   */
+  restartTakeover?: boolean;
+  /**
+   * Let a follower take a live lease once its holder's notice session is gone (default false): the
+   * holder records that session with each claim, its renewals need it alive, and its leadership
+   * ends locally a renew interval plus a call timeout after its last good renew. Needs notify.
+   * See README, "Crash failover in restart time".
+   */
+  sessionTakeover?: boolean;
+  /** The pod this process runs in; default POD_NAME (or the host name) and POD_UID from the environment. */
+  pod?: { name: string; uid?: string | undefined };
   /**
    * Deadline of each statement (default 2.5 s, half the default renew interval).
    * A campaign whose callTimeoutMs is shorter is refused: a statement must not outlive the call.
@@ -98,7 +120,38 @@ const processWarnings: LeaseLogger = {
  */
 export async function openLeases(options: OpenLeasesOptions = {}): Promise<Leases> {
   const log = options.logger ?? processWarnings;
-  return withStartRetry(options, log, () => openOnce(options, log));
+  if (options.sessionTakeover && options.notify === false) {
+    throw new RangeError(
+      "sessionTakeover needs notify: the notice session is what a holder records and what ends with it; drop notify: false or sessionTakeover",
+    );
+  }
+  if (options.holder?.includes(RESTART_PROOF_MARKER)) {
+    throw new RangeError(
+      `holder ${JSON.stringify(options.holder)} contains "${RESTART_PROOF_MARKER}", which pglease reserves for the restart proof: choose a holder without it`,
+    );
+  }
+  const restartLock = options.restartTakeover === false ? null : await restartLockFor(options, log);
+  try {
+    return await withStartRetry(options, log, () => openOnce(options, log, restartLock));
+  } catch (error) {
+    await restartLock?.release();
+    throw error;
+  }
+}
+
+/** The restart lock of this pod and lease table, or null (said once) when this process has none. */
+async function restartLockFor(options: OpenLeasesOptions, log: LeaseLogger): Promise<RestartLock | null> {
+  // Resolved as pg resolves it (URL, then PG* variables), without credentials.
+  const where = new pg.Client(options.pool?.options ?? { connectionString: options.connectionString });
+  const result = await takeRestartLock({
+    podName: options.pod?.name ?? process.env.POD_NAME ?? hostname(),
+    podUid: options.pod ? options.pod.uid : process.env.POD_UID,
+    database: `${where.host}:${where.port}/${where.database}`,
+    table: leaseTable(options.schema, options.table).qualified,
+  });
+  if ("lock" in result) return result.lock;
+  log.warn(`no restart takeover: ${result.unavailable}`);
+  return null;
 }
 
 /** The store alone, for one-shot operator commands: no migration, no notices, no electors. */
@@ -153,8 +206,13 @@ function leasePool(options: OpenLeasesOptions, log: LeaseLogger): { pool: pg.Poo
   return { pool, ownPool: true };
 }
 
-function leaseStore(options: OpenLeasesOptions, pool: pg.Pool): PgLeaseStore {
+function leaseStore(
+  options: OpenLeasesOptions,
+  pool: pg.Pool,
+  holderSession?: () => HolderSession | null,
+): PgLeaseStore {
   return new PgLeaseStore({
+    ...(holderSession ? { holderSession } : {}),
     pool,
     schema: options.schema,
     table: options.table,
@@ -163,20 +221,32 @@ function leaseStore(options: OpenLeasesOptions, pool: pg.Pool): PgLeaseStore {
   });
 }
 
-async function openOnce(options: OpenLeasesOptions, log: LeaseLogger): Promise<Leases> {
+async function openOnce(
+  options: OpenLeasesOptions,
+  log: LeaseLogger,
+  restartLock: RestartLock | null,
+): Promise<Leases> {
   const { pool, ownPool } = leasePool(options, log);
   const closers: Array<() => Promise<unknown>> = ownPool ? [() => pool.end()] : [];
   const closeAll = async () => {
     for (const close of closers.splice(0).reverse()) await close().catch(() => {});
   };
   try {
-    const store = leaseStore(options, pool);
+    let feed: PgReleaseFeed | undefined;
+    const store = leaseStore(
+      options,
+      pool,
+      options.sessionTakeover ? () => feed?.session() ?? null : undefined,
+    );
     await inspectServer(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, log);
     if (options.migrate ?? true) await migrate(pool, store.table);
     else await assertTablePresent(pool, store.table);
-    const feed = options.notify === false ? undefined : await listen(pool, store, log);
+    feed = options.notify === false ? undefined : await listen(pool, store, log);
+    if (options.sessionTakeover && !feed) {
+      log.warn("session takeover is off: LISTEN was refused, so there is no notice session to record");
+    }
     if (feed) closers.push(() => feed.close());
-    return leasesOn(options, store, feed, closeAll);
+    return leasesOn(options, store, feed, restartLock, closeAll);
   } catch (error) {
     await closeAll();
     throw error;
@@ -231,10 +301,12 @@ function leasesOn(
   options: OpenLeasesOptions,
   store: PgLeaseStore,
   feed: PgReleaseFeed | undefined,
+  restartLock: RestartLock | null,
   closeAll: () => Promise<void>,
 ): Leases {
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
-  const holder = options.holder ?? holderIdentity();
+  const base = options.holder ?? holderIdentity(options.pod?.name);
+  const holder = restartLock ? withRestartProof(base, restartLock.token) : base;
   // Leases renewed in the same tick go out as one statement.
   const renewals = new BatchedRenewals(store);
   const electors = new Map<string, Elector>();
@@ -256,6 +328,7 @@ function leasesOn(
         key,
         holder,
         store: renewals,
+        ...(options.sessionTakeover ? { sessionTakeover: true } : {}),
         ...(feed ? { releases: feed } : {}),
       });
       if (elector.timing.callTimeoutMs < statementTimeoutMs) {
@@ -272,6 +345,8 @@ function leasesOn(
       closing ??= (async () => {
         await Promise.all([...electors.values()].map((e) => e.stop()));
         await closeAll();
+        // Last: until every campaign has ended, nothing of this pod may take over its terms.
+        await restartLock?.release();
       })();
       return closing;
     },

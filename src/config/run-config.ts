@@ -40,7 +40,10 @@ export interface RunConfig {
   gracePeriodMs: number;
   startTimeoutMs: number;
   logLevel: LogLevel;
-  pod: { name: string | undefined; namespace: string | undefined };
+  /** POD_UID from the downward API scopes the restart lock to this pod. */
+  pod: { name: string | undefined; namespace: string | undefined; uid: string | undefined };
+  restartTakeover: boolean;
+  sessionTakeover: boolean;
   /** Whether this process publishes to its pod, decided from the environment once, here. */
   publishing: PublishingDecision;
 }
@@ -98,9 +101,20 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
     gracePeriodMs: get("grace-period", parseDuration) ?? 20_000,
     startTimeoutMs: get("start-timeout", parseDuration) ?? 60_000,
     logLevel: get("log-level", parseLogLevel) ?? "info",
-    pod: { name: env.POD_NAME?.trim() || undefined, namespace: env.POD_NAMESPACE?.trim() || undefined },
+    pod: {
+      name: env.POD_NAME?.trim() || undefined,
+      namespace: env.POD_NAMESPACE?.trim() || undefined,
+      uid: env.POD_UID?.trim() || undefined,
+    },
+    restartTakeover: get("restart-takeover", parseBoolean) ?? true,
+    sessionTakeover: get("session-takeover", parseBoolean) ?? false,
     publishing: decidePublishing(env),
   };
+  if (config.sessionTakeover && !config.notify) {
+    problems.push(
+      "--session-takeover needs --notify: the notice session is what a holder records; drop --no-notify or --session-takeover",
+    );
+  }
   if (problems.length > 0) throw new UsageError(problems);
   return config;
 }

@@ -133,6 +133,20 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     defaultText: "true",
   },
   {
+    flag: "restart-takeover",
+    env: "PGLEASE_RESTART_TAKEOVER",
+    boolean: true,
+    help: "after a crash, the container restarted in the same pod takes its dead predecessor's lease at once instead of waiting for its expiry; --no-restart-takeover opts out",
+    defaultText: "true",
+  },
+  {
+    flag: "session-takeover",
+    env: "PGLEASE_SESSION_TAKEOVER",
+    boolean: true,
+    help: "a follower takes a live lease once its holder's notice session is gone (a crash without restart): faster failover, at the cost of two believers for up to a renew interval plus the statement timeout when the server drops a live holder's session (see the README); needs --notify",
+    defaultText: "false",
+  },
+  {
     flag: "start-timeout",
     env: "PGLEASE_START_TIMEOUT",
     value: "DURATION",

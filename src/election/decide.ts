@@ -3,6 +3,7 @@
 // Times are on the elector's monotonic clock; the server's clock only arrives as durations
 // (ttlMs = expires_at − the server's now, measured in the same statement).
 import { refuse, stepDown } from "./endings.ts";
+import { provenDeadPredecessor } from "./identity.ts";
 import type { ClaimAnswer, LeaseView, RenewAnswer } from "./ports.ts";
 import {
   type Action,
@@ -26,6 +27,13 @@ export * from "./state.ts";
  */
 export function nextRenewal(sentAt: number, renewIntervalMs: number): number {
   return (Math.floor(sentAt / renewIntervalMs) + 1) * renewIntervalMs;
+}
+
+/** Where leadership ends locally after a claim or renew sent at `sentAt`: see Context.sessionTakeover. */
+export function localDeadline(ctx: Context, sentAt: number, ttlMs: number): number {
+  const { safetyMarginMs, renewIntervalMs, callTimeoutMs } = ctx.timing;
+  const byLease = sentAt + ttlMs - safetyMarginMs;
+  return ctx.sessionTakeover ? Math.min(byLease, sentAt + renewIntervalMs + callTimeoutMs) : byLease;
 }
 
 /**
@@ -62,7 +70,7 @@ export function afterClaim(
 ): Decision {
   const { key, timing } = ctx;
   if (!answer.won) return heldByOther(ctx, answer, receivedAt);
-  const deadline = sentAt + answer.ttlMs - timing.safetyMarginMs;
+  const deadline = localDeadline(ctx, sentAt, answer.ttlMs);
   if (receivedAt >= deadline) {
     return refuse(
       ctx,
@@ -120,12 +128,15 @@ function heldByOther(
 }
 
 /**
- * A follower's read. Null means "claim now": the lease is free, expired, or held in this
- * holder's name by a claim whose answer never arrived (settled before this read, see the
- * elector); the claim that follows wins a term of its own, and only its answer can start work.
+ * A follower's read. Null means "claim now": the lease is free, expired, held in this holder's
+ * name by a claim whose answer never arrived (settled before this read, see the elector), or held
+ * by a predecessor this process has proven dead (same restart lock); the claim that follows wins
+ * a term of its own, and only its answer can start work.
  */
 export function afterRead(ctx: Context, view: LeaseView | null, receivedAt: number): Decision | null {
   if (view === null || view.ttlMs <= 0 || view.holder === ctx.holder) return null;
+  // Proven over: the same restart lock (its holder died), or its recorded server session is gone.
+  if (provenDeadPredecessor(ctx.holder, view.holder) || view.sessionGone) return null;
   return heldByOther(ctx, view, receivedAt);
 }
 
@@ -155,7 +166,7 @@ export function afterRenew(
       wakeAt: receivedAt,
     };
   }
-  const deadline = sentAt + answer.ttlMs - timing.safetyMarginMs;
+  const deadline = localDeadline(ctx, sentAt, answer.ttlMs);
   if (receivedAt >= Math.min(term.deadline, deadline)) {
     return stepDown(ctx, state, receivedAt, "the renew was answered only after the local deadline");
   }

@@ -33,6 +33,12 @@ export interface ElectorOptions extends TimingInput {
   beforeRelease?: (term: { key: string; fence: number }) => Promise<unknown>;
   /** Bound on waiting for leader work, and for beforeRelease, when stopping or starting a new term. */
   stopTimeoutMs?: number;
+  /**
+   * The store records this process's notice session with its claims, and the term may be taken once
+   * that session is gone: leadership then ends locally a renew interval plus a call timeout after
+   * the last good renew was sent (see openLeases' sessionTakeover).
+   */
+  sessionTakeover?: boolean;
 }
 
 export interface TickReport extends Decision {

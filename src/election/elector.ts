@@ -85,7 +85,12 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#opts = options;
     this.#clock = options.clock ?? monotonicClock;
     this.#stopTimeoutMs = options.stopTimeoutMs ?? 5_000;
-    this.#ctx = { key: this.key, holder: this.holder, timing: this.timing };
+    this.#ctx = {
+      key: this.key,
+      holder: this.holder,
+      timing: this.timing,
+      ...(options.sessionTakeover ? { sessionTakeover: true } : {}),
+    };
     this.#unanswered = new UnansweredWrites(this.#clock, this.timing.callTimeoutMs);
     this.#serverClock = new ServerClockWatch(this.key, this.timing.safetyMarginMs);
     this.#work = options.lead
@@ -108,6 +113,9 @@ export class Elector extends EventEmitter<ElectorEvents> {
     };
     if (feed) this.#unsubscribe.push(feed.subscribe((key) => key === this.key && look()));
     if (feed?.subscribeReconnects) this.#unsubscribe.push(feed.subscribeReconnects(look));
+    // A leader renews at once: under session takeover the dropped session ends its term right there.
+    const renewNow = () => this.#state.role === "leader" && look();
+    if (feed?.subscribeDrops) this.#unsubscribe.push(feed.subscribeDrops(renewNow));
     this.#schedule(this.#clock.now());
   }
 

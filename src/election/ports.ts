@@ -31,6 +31,11 @@ export interface LeaseView {
   expiresAt: Date;
   /** Time left by the server's clock when it was read; zero or less means expired. */
   ttlMs: number;
+  /**
+   * The holder recorded its server session (session takeover) and that session is gone: the lease
+   * may be claimed before its expiry.
+   */
+  sessionGone?: boolean;
 }
 
 export interface LeaseStore {
@@ -49,4 +54,6 @@ export interface ReleaseFeed {
   subscribe(listener: (key: string) => void): () => void;
   /** Optional: called after the feed reconnected, since notices may have been missed meanwhile. */
   subscribeReconnects?(listener: () => void): () => void;
+  /** Optional: called when the feed's connection drops (under session takeover a leader's term ends with it). */
+  subscribeDrops?(listener: () => void): () => void;
 }

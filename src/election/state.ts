@@ -49,6 +49,12 @@ export interface Context {
   key: string;
   holder: string;
   timing: Timing;
+  /**
+   * Session takeover: this holder's term may be taken once its server session is gone, which its
+   * last renew proved alive only then; leadership then ends locally one renew interval plus one
+   * call timeout after that renew was sent, whatever the lease's ttl.
+   */
+  sessionTakeover?: boolean;
 }
 
 export type Action = "renew" | "claim" | "read";

@@ -18,8 +18,22 @@ const createTable = (t: LeaseTable) => `
     fence       BIGINT NOT NULL,
     acquired_at TIMESTAMPTZ NOT NULL,
     expires_at  TIMESTAMPTZ NOT NULL,
+    ${SESSION_COLUMNS.join(",\n    ")},
     CONSTRAINT "${t.table}_expires_after_acquired" CHECK (expires_at > acquired_at)
   ) WITH (fillfactor = 90)`;
+
+// Session takeover: the server session a holder recorded with its term (null unless it did).
+const SESSION_COLUMNS = ["session_holder TEXT", "session_pid INTEGER", "session_started_at TIMESTAMPTZ"];
+
+// Nullable without a default: adding them rewrites nothing, so an existing table upgrades at once.
+const addSessionColumns = (t: LeaseTable) =>
+  `ALTER TABLE ${t.qualified} ${SESSION_COLUMNS.map((c) => `ADD COLUMN IF NOT EXISTS ${c}`).join(", ")}`;
+
+const FIND_SESSION_COLUMNS = `
+  SELECT count(*) = ${SESSION_COLUMNS.length} AS present FROM pg_attribute
+   WHERE attrelid = to_regclass($1) AND attname = ANY($2) AND NOT attisdropped`;
+
+const sessionColumnNames = SESSION_COLUMNS.map((c) => c.split(" ")[0]);
 
 // Not OWNED BY the table: DROP TABLE and TRUNCATE … RESTART IDENTITY leave the counter where it was.
 const createFenceSequence = (t: LeaseTable) => `CREATE SEQUENCE ${t.fenceSequence} AS bigint MINVALUE 1`;
@@ -47,13 +61,16 @@ const INSUFFICIENT_PRIVILEGE = "42501";
 const unquoted = (name: string) => name.replaceAll('"', "");
 
 export class LeaseTableMissingError extends Error {
-  constructor(t: LeaseTable, missing: "table" | "sequence" = "table") {
+  constructor(t: LeaseTable, missing: "table" | "sequence" | "columns" = "table") {
     super(
       missing === "table"
         ? `lease table ${t.schema}.${t.table} does not exist and migrations are off: run \`pglease migrate\` ` +
             "(or start with --migrate) with a role allowed to create it"
-        : `fence sequence ${unquoted(t.fenceSequence)} does not exist (the lease table was made by an older pglease): ` +
-            "run `pglease migrate` once with a role allowed to create it, then GRANT USAGE ON SEQUENCE to the lease role",
+        : missing === "sequence"
+          ? `fence sequence ${unquoted(t.fenceSequence)} does not exist (the lease table was made by an older pglease): ` +
+            "run `pglease migrate` once with a role allowed to create it, then GRANT USAGE ON SEQUENCE to the lease role"
+          : `lease table ${t.schema}.${t.table} lacks the session columns (${sessionColumnNames.join(", ")}; made by an ` +
+            "older pglease): run `pglease migrate` once as the table's owner",
     );
     this.name = "LeaseTableMissingError";
   }
@@ -89,6 +106,14 @@ async function findRelations(
   return rows[0] ?? { table_present: false, sequence_present: false };
 }
 
+async function sessionColumnsPresent(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<boolean> {
+  const { rows } = await client.query<{ present: boolean }>(FIND_SESSION_COLUMNS, [
+    t.qualified,
+    sessionColumnNames,
+  ]);
+  return rows[0]?.present ?? false;
+}
+
 /** Creates the lease table and its fence sequence if needed, in one transaction under the migration lock. */
 export async function migrate(pool: pg.Pool, t: LeaseTable): Promise<void> {
   await inTransaction(pool, async (client) => {
@@ -108,6 +133,12 @@ export async function migrate(pool: pg.Pool, t: LeaseTable): Promise<void> {
       if (found.table_present) await client.query(continueAboveRows(t));
     }
     if (!found.table_present) await client.query(createTable(t));
+    else if (!(await sessionColumnsPresent(client, t))) {
+      await client.query(addSessionColumns(t)).catch((error: unknown) => {
+        const denied = (error as { code?: string }).code === INSUFFICIENT_PRIVILEGE;
+        throw denied ? new LeaseTableMissingError(t, "columns") : error;
+      });
+    }
     await assertPrivileges(client, t);
   });
 }
@@ -117,5 +148,6 @@ export async function assertTablePresent(pool: pg.Pool, t: LeaseTable): Promise<
   const found = await findRelations(pool, t);
   if (!found.table_present) throw new LeaseTableMissingError(t);
   if (!found.sequence_present) throw new LeaseTableMissingError(t, "sequence");
+  if (!(await sessionColumnsPresent(pool, t))) throw new LeaseTableMissingError(t, "columns");
   await assertPrivileges(pool, t);
 }

@@ -30,6 +30,14 @@ interface Listening {
   client: pg.Client;
   /** The raw socket: a black-holed connection never answers a graceful end, so it is destroyed. */
   socket: Socket;
+  session: HolderSession | null;
+}
+
+/** A server session, named as pg_stat_activity names it: a pid is reused, a pid and start are not. */
+export interface HolderSession {
+  pid: number;
+  /** backend_start in ISO 8601 with its microseconds: a JavaScript Date would drop them. */
+  startedAt: string;
 }
 
 // Run on the new connection after LISTEN, so a release after this read is announced by NOTIFY.
@@ -37,10 +45,15 @@ const FREE_LEASES = (t: LeaseTable) => `SELECT key FROM ${t.qualified} WHERE exp
 
 const PING = "SELECT 1";
 
+// The listening session's own row: always visible to it, whatever its privileges.
+const OWN_SESSION = `SELECT pid, to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started
+  FROM pg_stat_get_activity(pg_backend_pid())`;
+
 export class PgReleaseFeed implements ReleaseFeed {
   readonly #options: PgReleaseFeedOptions;
   readonly #listeners = new Set<(key: string) => void>();
   readonly #reconnectListeners = new Set<() => void>();
+  readonly #dropListeners = new Set<() => void>();
   #current: Listening | null = null;
   #closed = false;
   #retry: NodeJS.Timeout | null = null;
@@ -62,6 +75,17 @@ export class PgReleaseFeed implements ReleaseFeed {
   subscribeReconnects(listener: () => void): () => void {
     this.#reconnectListeners.add(listener);
     return () => this.#reconnectListeners.delete(listener);
+  }
+
+  /** Called when the listening connection drops: its server session is gone from then on. */
+  subscribeDrops(listener: () => void): () => void {
+    this.#dropListeners.add(listener);
+    return () => this.#dropListeners.delete(listener);
+  }
+
+  /** The listening session while connected: recorded with leases claimed under session takeover. */
+  session(): HolderSession | null {
+    return this.#current?.session ?? null;
   }
 
   /** Resolves once listening; later drops reconnect in the background. */
@@ -86,7 +110,7 @@ export class PgReleaseFeed implements ReleaseFeed {
       keepAlive: true,
       keepAliveInitialDelayMillis: 5_000,
     });
-    const listening = { client, socket };
+    const listening: Listening = { client, socket, session: null };
     client.on("notification", (message) => {
       if (message.channel === this.#options.table.channel && message.payload) this.#announce(message.payload);
     });
@@ -95,6 +119,9 @@ export class PgReleaseFeed implements ReleaseFeed {
     try {
       await client.connect();
       await client.query(`LISTEN "${this.#options.table.channel}"`);
+      const own = await client.query<{ pid: number; started: string }>(OWN_SESSION);
+      const row = own.rows[0];
+      if (row) listening.session = { pid: row.pid, startedAt: row.started };
     } catch (error) {
       socket.destroy();
       throw error;
@@ -125,6 +152,7 @@ export class PgReleaseFeed implements ReleaseFeed {
     this.#current = null;
     listening.socket.destroy();
     if (error) this.#options.onError?.(error);
+    for (const listener of this.#dropListeners) listener();
     this.#reconnectLater();
   }
 

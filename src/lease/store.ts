@@ -1,8 +1,10 @@
 // The lease store on PostgreSQL: each operation is one statement on a pooled connection that
 // goes straight back to the pool, and every time that matters is the server's clock_timestamp().
 import type pg from "pg";
+import { RESTART_PROOF_PATTERN } from "../election/identity.ts";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import { parseFence } from "../fence/token.ts";
+import type { HolderSession } from "./release-feed.ts";
 import { type LeaseTable, leaseTable } from "./table.ts";
 
 export interface PgLeaseStoreOptions {
@@ -13,6 +15,8 @@ export interface PgLeaseStoreOptions {
   statementTimeoutMs: number;
   /** Named prepared statements are faster; PgBouncer < 1.21 in transaction mode needs them off. */
   preparedStatements?: boolean;
+  /** Session takeover: the notice session recorded with each claim (null while it is down). */
+  holderSession?: () => HolderSession | null;
 }
 
 // One instant per statement for what it writes and reports, so the expiry and the ttl agree.
@@ -22,21 +26,39 @@ const TTL_MS = (col: string) => `(extract(epoch FROM ${col} - now.t) * 1000)::fl
 // statement started: a statement that queued behind a lock past the expiry finds the term over.
 const LIVE = "lease.expires_at > clock_timestamp()";
 
+// The term's holder recorded its server session and that session is gone. Only a session the
+// holder itself recorded counts (an older pglease leaves another holder's columns behind), and a
+// session whose start is hidden (another role, no pg_read_all_stats) counts as alive.
+const SESSION_GONE = `CASE WHEN lease.session_holder = lease.holder AND lease.session_pid IS NOT NULL
+  THEN NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(lease.session_pid) a
+                   WHERE a.backend_start IS NULL OR a.backend_start = lease.session_started_at)
+  ELSE false END`;
+
 const claimSql = (t: LeaseTable) => `
   WITH ${NOW},
   claimed AS (
-    INSERT INTO ${t.qualified} AS lease (key, holder, fence, acquired_at, expires_at)
+    INSERT INTO ${t.qualified} AS lease
+      (key, holder, fence, acquired_at, expires_at, session_holder, session_pid, session_started_at)
     -- Fences come from a sequence the table does not own: deleting rows or recreating the table never restarts them.
-    SELECT $1, $2, nextval('${t.fenceSequence}'), now.t, now.t + $3 * interval '1 millisecond' FROM now
+    SELECT $1, $2, nextval('${t.fenceSequence}'), now.t, now.t + $3 * interval '1 millisecond',
+           CASE WHEN $4::integer IS NULL THEN NULL ELSE $2 END, $4::integer, $5::timestamptz FROM now
     ON CONFLICT (key) DO UPDATE SET
       holder = EXCLUDED.holder,
       -- Every win is a new term, the same holder's included: above the sequence and above the row.
       fence = greatest(EXCLUDED.fence, lease.fence + 1),
       acquired_at = EXCLUDED.acquired_at,
       -- Only grows: the holder's queued claim carrying an older clock never shortens its lease.
-      expires_at = greatest(lease.expires_at, EXCLUDED.expires_at)
-    -- A live lease of another holder is never taken over.
+      expires_at = greatest(lease.expires_at, EXCLUDED.expires_at),
+      session_holder = EXCLUDED.session_holder, session_pid = EXCLUDED.session_pid,
+      session_started_at = EXCLUDED.session_started_at
+    -- A live lease of another holder is taken over only from a predecessor proven dead: both
+    -- carry the same restart lock, which the kernel freed for the claimer only when the other died;
+    -- and only a term begun before this claim, so the dead one's queued claim cannot take it back.
     WHERE lease.holder = EXCLUDED.holder OR lease.expires_at <= EXCLUDED.acquired_at
+       OR (substring(lease.holder FROM '${RESTART_PROOF_PATTERN}') = substring(EXCLUDED.holder FROM '${RESTART_PROOF_PATTERN}')
+           AND lease.acquired_at < EXCLUDED.acquired_at)
+       -- Session takeover: the holder's recorded session is gone, and with it the holder's renewals.
+       OR ${SESSION_GONE}
     RETURNING holder, fence, acquired_at, expires_at
   ),
   current AS (
@@ -55,8 +77,9 @@ const renewSql = (t: LeaseTable) => `
   -- Only grows: a renew carrying an older clock that commits after a newer one never shortens the lease.
   UPDATE ${t.qualified} AS lease SET expires_at = greatest(lease.expires_at, now.t + $4 * interval '1 millisecond')
   FROM now
-  -- Holder and fence pin the term; an expired lease is never resurrected, even by its last holder.
-  WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND ${LIVE}
+  -- Holder and fence pin the term; an expired lease is never resurrected, even by its last holder;
+  -- a term whose recorded session is gone may already be taken over.
+  WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND ${LIVE} AND NOT ${SESSION_GONE}
   RETURNING lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
 
 // Ends the term at the statement's instant. acquired_at steps back only when the server clock
@@ -77,8 +100,9 @@ const releaseSql = (t: LeaseTable) => `
 
 const readSql = (t: LeaseTable) => `
   WITH ${NOW}
-  SELECT key, holder, fence::text, acquired_at, expires_at, ${TTL_MS("expires_at")} AS ttl_ms
-    FROM ${t.qualified}, now WHERE key = $1`;
+  SELECT key, holder, fence::text, acquired_at, expires_at, ${TTL_MS("expires_at")} AS ttl_ms,
+         ${SESSION_GONE} AS session_gone
+    FROM ${t.qualified} AS lease, now WHERE key = $1`;
 
 const listSql = (t: LeaseTable) => `
   WITH ${NOW}
@@ -91,7 +115,7 @@ const renewManySql = (t: LeaseTable) => `
   UPDATE ${t.qualified} AS lease SET expires_at = greatest(lease.expires_at, now.t + $2 * interval '1 millisecond')
   FROM now, unnest($3::text[], $4::bigint[]) AS term(key, fence)
   -- The same guard as a single renew, per row: holder, fence and still live.
-  WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND ${LIVE}
+  WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND ${LIVE} AND NOT ${SESSION_GONE}
   RETURNING lease.key, lease.fence::text, lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
 
 // Administrative release (pglease release): ends whoever holds it now, keeping the fence.
@@ -115,6 +139,7 @@ interface Row {
   acquired_at: Date;
   expires_at: Date;
   ttl_ms: number;
+  session_gone?: boolean;
 }
 
 function view(row: Row & { key: string }): LeaseView {
@@ -125,7 +150,16 @@ function view(row: Row & { key: string }): LeaseView {
     acquiredAt: row.acquired_at,
     expiresAt: row.expires_at,
     ttlMs: row.ttl_ms,
+    ...(row.session_gone ? { sessionGone: true } : {}),
   };
+}
+
+/** A transient refusal: the elector retries at its retry interval, by then the session is back. */
+export class NoHolderSession extends Error {
+  constructor() {
+    super("not claiming while the notice session reconnects: under session takeover every term records it");
+    this.name = "NoHolderSession";
+  }
 }
 
 export function assertDuration(durationMs: number): void {
@@ -140,12 +174,15 @@ export class PgLeaseStore implements LeaseStore {
   readonly #timeoutMs: number;
   readonly #prepared: boolean;
   readonly #sql: Record<StatementName, string>;
+  /** Null unless session takeover is on. */
+  readonly #session: (() => HolderSession | null) | null;
 
   constructor(options: PgLeaseStoreOptions) {
     this.table = leaseTable(options.schema, options.table);
     this.#pool = options.pool;
     this.#timeoutMs = options.statementTimeoutMs;
     this.#prepared = options.preparedStatements ?? true;
+    this.#session = options.holderSession ?? null;
     const t = this.table;
     this.#sql = {
       claim: claimSql(t),
@@ -172,7 +209,16 @@ export class PgLeaseStore implements LeaseStore {
 
   async claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
     assertDuration(durationMs);
-    const [row] = await this.#run<Row>("claim", [key, holder, durationMs]);
+    const session = this.#session ? this.#session() : null;
+    // Every term under session takeover records a live session: one without could not be taken over.
+    if (this.#session && !session) throw new NoHolderSession();
+    const [row] = await this.#run<Row>("claim", [
+      key,
+      holder,
+      durationMs,
+      session?.pid ?? null,
+      session?.startedAt ?? null,
+    ]);
     if (!row) return { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null };
     const fence = parseFence(row.fence);
     if (row.won) {

@@ -8,7 +8,8 @@ import type { Elector } from "../election/elector.ts";
 export interface HttpSources {
   /** Empty while the sidecar is starting (waiting for PostgreSQL). */
   electors(): readonly Elector[];
-  holder: string;
+  /** Changes once, when the lease stack opens and appends the restart proof. */
+  holder(): string;
   pod: { namespace: string; name: string } | null;
   /** Null when healthy; otherwise why the loop counts as stalled. Starting counts as healthy. */
   stalled(): string | null;
@@ -35,7 +36,7 @@ export interface StatusDocument {
 
 export function statusDocument(sources: Pick<HttpSources, "electors" | "holder" | "pod">): StatusDocument {
   return {
-    holder: sources.holder,
+    holder: sources.holder(),
     pod: sources.pod,
     leases: sources.electors().map((e) => {
       const s = e.status();

@@ -2,6 +2,7 @@
 // what only the sidecar has: the pod publisher, metrics, logs and the HTTP endpoints. The HTTP
 // server comes up first, so probes answer "starting" while PostgreSQL is waited for.
 import type { Server } from "node:http";
+import { hostname } from "node:os";
 import type { Logger } from "pino";
 import type { RunConfig } from "../config/run-config.ts";
 import type { Elector, TickReport } from "../election/elector.ts";
@@ -30,8 +31,9 @@ export interface SidecarDeps {
 }
 
 export async function startSidecar({ config, logger, signal }: SidecarDeps): Promise<Sidecar> {
-  const holder = holderIdentity(config.pod.name);
-  const log = logger.child({ holder });
+  // Until the lease stack opens: it appends the restart proof when this process holds the lock.
+  let holder = holderIdentity(config.pod.name);
+  let log = logger.child({ holder });
   const metrics = new SidecarMetrics();
   const view: HealthView = {
     electors: null,
@@ -40,12 +42,14 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     podShown: null,
     readyOnce: false,
   };
-  const http = await serveHttp(config, holder, view, metrics);
+  const http = await serveHttp(config, () => holder, view, metrics);
   const closeHttp = () => closeServer(http.server);
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;
   try {
     leases = await openLeases(leaseOptions(config, holder, log, signal));
+    holder = leases.holder;
+    log = logger.child({ holder });
     view.podShown = config.publishing.enabled ? false : null;
     publisher = await startPublisher(
       config,
@@ -104,6 +108,9 @@ function leaseOptions(
     preparedStatements: config.database.preparedStatements,
     serverTimeouts: config.database.serverTimeouts,
     holder,
+    restartTakeover: config.restartTakeover,
+    sessionTakeover: config.sessionTakeover,
+    pod: { name: config.pod.name ?? hostname(), uid: config.pod.uid },
     // A statement must not outlive the elector's call: the same bound on both sides.
     statementTimeoutMs: config.timing.callTimeoutMs,
     startTimeoutMs: config.startTimeoutMs,
@@ -112,7 +119,7 @@ function leaseOptions(
   };
 }
 
-function serveHttp(config: RunConfig, holder: string, view: HealthView, metrics: SidecarMetrics) {
+function serveHttp(config: RunConfig, holder: () => string, view: HealthView, metrics: SidecarMetrics) {
   const stallAfterMs = stallBound(config.timing);
   return startHttpServer(config.http, {
     electors: () => view.electors ?? [],

@@ -7,7 +7,7 @@ import type { Violation } from "./violation.ts";
 export function replicaOfHolder(history: History): (holder: string) => string | null {
   const known = new Map(history.incarnations.flatMap((i) => (i.holder ? [[i.holder, i.replica]] : [])));
   const byPod = new Map(Object.entries(history.pods).map(([replica, pod]) => [pod, replica]));
-  return (holder) => known.get(holder) ?? byPod.get(/^(.*)-[0-9a-f]{8}$/.exec(holder)?.[1] ?? "") ?? null;
+  return (holder) => known.get(holder) ?? byPod.get(/^(.*)-[0-9a-f]{8}(?:#r:[0-9a-f]{32})?$/.exec(holder)?.[1] ?? "") ?? null;
 }
 
 const sameTerm = (a: LeaseRow, b: LeaseRow) => a.holder === b.holder && a.acquiredAt === b.acquiredAt;

@@ -53,6 +53,7 @@ describe.skipIf(skip)("the chart's sidecar settings", () => {
     expect((sidecar.env ?? []).filter((e) => e.valueFrom !== undefined).map((e) => e.name)).toEqual([
       "POD_NAME",
       "POD_NAMESPACE",
+      "POD_UID",
       "DATABASE_URL",
     ]);
     expect(Object.keys(fromValues).filter((k) => !k.startsWith("PGLEASE_"))).toEqual([]);

@@ -121,7 +121,8 @@ describe("a running controller", () => {
       holder: string;
       leases: Array<Record<string, unknown>>;
     };
-    expect(status.holder).toMatch(/-[0-9a-f]{8}$/);
+    // The pod name, a random suffix, and the restart proof (crash failover in restart time).
+    expect(status.holder).toMatch(/-[0-9a-f]{8}#r:[0-9a-f]{32}$/);
     expect(status.leases).toEqual([
       expect.objectContaining({
         lease: "endpoints",

@@ -48,6 +48,8 @@ describe("pglease run configuration", () => {
       http: { host: "::", port: 8484 },
       notify: true,
       migrate: true,
+      restartTakeover: true,
+      sessionTakeover: false,
       poolSize: 4,
       gracePeriodMs: 20_000,
       logLevel: "info",
@@ -99,6 +101,18 @@ describe("pglease run configuration", () => {
       expect.stringMatching(/^--schema must be a plain PostgreSQL identifier/),
       '--pool-size: "0" must be a whole number from 1 to 100',
       expect.stringMatching(/^--log-level: "loud" is not a log level/),
+    ]);
+  });
+
+  it("takes the takeover switches from flags and environment, and refuses session takeover without notices", () => {
+    const env = { ...db, POD_UID: "3f1c", PGLEASE_RESTART_TAKEOVER: "false" };
+    expect(readRunConfig(["--lease", "orders", "--session-takeover"], env)).toMatchObject({
+      restartTakeover: false,
+      sessionTakeover: true,
+      pod: { uid: "3f1c" },
+    });
+    expect(problemsOf(["--lease", "orders", "--session-takeover", "--no-notify"], db)).toEqual([
+      "--session-takeover needs --notify: the notice session is what a holder records; drop --no-notify or --session-takeover",
     ]);
   });
 

@@ -9,6 +9,7 @@ import {
   type Decision,
   type ElectionState,
   initialState,
+  localDeadline,
   nextAction,
   stepDown,
 } from "../../src/election/decide.ts";
@@ -98,6 +99,36 @@ describe("a follower", () => {
     expect(afterRead(ctx, null, 0)).toBeNull();
     expect(afterRead(ctx, { ...view, ttlMs: 0 }, 0)).toBeNull();
     expect(afterRead(ctx, { ...view, holder: "me" }, 0)).toBeNull();
+    expect(afterRead(ctx, view, 0)?.outcome).toBe("held-by-other");
+  });
+
+  it("under session takeover, claims from a holder whose session is gone and ends its own terms a renew interval plus a call timeout after the renew", () => {
+    const view = { key: "k", holder: "other", fence: 3, acquiredAt: at(0), expiresAt: at(9), ttlMs: 9_000 };
+    expect(afterRead(ctx, { ...view, sessionGone: true }, 0)).toBeNull();
+    // timing: lease 15 s, renew 5 s, margin 5 s, call timeout 2.5 s.
+    expect(localDeadline(ctx, 1_000, 15_000)).toBe(11_000);
+    expect(localDeadline({ ...ctx, sessionTakeover: true }, 1_000, 15_000)).toBe(8_500);
+    // A ttl shorter than that bound still wins.
+    expect(localDeadline({ ...ctx, sessionTakeover: true }, 1_000, 9_000)).toBe(5_000);
+  });
+
+  it("claims at once from a predecessor proven dead by the same restart lock, and only from it", () => {
+    const lock = "0123456789abcdef0123456789abcdef";
+    const self: Context = { ...ctx, holder: `me-2#r:${lock}` };
+    const view = {
+      key: "k",
+      holder: `me-1#r:${lock}`,
+      fence: 3,
+      acquiredAt: at(0),
+      expiresAt: at(9),
+      ttlMs: 9_000,
+    };
+    expect(afterRead(self, view, 0)).toBeNull();
+    expect(afterRead(self, { ...view, holder: `other#r:${"f".repeat(32)}` }, 0)?.outcome).toBe(
+      "held-by-other",
+    );
+    expect(afterRead(self, { ...view, holder: "me-1" }, 0)?.outcome).toBe("held-by-other");
+    // Without a proof of its own, a process proves nothing.
     expect(afterRead(ctx, view, 0)?.outcome).toBe("held-by-other");
   });
 

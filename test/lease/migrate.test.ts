@@ -37,6 +37,9 @@ it("ten replicas migrating at once all succeed and the table is created once", a
       "fence",
       "acquired_at",
       "expires_at",
+      "session_holder",
+      "session_pid",
+      "session_started_at",
     ]);
     await migrate(first, table);
   } finally {
@@ -52,6 +55,29 @@ it("a missing table without migrations is a clear error", async () => {
     expect(String(error)).toMatch(/public\.absent does not exist.*pglease migrate/);
   } finally {
     await pool.end();
+  }
+});
+
+it("a table made before the session columns gets them from a migration, and says so without one", async () => {
+  const owner = new pg.Pool({ connectionString: db.url, max: 1 });
+  const table = leaseTable("before_sessions", "leases");
+  try {
+    await migrate(owner, table);
+    await owner.query(
+      "ALTER TABLE before_sessions.leases DROP COLUMN session_holder, DROP COLUMN session_pid, DROP COLUMN session_started_at",
+    );
+    await owner.query(
+      "INSERT INTO before_sessions.leases VALUES ('kept', 'h', 7, now(), now() + interval '1 minute')",
+    );
+    await expect(assertTablePresent(owner, table)).rejects.toThrow(
+      /before_sessions\.leases lacks the session columns .*run `pglease migrate` once as the table's owner/,
+    );
+    await migrate(owner, table);
+    await assertTablePresent(owner, table);
+    const { rows } = await owner.query("SELECT holder, fence::int, session_pid FROM before_sessions.leases");
+    expect(rows).toEqual([{ holder: "h", fence: 7, session_pid: null }]);
+  } finally {
+    await owner.end();
   }
 });
 

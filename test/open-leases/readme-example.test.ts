@@ -30,7 +30,7 @@ it("runs leader-only work with the fence until the signal aborts, and hands over
     const a = first.campaign("orders-sync", { lead: leaderLoop("first") });
     await expect.poll(() => a.isLeader()).toBe(true);
     const b = second.campaign("orders-sync", { lead: leaderLoop("second") });
-    await expect.poll(() => b.status().leader).toBe("first");
+    await expect.poll(() => b.status().leader).toBe(first.holder);
     await expect.poll(() => written.length).toBeGreaterThan(2);
 
     await first.close();

@@ -136,7 +136,12 @@ it("keeps to its pool size and reports an idle connection that dies instead of c
 });
 
 it("refuses a second campaign for a key it already campaigns for", async () => {
-  const leases = await openLeases({ connectionString: db.url, holder: "only-once", notify: false });
+  const leases = await openLeases({
+    connectionString: db.url,
+    holder: "only-once",
+    notify: false,
+    restartTakeover: false,
+  });
   cleanup.push(() => leases.close());
   const first = leases.campaign("job");
   expect(() => leases.campaign("job")).toThrow(

@@ -187,7 +187,8 @@ function show(value: unknown): string {
 // The random sequences of the differential test.
 
 export const KEYS = ["k1", "k2"];
-export const HOLDERS = ["h1", "h2", "h3"];
+// r1 and r2 carry one restart proof: each may take the other's live lease (the claim's restart clause).
+export const HOLDERS = ["h1", "h2", "h3", `r1#r:${"a".repeat(32)}`, `r2#r:${"a".repeat(32)}`];
 // Leases of 1–13 ms run out between two statements (each takes about a millisecond with its clock
 // reads); 400 ms ones stay live for several.
 export const DURATIONS = [1, 2, 3, 5, 8, 13, 50, 400, 400, 400];

@@ -34,6 +34,11 @@ export interface Semantics {
   liveAtLock: boolean;
   /** release sets expires_at = now, acquired_at = least(acquired_at, now − 1 µs); off: greatest(now, acquired_at + 1 µs). */
   releaseAtNow: boolean;
+  /**
+   * claim takes a live lease whose holder carries the claimer's restart proof (`#r:` + 32 hex)
+   * when that term began before the claim started (issue 17).
+   */
+  restartTakeover: boolean;
 }
 
 /** The lease SQL before the safety fixes (main at b60b60e), where known-holes.md was found. */
@@ -43,6 +48,7 @@ export const BEFORE_FIXES: Semantics = {
   fenceAboveRow: false,
   liveAtLock: false,
   releaseAtNow: false,
+  restartTakeover: false,
 };
 
 export interface StatementContext {
@@ -106,7 +112,8 @@ export function claim(
     return { answer: won(row, now), write: row };
   }
   // The conflicting row is locked and judged in its newest version, visible to the snapshot or not.
-  if (latest.holder !== holder && latest.expiresAt > now) {
+  const takesOver = sem.restartTakeover && sameRestartProof(latest.holder, holder) && latest.acquiredAt < now;
+  if (latest.holder !== holder && latest.expiresAt > now && !takesOver) {
     // `current` reads through the snapshot: a row inserted after the statement started is not seen.
     const seen = updatable(ctx);
     if (!seen) return { answer: { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null } };
@@ -125,10 +132,15 @@ export function claim(
   const keepsTerm = sameLive && sem.fenceCounter === "off";
   const fence = sem.fenceCounter === "off" ? (sameLive ? latest.fence : latest.fence + 1) : counted();
   const acquiredAt = keepsTerm ? latest.acquiredAt : now;
-  const expiresAt = newExpiry(ctx, sameLive ? latest : null, durationUs);
+  const expiresAt = newExpiry(ctx, sameLive || takesOver ? latest : null, durationUs);
   if (expiresAt <= acquiredAt) return { error: CHECK_VIOLATION };
   const row = { key, holder, fence, acquiredAt, expiresAt, tuple: latest.tuple };
   return { answer: won(row, now), write: row };
+}
+
+function sameRestartProof(a: string, b: string): boolean {
+  const proof = (holder: string) => /#r:([0-9a-f]{32})$/.exec(holder)?.[1] ?? null;
+  return proof(a) !== null && proof(a) === proof(b);
 }
 
 function won(row: LeaseRow, now: number): ClaimAnswer {

@@ -14,6 +14,8 @@ export interface SimOptions {
   serverTimeout: boolean;
   /** Invariants not judged, to see what a known hole leads to (e.g. expiry-backwards to two-leaders). */
   ignore: readonly ViolationKind[];
+  /** A restart lock that a live process does not keep from the next one: what its exclusivity buys. */
+  restartLockNotExclusive?: boolean;
 }
 
 export interface Scenario {

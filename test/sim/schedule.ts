@@ -35,11 +35,16 @@ class World {
   readonly slots: SimProcess[] = [];
   readonly all: SimProcess[] = [];
   readonly #scenario: Scenario;
+  readonly #restartProofs: boolean;
+  readonly #lockNotExclusive: boolean;
+  readonly #restartLocks = new Map<number, SimProcess>();
   #generation = 0;
 
   constructor(scenario: Scenario, options: SimOptions, traceOn: boolean) {
     const { seed, timing } = scenario;
     this.#scenario = scenario;
+    this.#restartProofs = options.sem.restartTakeover;
+    this.#lockNotExclusive = options.restartLockNotExclusive ?? false;
     this.loop = new EventLoop(Rng.stream(seed, "wake-order"));
     this.trace = new Trace(traceOn);
     this.checker = new Checker(this.loop, this.trace, {
@@ -75,7 +80,14 @@ class World {
     const s = this.#scenario;
     const generation = this.#generation++;
     const name = generation < s.slots ? `p${slot}` : `p${slot}.${generation}`;
-    const holder = s.sharedHolder && slot < 2 && generation < s.slots ? "shared" : `${name}-h`;
+    const shared = s.sharedHolder && slot < 2 && generation < s.slots;
+    // The slot is the pod and its restart lock is the kernel's: free only once its holder crashed
+    // or exited. Overlapping crash faults can start a process beside a live one, which gets none.
+    const lockHolder = this.#restartLocks.get(slot);
+    const free = lockHolder === undefined || lockHolder.dead || this.#lockNotExclusive;
+    const locked = this.#restartProofs && !shared && free;
+    const proof = locked ? `#r:${slot.toString(16).padStart(32, "0")}` : "";
+    const holder = shared ? "shared" : `${name}-h${proof}`;
     const process = new SimProcess(
       {
         wire: this.wire,
@@ -92,6 +104,7 @@ class World {
       this.loop.nowUs - Rng.stream(s.seed, `origin:${name}`).int(0, 5_000_000),
     );
     this.slots[slot] = process;
+    if (locked) this.#restartLocks.set(slot, process);
     this.all.push(process);
     this.checker.watch(process);
     this.trace.add(this.loop.nowUs, name, `starts as holder ${holder}`);

@@ -61,6 +61,14 @@ it("the fixed batch fails when a fix of the SQL or the pool is switched off", as
   expect(await flipped({ sem: { ...SHIPPED.sem, fenceAboveRow: false } })).toContain("fence-backwards");
 });
 
+it("restart takeover is safe only because the lock is the kernel's: one a live process lets go of makes two leaders", async () => {
+  // Overlapping crash faults start a second process in a slot whose first restarted one still runs.
+  const broken = await runSchedule(makeScenario(192, shipped), { ...shipped, restartLockNotExclusive: true });
+  expect(broken.violation?.kind).toBe("two-leaders");
+  const kernel = await runSchedule(makeScenario(192, shipped), shipped);
+  expect(kernel.violation).toBeNull();
+});
+
 it("the SQL before the fixes lets a late commit move the expiry back; greatest(old, now + d) does not", async () => {
   const before = { sem: BEFORE_FIXES, serverTimeout: false };
   expect(await count("expiry-backwards", before, 300)).toBeGreaterThan(0);

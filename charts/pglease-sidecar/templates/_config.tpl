@@ -66,6 +66,8 @@ lease:
   retryInterval: 2s
   gracePeriod: 20s
   notify: true
+  restartTakeover: true
+  sessionTakeover: false
 database:
   # Required: a Secret whose key secretKey holds the connection URL.
   existingSecret: ""

@@ -86,6 +86,11 @@ containers.
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
+{{- /* Scopes the restart lock to this pod: a pod recreated under the same name is another pod. */}}
+- name: POD_UID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.uid
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
@@ -113,6 +118,10 @@ containers.
   value: {{ .sidecar.startTimeout | quote }}
 - name: PGLEASE_NOTIFY
   value: {{ .lease.notify | quote }}
+- name: PGLEASE_RESTART_TAKEOVER
+  value: {{ .lease.restartTakeover | quote }}
+- name: PGLEASE_SESSION_TAKEOVER
+  value: {{ .lease.sessionTakeover | quote }}
 {{- /* Only the port: the host is the sidecar's default (every address). */}}
 - name: PGLEASE_HTTP_ADDR
   value: {{ printf ":%d" (int .sidecar.httpPort) | quote }}
