@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { checkHistory } from "./checker.ts";
 import { cleanHistory, END, inCommitOrder, LEASE, label, row, WINDOW_TO, write } from "./checker-fixture.ts";
 import type { History, Incarnation, LabelChange } from "./history.ts";
+import { termOverlaps } from "./lease-rules.ts";
 import { QUIET_BOUND_MS } from "./workload-timing.ts";
 import { staleWrites, writesNotGranted } from "./write-rules.ts";
 
@@ -169,6 +170,41 @@ describe("chaos checker: the lease", () => {
     history.leaseRows.splice(2, 0, row("a-1", 1, 1_000, 7_500, 5_500), row("a-1", 1, 1_000, 6_800, 5_600));
     history.leaseRows = inCommitOrder(history.leaseRows);
     expect(rules(history)).toEqual(["term-overlap"]);
+  });
+
+  it("term-overlap: a restart takeover passes only with the same lock, taken by a process started after the old one died", () => {
+    const X = `#r:${"a".repeat(32)}`;
+    const history = cleanHistory();
+    history.incarnations = [
+      { replica: "a", pid: 1, holder: `a-1${X}`, startedAt: 0, endedAt: 4_000 },
+      { replica: "a", pid: 3, holder: `a-2${X}`, startedAt: 4_100, endedAt: 12_400 },
+    ];
+    // a-1's term was promised until 9000; the restarted a-2 takes it over at 4200.
+    history.leaseRows = inCommitOrder([
+      row(`a-1${X}`, 1, 1_000, 9_000, 3_000),
+      row(`a-2${X}`, 2, 4_200, 6_200, 4_200),
+    ]);
+    expect(termOverlaps(history)).toEqual([]);
+    // Started before its predecessor was dead: the lock would not have let it bind.
+    const early = {
+      ...history,
+      incarnations: history.incarnations.map((i) => (i.pid === 3 ? { ...i, startedAt: 3_900 } : i)),
+    };
+    expect(termOverlaps(early).map((v) => v.rule)).toEqual(["term-overlap"]);
+    // Another lock proves nothing.
+    const other = structuredClone(history);
+    other.leaseRows = inCommitOrder([
+      row(`a-1${X}`, 1, 1_000, 9_000, 3_000),
+      row(`a-2#r:${"b".repeat(32)}`, 2, 4_200, 6_200, 4_200),
+    ]);
+    other.incarnations[1] = {
+      replica: "a",
+      pid: 3,
+      holder: `a-2#r:${"b".repeat(32)}`,
+      startedAt: 4_100,
+      endedAt: 12_400,
+    };
+    expect(termOverlaps(other).map((v) => v.rule)).toEqual(["term-overlap"]);
   });
 
   it("term-overlap: a released term ends at its release, unless a renew brings it back", () => {

@@ -7,7 +7,8 @@ import type { Violation } from "./violation.ts";
 export function replicaOfHolder(history: History): (holder: string) => string | null {
   const known = new Map(history.incarnations.flatMap((i) => (i.holder ? [[i.holder, i.replica]] : [])));
   const byPod = new Map(Object.entries(history.pods).map(([replica, pod]) => [pod, replica]));
-  return (holder) => known.get(holder) ?? byPod.get(/^(.*)-[0-9a-f]{8}(?:#r:[0-9a-f]{32})?$/.exec(holder)?.[1] ?? "") ?? null;
+  return (holder) =>
+    known.get(holder) ?? byPod.get(/^(.*)-[0-9a-f]{8}(?:#r:[0-9a-f]{32})?$/.exec(holder)?.[1] ?? "") ?? null;
 }
 
 const sameTerm = (a: LeaseRow, b: LeaseRow) => a.holder === b.holder && a.acquiredAt === b.acquiredAt;
@@ -60,11 +61,29 @@ export function fenceViolations(history: History): Violation[] {
   return out;
 }
 
+const restartProof = (holder: string) => /#r:([0-9a-f]{32})$/.exec(holder)?.[1] ?? null;
+
 /**
- * No holder's term starts on the server before the previous holder's term has run out. A term
- * runs until the latest expiry any of its rows promised (a renew committed late with an older
- * clock does not take back what an earlier one promised), or, once released, until the release:
- * a release is the only statement that writes an expiry already past when it runs.
+ * A restart takeover the kernel vouches for: both holders carry one restart lock, and the process
+ * of the term taken over had died before the taker started (the lock binds only then). Judged on
+ * this machine's clock, which a server clock step does not move.
+ */
+function provenDeadTakeover(history: History, old: string, taker: string): boolean {
+  const proof = restartProof(old);
+  if (proof === null || restartProof(taker) !== proof) return false;
+  const oldProcess = history.incarnations.find((i) => i.holder === old);
+  const newProcess = history.incarnations.find((i) => i.holder === taker);
+  return (
+    oldProcess?.endedAt != null && newProcess !== undefined && newProcess.startedAt >= oldProcess.endedAt
+  );
+}
+
+/**
+ * No holder's term starts on the server before the previous holder's term has run out, unless
+ * its process was proven dead (a restart takeover). A term runs until the latest expiry any of its
+ * rows promised (a renew committed late with an older clock does not take back what an earlier
+ * one promised), or, once released, until the release: a release is the only statement that
+ * writes an expiry already past when it runs.
  */
 export function termOverlaps(history: History): Violation[] {
   const out: Violation[] = [];
@@ -78,7 +97,8 @@ export function termOverlaps(history: History): Violation[] {
       term.row = row;
       continue;
     }
-    if (term && term.row.holder !== row.holder && row.acquiredAt < term.until) {
+    const overlaps = term && term.row.holder !== row.holder && row.acquiredAt < term.until;
+    if (term && overlaps && !provenDeadTakeover(history, term.row.holder, row.holder)) {
       out.push({
         rule: "term-overlap",
         at: row.acquiredAt,
