@@ -67,7 +67,7 @@ describe("Dockerfile", () => {
     const depsStage = stages.find((s) => modules?.startsWith(`--from=${s.name} `));
     expect(depsStage, "the stage node_modules comes from").toBeDefined();
     const installs = args(depsStage as Stage, "RUN").filter((r) => r.includes("npm ci"));
-    expect(installs).toEqual([expect.stringMatching(/ npm ci --omit=dev --omit=optional /)]);
+    expect(installs).toEqual([expect.stringMatching(/^npm ci --omit=dev --omit=optional /)]);
 
     const pkg = JSON.parse(await readFile(join(root, "package.json"), "utf8")) as { files: string[] };
     const shippedDist = pkg.files.filter((f) => f.startsWith("dist/")).sort();
