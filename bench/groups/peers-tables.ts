@@ -3,7 +3,7 @@ import type { Table } from "../group.ts";
 import { pgleaseRenewMs, SYSTEMS, type SystemId } from "../peers/systems.ts";
 import { count, mb, ms, ratioText } from "../report.ts";
 import type { FailoverSeries, HandoverEvent, PeerFigures, Spread } from "./peers.ts";
-import type { SteadyCost } from "./steady-cost.ts";
+import { QUIET_API_REQUESTS_TARGET, type SteadyCost } from "./steady-cost.ts";
 
 export interface SeriesRatio {
   comparison: string;
@@ -92,6 +92,22 @@ export function targetsOf(series: FailoverSeries[]): Target[] {
   return targets;
 }
 
+/**
+ * A quiet pod's API requests per hour, measured and as its periods predict: a window shorter than
+ * the watch's 30–60 min sees a renewal or not, so the prediction must meet the target too.
+ */
+export function quietApiTargets(steady: SteadyCost[]): Target[] {
+  const api = steady.find((s) => s.system === "pglease")?.apiRequests;
+  if (!api) return [];
+  return [
+    {
+      target: `pglease quiet pod: at most ${QUIET_API_REQUESTS_TARGET} API requests per pod-hour`,
+      measured: `${count(api.perPodPerHour)} measured (${api.inWindow} in the window), ${count(api.expectedPerPodPerHour)} expected`,
+      met: Math.max(api.perPodPerHour, api.expectedPerPodPerHour) <= QUIET_API_REQUESTS_TARGET,
+    },
+  ];
+}
+
 const pair = (s: Spread | null) => (s ? [ms(s.p50Ms), ms(s.p99Ms)] : ["—", "—"]);
 
 function failoverTable(figures: PeerFigures): Table {
@@ -170,7 +186,7 @@ function steadyTable(figures: PeerFigures): Table {
     notes: [
       "Measured: counted in the window, × 1 h ÷ window ÷ pods. Statements and new connections: counted on the wire by a proxy in front of a database of the system's own.",
       "Expected, per pod: pglease's leader renews every lease/3 and followers read every retry; client-go's leader writes every retry and followers read every 1.6 retries on average (jitter 1.2); the advisory lock's followers try every retry.",
-      "pglease's API traffic when quiet is periodic: a resync GET every 5 min and a watch renewed every 5–10 min (then a GET), 28 requests/h expected; a window shorter than those periods sees at most one of each, so its scaled figure is coarse: the JSON has every request by kind.",
+      "pglease's API traffic when quiet is one watch renewed every 30–60 min from its last resourceVersion (no re-read), 1.3 requests/h expected; a window shorter than that sees a renewal or none, so its scaled figure is coarse: the JSON has every request by kind.",
       "Pinned: pglease's LISTEN connection (pool connections go back to the pool after each statement); the advisory lock's own connection.",
     ],
   };

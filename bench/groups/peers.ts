@@ -8,7 +8,14 @@ import { latencyStats } from "../measure.ts";
 import { Lane, type LaneEnvironment, type TrialResult } from "../peers/lane.ts";
 import { type PeerTiming, SYSTEMS, type SystemId } from "../peers/systems.ts";
 import { ms } from "../report.ts";
-import { peersTables, ratiosOf, type SeriesRatio, type Target, targetsOf } from "./peers-tables.ts";
+import {
+  peersTables,
+  quietApiTargets,
+  ratiosOf,
+  type SeriesRatio,
+  type Target,
+  targetsOf,
+} from "./peers-tables.ts";
 import { measureSteadyCost, type SteadyCost } from "./steady-cost.ts";
 
 export type HandoverEvent = "crash" | "graceful";
@@ -192,7 +199,7 @@ export async function runPeers(context: BenchContext): Promise<GroupResult<PeerF
       series,
       steady: steadyCosts,
       ratios: ratiosOf(series, steadyCosts),
-      targets: targetsOf(series),
+      targets: [...targetsOf(series), ...quietApiTargets(steadyCosts)],
     };
     return { group: "peers", figures, tables: peersTables(figures) };
   } catch (error) {

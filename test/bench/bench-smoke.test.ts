@@ -207,6 +207,7 @@ describe("bench results document", () => {
       expectPositiveLatency(variant.startup);
       expect(variant.rssMb.samples).toBe(1);
       expect(variant.rssMb.meanMb).toBeGreaterThan(0);
+      expect(variant.peakRssMb).toBeGreaterThanOrEqual(variant.rssMb.maxMb);
     }
   });
 
@@ -271,7 +272,10 @@ describe("peers: failover and steady-state cost side by side", () => {
   it("states ratios and targets, and draws every trial in the chart", () => {
     expect(peers().ratios.length).toBeGreaterThan(0);
     for (const r of peers().ratios) expect(r.text).toMatch(/^\d+(\.\d)?× (faster|slower|fewer|more)$/);
-    expect(peers().targets.map((t) => t.target)).toHaveLength(3);
+    expect(peers().targets.map((t) => t.target)).toHaveLength(4);
+    expect(peers().targets.at(-1)?.target).toMatch(
+      /^pglease quiet pod: at most 6 API requests per pod-hour$/,
+    );
     const svg = failoverSvg(peers());
     expect(svg.startsWith("<svg")).toBe(true);
     expect(svg.match(/<circle /g)).toHaveLength(peers().series.reduce((n, s) => n + s.trials.length, 0));
