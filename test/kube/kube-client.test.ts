@@ -2,7 +2,10 @@
 // (CA file, a token file the kubelet rotates, KUBERNETES_SERVICE_HOST/PORT, IPv6 in brackets)
 // and kubeconfig files (YAML, relative paths, several files merged, exec plugins), with error
 // answers turned into the server's own words.
+
 import { chmod, copyFile, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -136,6 +139,36 @@ await onEachKubeServer("kube client suite", (kube) => {
     );
     const connection = await kubeconfigConnection({ KUBECONFIG: `${first}:${second}` });
     expect((await readPod(connection)).metadata?.name).toBe(POD);
+  });
+});
+
+describe("requests", () => {
+  it("keeps a path prefix of the server address (an API server behind a proxy path)", async () => {
+    const seen: string[] = [];
+    const server = createServer((req, res) => {
+      seen.push(req.url ?? "");
+      res.setHeader("Content-Type", "application/json");
+      res.end("{}");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const client = createKubeClient({
+      server: new URL(`http://127.0.0.1:${port}/k8s/clusters/c-1/`),
+      tls: { rejectUnauthorized: true },
+      authorization: async () => undefined,
+    });
+    try {
+      await client.json({
+        method: "GET",
+        path: "/api/v1/namespaces/a/pods",
+        query: { labelSelector: "x=y" },
+        signal: AbortSignal.timeout(5_000),
+      });
+      expect(seen).toEqual(["/k8s/clusters/c-1/api/v1/namespaces/a/pods?labelSelector=x%3Dy"]);
+    } finally {
+      client.close();
+      server.close();
+    }
   });
 });
 

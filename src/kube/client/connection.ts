@@ -65,7 +65,8 @@ export function createKubeClient(connection: KubeConnection): KubeClient {
 
   async function open(req: KubeRequest): Promise<IncomingMessage> {
     req.signal.throwIfAborted();
-    const url = new URL(req.path, connection.server);
+    // Appended, not resolved: a server behind a path prefix (a Rancher-style proxy) keeps it.
+    const url = new URL(`${connection.server.href.replace(/\/+$/, "")}${req.path}`);
     for (const [key, value] of Object.entries(req.query ?? {})) url.searchParams.set(key, value);
     const authorization = await connection.authorization();
     const payload = req.body === undefined ? undefined : JSON.stringify(req.body);
