@@ -55,6 +55,19 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
     resourceVersion = list.metadata?.resourceVersion;
   }
 
+  /** Takes in one event; "gone" when the server no longer has the version watched from. */
+  function apply(event: WatchEvent): WatchEnd | undefined {
+    if (event.type === "ERROR") {
+      if (event.object.code === 410) return "gone";
+      throw new Error(`watch error: ${event.object.message ?? JSON.stringify(event.object)}`);
+    }
+    resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion;
+    // A bookmark only moves the version on: a resumed watch then starts from a recent one.
+    if (event.type === "DELETED") opts.onDeleted();
+    else if (event.type !== "BOOKMARK") opts.onPod(event.object);
+    return undefined;
+  }
+
   /** One watch from resourceVersion until it ends; resolves "gone" when that version expired. */
   async function watchOnce(): Promise<WatchEnd> {
     const connection = new AbortController();
@@ -87,23 +100,16 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
       });
       streaming = true;
       armIdle();
+      // Decoded by the stream: a character split across two chunks stays whole.
+      response.setEncoding("utf8");
       let buffered = "";
       for await (const chunk of response) {
         armIdle();
-        buffered += (chunk as Buffer).toString("utf8");
+        buffered += chunk as string;
         const lines = buffered.split("\n");
         buffered = lines.pop() ?? "";
         for (const line of lines) {
-          if (line.trim() === "") continue;
-          const event = JSON.parse(line) as WatchEvent;
-          if (event.type === "ERROR") {
-            if (event.object.code === 410) return "gone";
-            throw new Error(`watch error: ${event.object.message ?? JSON.stringify(event.object)}`);
-          }
-          resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion;
-          // A bookmark only moves the version on: a resumed watch then starts from a recent one.
-          if (event.type === "DELETED") opts.onDeleted();
-          else if (event.type !== "BOOKMARK") opts.onPod(event.object);
+          if (line.trim() !== "" && apply(JSON.parse(line) as WatchEvent) === "gone") return "gone";
         }
       }
       return "ended";
