@@ -242,7 +242,7 @@ class KubePodPublisher implements PodPublisher {
       },
     });
     // A streaming watch sees every change, and resumes without a gap after it ends: the pod is
-    // re-read on a timer only while no watch streams (RBAC without watch, a server refusing it).
+    // re-read on a timer only while watches fail (RBAC without watch, a server refusing it).
     const resync = () => {
       if (watch.healthy()) return;
       this.#state.podStale = true;

@@ -27,7 +27,7 @@ export interface PodWatchOptions {
 }
 
 export interface PodWatch {
-  /** A watch is streaming: changes to the pod reach onPod now. */
+  /** No change to the pod can be missed: a watch streams, or resumes from the last version seen. */
   healthy(): boolean;
   /** Ends the watch; resolves once nothing of it is left running or scheduled. */
   stop(): Promise<void>;
@@ -44,8 +44,10 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
   const stopping = new AbortController();
   const path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
   const fieldSelector = `metadata.name=${opts.podName}`;
-  let streaming = false;
   let resourceVersion: string | undefined;
+  // Watch attempts that failed in a row. While there are none and a version is known, no change
+  // can be missed: a watch streams, or the next one resumes where the last ended and is replayed.
+  let failures = 0;
 
   async function relist(first: boolean): Promise<void> {
     const list = await opts.list();
@@ -77,13 +79,15 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
       connection.abort(new Error(`no answer to the watch within ${opts.openTimeoutMs} ms`)),
     );
     // A peer that vanished is found by TCP keep-alive (connection.ts); this catches a stream that
-    // outlives the timeout it asked for, a proxy holding it open after the server let go.
+    // outlives the timeout it asked for, a proxy holding it open after the server let go. That is
+    // an end like the server's own: the next watch resumes from the version reached.
+    let outlived = false;
     const armIdle = () => {
       idle.cancel();
-      const limitMs = (timeoutSeconds + 60) * 1000;
-      idle = opts.clock.setTimer(limitMs, () =>
-        connection.abort(new Error(`the watch sent nothing for ${limitMs / 1000} s`)),
-      );
+      idle = opts.clock.setTimer((timeoutSeconds + 60) * 1000, () => {
+        outlived = true;
+        connection.abort();
+      });
     };
     try {
       const response = await opts.client.stream({
@@ -98,7 +102,6 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
         },
         signal,
       });
-      streaming = true;
       armIdle();
       // Decoded by the stream: a character split across two chunks stays whole.
       response.setEncoding("utf8");
@@ -115,16 +118,15 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
       return "ended";
     } catch (error) {
       if (error instanceof KubeApiError && error.status === 410) return "gone";
+      if (outlived && !stopping.signal.aborted) return "ended";
       throw signal.aborted ? signal.reason : error;
     } finally {
-      streaming = false;
       idle.cancel();
       connection.abort();
     }
   }
 
   async function run(): Promise<void> {
-    let failures = 0;
     let first = true;
     while (!stopping.signal.aborted) {
       try {
@@ -147,7 +149,7 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
 
   const running = run();
   return {
-    healthy: () => streaming,
+    healthy: () => resourceVersion !== undefined && failures === 0,
     stop: () => {
       stopping.abort();
       return running;

@@ -3,7 +3,7 @@
 // and kubeconfig files (YAML, relative paths, several files merged, exec plugins), with error
 // answers turned into the server's own words.
 
-import { chmod, copyFile, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -92,6 +92,21 @@ await onEachKubeServer("kube client suite", (kube) => {
     await writeFile(tokenFile, exported.users[0].user.token);
     expect((await readPod(connection)).metadata?.name).toBe(POD);
   });
+
+  // In-cluster needs TLS; the in-process server speaks plain HTTP.
+  it.skipIf(kube.name !== "real")(
+    "connects in-cluster: the service address, the CA file, the token file",
+    async () => {
+      const { cluster } = exported.clusters[0];
+      const serviceAccount = join(dir, "serviceaccount");
+      await mkdir(serviceAccount, { recursive: true });
+      await copyFile(cluster["certificate-authority"] as string, join(serviceAccount, "ca.crt"));
+      await writeFile(join(serviceAccount, "token"), exported.users[0].user.token);
+      const address = new URL(cluster.server);
+      const env = { KUBERNETES_SERVICE_HOST: address.hostname, KUBERNETES_SERVICE_PORT: address.port };
+      expect((await readPod(inClusterConnection(env, serviceAccount))).metadata?.name).toBe(POD);
+    },
+  );
 
   it("reads a YAML kubeconfig merged from two files, paths relative to each file, and an exec plugin", async () => {
     const { cluster } = exported.clusters[0];
