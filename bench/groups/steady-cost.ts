@@ -11,9 +11,11 @@ import { type PeerTiming, pgleaseRenewMs, SYSTEMS, type SystemId } from "../peer
 const HOUR_MS = 3_600_000;
 /** client-go's acquire loop waits retry × (1 + U·1.2): 1.6 retry periods on average. */
 const CLIENT_GO_MEAN_FOLLOWER_WAIT = 1.6;
-/** pglease's publisher (src/kube): a resync GET every 5 min, a watch renewed every 5–10 min and re-read after. */
-const PGLEASE_RESYNC_MS = 300_000;
-const PGLEASE_MEAN_WATCH_MS = 450_000;
+/**
+ * pglease's publisher (src/kube/pod-watch.ts): one watch, renewed every 30–60 min from its last
+ * resourceVersion (one request, no re-read); nothing else while it streams.
+ */
+const PGLEASE_MEAN_WATCH_MS = 2_700_000;
 export const STEADY_SYSTEMS: SystemId[] = ["pglease", "client-go", "advisory-lock"];
 
 // Connections the candidates hold, the bench's own left out; a LISTEN session is pinned for good.
@@ -55,7 +57,7 @@ function expected(system: SystemId, timing: PeerTiming, pods: number): { stateme
     case "pglease-no-notify":
       return {
         statements: (perHour(pgleaseRenewMs(timing)) + followers * perHour(timing.retryMs)) / pods,
-        api: perHour(PGLEASE_RESYNC_MS) + 2 * perHour(PGLEASE_MEAN_WATCH_MS),
+        api: perHour(PGLEASE_MEAN_WATCH_MS),
       };
     case "client-go":
     case "client-go-release":

@@ -151,10 +151,19 @@ export class Candidate {
   }
 
   /** Resident set size from /proc, in MB; null where /proc is not there or the process is gone. */
-  async rssMb(): Promise<number | null> {
+  rssMb(): Promise<number | null> {
+    return this.#status("VmRSS");
+  }
+
+  /** The largest resident set size so far (VmHWM), in MB: what a memory limit must hold. */
+  peakRssMb(): Promise<number | null> {
+    return this.#status("VmHWM");
+  }
+
+  async #status(field: "VmRSS" | "VmHWM"): Promise<number | null> {
     try {
       const status = await readFile(`/proc/${this.pid}/status`, "utf8");
-      const kb = /^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1];
+      const kb = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, "m").exec(status)?.[1];
       return kb === undefined ? null : Number(kb) / 1024;
     } catch {
       return null;

@@ -1,6 +1,6 @@
 // What the pod should show, as a pure function of the elector's state, and the smallest
 // patches that take a pod as last seen to it. No I/O here: the publisher decides when to send.
-import type { V1Pod, V1PodCondition } from "@kubernetes/client-node";
+import type { Pod, PodCondition } from "./client/api-types.ts";
 import { CONDITION_REASON, fenceAnnotationValue, ROLE, type Role } from "./pod-contract.ts";
 import type { PublishConfig } from "./publish-config.ts";
 
@@ -52,7 +52,7 @@ export interface MetadataPatch {
 }
 
 /** The JSON merge patch of labels and annotations still missing from the pod, or null. */
-export function metadataPatch(desired: DesiredPod, pod: V1Pod | undefined): MetadataPatch | null {
+export function metadataPatch(desired: DesiredPod, pod: Pod | undefined): MetadataPatch | null {
   const labels = differences(desired.labels, pod?.metadata?.labels);
   const annotations = differences(desired.annotations, pod?.metadata?.annotations);
   if (labels === null && annotations === null) return null;
@@ -82,11 +82,7 @@ export interface ConditionPatch {
  * lastTransitionTime is sent only when the status changes: fields a strategic merge patch
  * leaves out keep their value.
  */
-export function conditionPatch(
-  desired: DesiredPod,
-  pod: V1Pod | undefined,
-  now: Date,
-): ConditionPatch | null {
+export function conditionPatch(desired: DesiredPod, pod: Pod | undefined, now: Date): ConditionPatch | null {
   const want = desired.condition;
   const have = findCondition(pod, want.type);
   if (have && have.status === want.status && have.reason === want.reason && have.message === want.message) {
@@ -100,11 +96,11 @@ export function conditionPatch(
   };
 }
 
-export function podShows(desired: DesiredPod, pod: V1Pod | undefined): boolean {
+export function podShows(desired: DesiredPod, pod: Pod | undefined): boolean {
   return metadataPatch(desired, pod) === null && conditionPatch(desired, pod, new Date(0)) === null;
 }
 
-function findCondition(pod: V1Pod | undefined, type: string): V1PodCondition | undefined {
+function findCondition(pod: Pod | undefined, type: string): PodCondition | undefined {
   return pod?.status?.conditions?.find((c) => c.type === type);
 }
 

@@ -1,6 +1,6 @@
 // Whether this process can publish to its pod at all. Outside a cluster (a laptop, CI, the
 // demo) there is no pod to patch: publishing is off and the sidecar says why, once.
-// Free of the Kubernetes client, so a process outside a cluster never loads it.
+// Free of the Kubernetes client (src/kube/client), so a process outside a cluster never loads it.
 import { existsSync } from "node:fs";
 
 export const SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -24,7 +24,7 @@ export function decidePublishing(
       reason: `pod publishing is off: ${missing.join(" and ")} not set (set them from the downward API: fieldRef metadata.name / metadata.namespace)`,
     };
   }
-  // loadFromCluster() needs both the mounted token and the service address the kubelet injects.
+  // The in-cluster connection needs both the mounted token and the service address the kubelet injects.
   if (env.KUBERNETES_SERVICE_HOST && fileExists(SERVICE_ACCOUNT_TOKEN)) {
     return { enabled: true, namespace, podName, source: "in-cluster" };
   }

@@ -1,8 +1,7 @@
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConnection } from "./client/connection.ts";
+import { inClusterConnection } from "./client/in-cluster.ts";
+import { kubeconfigConnection } from "./client/kubeconfig.ts";
 
-export function loadKubeConfig(source: "in-cluster" | "kubeconfig"): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  if (source === "in-cluster") kubeConfig.loadFromCluster();
-  else kubeConfig.loadFromDefault();
-  return kubeConfig;
+export function loadKubeConnection(source: "in-cluster" | "kubeconfig"): Promise<KubeConnection> {
+  return source === "in-cluster" ? Promise.resolve(inClusterConnection()) : kubeconfigConnection();
 }

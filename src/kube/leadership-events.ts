@@ -1,10 +1,11 @@
 // Kubernetes Events on the pod for each gain and loss of leadership, best effort: a few
 // attempts each, then logged and dropped. They are for humans (`kubectl describe pod`);
 // nothing depends on them, so they never hold up publishing or shutdown for long.
-import type { CoreV1Event, V1Pod } from "@kubernetes/client-node";
+
 import type { Logger } from "pino";
 import type { Clock } from "../election/clock.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
+import type { CoreEvent, Pod } from "./client/api-types.ts";
 import type { LeadershipState } from "./desired-state.ts";
 import { KubeRequestError, type PodApi } from "./pod-api.ts";
 
@@ -16,7 +17,7 @@ export interface EventRecorderOptions {
   podName: string;
   logger: Logger;
   /** The pod as last seen, for its uid; read from the API when not seen yet. */
-  lastSeenPod: () => V1Pod | undefined;
+  lastSeenPod: () => Pod | undefined;
   attempts: number;
   backoff: BackoffTiming;
   random: () => number;
@@ -120,7 +121,7 @@ async function send(opts: EventRecorderOptions, event: PendingEvent): Promise<vo
   }
 }
 
-function eventFor(opts: EventRecorderOptions, pod: V1Pod, event: PendingEvent): CoreV1Event {
+function eventFor(opts: EventRecorderOptions, pod: Pod, event: PendingEvent): CoreEvent {
   const { at, sequence } = event;
   return {
     apiVersion: "v1",
@@ -143,8 +144,8 @@ function eventFor(opts: EventRecorderOptions, pod: V1Pod, event: PendingEvent): 
     source: { component: "pglease" },
     reportingComponent: "pglease",
     reportingInstance: opts.podName,
-    firstTimestamp: at,
-    lastTimestamp: at,
+    firstTimestamp: at.toISOString(),
+    lastTimestamp: at.toISOString(),
     count: 1,
   };
 }

@@ -1,7 +1,7 @@
 // Gap, never overlap: a new leader first takes the leader label off any other pod of the
 // same lease that still carries it (an old leader that froze or lost the API server cannot
 // do it itself), and only then labels itself. Any failure here stops the self-label.
-import type { V1Pod } from "@kubernetes/client-node";
+import type { Pod } from "./client/api-types.ts";
 import { conditionPatch, desiredPod, type MetadataPatch } from "./desired-state.ts";
 import { KubeRequestError, type PodApi } from "./pod-api.ts";
 import type { PublishConfig } from "./publish-config.ts";
@@ -66,7 +66,7 @@ function demotion(config: PublishConfig): MetadataPatch {
   };
 }
 
-function isStaleLeader(pod: V1Pod, opts: PeerDemotionOptions): boolean {
+function isStaleLeader(pod: Pod, opts: PeerDemotionOptions): boolean {
   if (pod.metadata?.name === opts.config.podName) return false;
   if (pod.metadata?.labels?.[opts.config.roleLabel] !== opts.config.leaderValue) return false;
   const lease = pod.metadata?.annotations?.[opts.config.leaseAnnotation];

@@ -1,21 +1,10 @@
 // The few API calls the publisher makes, each with the content type it needs set explicitly
-// (client-node defaults to JSON Patch), a timeout so a hung API server costs one attempt and
+// (a merge patch for labels, a strategic merge patch for the condition), a timeout so a hung API server costs one attempt and
 // never blocks anything, and an abort on stop. Failures come back classified, never raw.
-import {
-  ApiException,
-  AuthorizationV1Api,
-  type ConfigurationOptions,
-  CoreV1Api,
-  type CoreV1Event,
-  type KubeConfig,
-  Observable,
-  type ObservableMiddleware,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Pod,
-  type V1SelfSubjectAccessReview,
-} from "@kubernetes/client-node";
+
 import type { Clock } from "../election/clock.ts";
+import type { CoreEvent, Pod, PodList } from "./client/api-types.ts";
+import { KubeApiError, type KubeClient, type KubeRequest } from "./client/connection.ts";
 import type { ConditionPatch, MetadataPatch } from "./desired-state.ts";
 
 export interface Permission {
@@ -34,7 +23,7 @@ export class KubeRequestError extends Error {
   readonly permission: Permission;
 
   constructor(permission: Permission, cause: unknown) {
-    const status = cause instanceof ApiException ? cause.code : undefined;
+    const status = cause instanceof KubeApiError ? cause.status : undefined;
     const kind = classify(status, cause);
     super(`${permissionName(permission)}: ${describe(status, kind, cause)}`);
     this.name = "KubeRequestError";
@@ -61,21 +50,12 @@ function describe(status: number | undefined, kind: KubeRequestError["kind"], ca
     const reason = cause instanceof Error ? (cause.cause instanceof Error ? cause.cause : cause).message : "";
     return `network error ${reason}`.trim();
   }
-  // The Status body's message only; the exception text also carries response headers.
-  let message = "";
-  if (cause instanceof ApiException && typeof cause.body === "string") {
-    try {
-      const parsed = JSON.parse(cause.body) as { message?: unknown };
-      if (typeof parsed.message === "string") message = parsed.message;
-    } catch {
-      message = cause.body.slice(0, 200);
-    }
-  }
-  return `HTTP ${status}${message ? ` ${message}` : ""}`;
+  // "HTTP 403 <the Status body's message>", as the server words it.
+  return cause instanceof KubeApiError ? cause.message : `HTTP ${status}`;
 }
 
 export interface PodApiOptions {
-  kubeConfig: KubeConfig;
+  client: KubeClient;
   namespace: string;
   podName: string;
   requestTimeoutMs: number;
@@ -94,34 +74,22 @@ export const PERMISSIONS = {
   createEvent: { verb: "create", resource: "events" },
 } as const satisfies Record<string, Permission>;
 
-type RequestOptions = ConfigurationOptions<ObservableMiddleware>;
-
-/** Options that abort the request on `signal`, with the content type set when a patch needs one. */
-function requestOptions(signal: AbortSignal, contentType?: PatchStrategy): RequestOptions {
-  const abortable: ObservableMiddleware = {
-    pre: (request) => {
-      request.setSignal(signal);
-      return new Observable(Promise.resolve(request));
-    },
-    post: (response) => new Observable(Promise.resolve(response)),
-  };
-  const options = { middleware: [abortable], middlewareMergeStrategy: "append" as const };
-  return contentType === undefined ? options : setHeaderOptions("Content-Type", contentType, options);
-}
+const MERGE_PATCH = "application/merge-patch+json";
+// Strategic merge merges status.conditions by type; a JSON merge patch would replace the array.
+const STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json";
 
 /** Sends one request, abandoned after requestTimeoutMs on the injected clock or at stop; errors classified. */
 function requestSender(opts: PodApiOptions) {
-  return async function send<T>(
-    permission: Permission,
-    request: (options: RequestOptions) => Promise<T>,
-    contentType?: PatchStrategy,
-  ): Promise<T> {
+  return async function send<T>(permission: Permission, request: Omit<KubeRequest, "signal">): Promise<T> {
     const deadline = new AbortController();
     const timer = opts.clock.setTimer(opts.requestTimeoutMs, () =>
       deadline.abort(new DOMException(`no answer within ${opts.requestTimeoutMs} ms`, "TimeoutError")),
     );
     try {
-      return await request(requestOptions(AbortSignal.any([deadline.signal, opts.stopSignal]), contentType));
+      return await opts.client.json<T>({
+        ...request,
+        signal: AbortSignal.any([deadline.signal, opts.stopSignal]),
+      });
     } catch (error) {
       throw new KubeRequestError(permission, error);
     } finally {
@@ -131,54 +99,59 @@ function requestSender(opts: PodApiOptions) {
 }
 
 export function createPodApi(opts: PodApiOptions) {
-  const core = opts.kubeConfig.makeApiClient(CoreV1Api);
-  const authorization = opts.kubeConfig.makeApiClient(AuthorizationV1Api);
-  const { namespace } = opts;
+  const pods = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
+  const pod = (name: string) => `${pods}/${encodeURIComponent(name)}`;
   const send = requestSender(opts);
 
   return {
-    readPod: (): Promise<V1Pod> =>
-      send(PERMISSIONS.getPod, (options) =>
-        core.readNamespacedPod({ name: opts.podName, namespace }, options),
-      ),
+    readPod: (): Promise<Pod> => send(PERMISSIONS.getPod, { method: "GET", path: pod(opts.podName) }),
 
-    listPods: async (labelSelector: string): Promise<V1Pod[]> =>
-      (
-        await send(PERMISSIONS.listPods, (options) =>
-          core.listNamespacedPod({ namespace, labelSelector }, options),
-        )
-      ).items,
+    /** This pod as a list: its resourceVersion is where a watch of it starts. */
+    listOwnPod: (): Promise<PodList> =>
+      send(PERMISSIONS.listPods, {
+        method: "GET",
+        path: pods,
+        query: { fieldSelector: `metadata.name=${opts.podName}` },
+      }),
 
-    patchMetadata: (name: string, body: MetadataPatch): Promise<V1Pod> =>
-      send(
-        PERMISSIONS.patchPod,
-        (options) => core.patchNamespacedPod({ name, namespace, body }, options),
-        PatchStrategy.MergePatch,
-      ),
+    listPods: async (labelSelector: string): Promise<Pod[]> =>
+      (await send<PodList>(PERMISSIONS.listPods, { method: "GET", path: pods, query: { labelSelector } }))
+        .items,
 
-    // Strategic merge merges status.conditions by type; a JSON merge patch would replace the array.
-    patchStatus: (name: string, body: ConditionPatch): Promise<V1Pod> =>
-      send(
-        PERMISSIONS.patchPodStatus,
-        (options) => core.patchNamespacedPodStatus({ name, namespace, body }, options),
-        PatchStrategy.StrategicMergePatch,
-      ),
+    patchMetadata: (name: string, body: MetadataPatch): Promise<Pod> =>
+      send(PERMISSIONS.patchPod, { method: "PATCH", path: pod(name), body, contentType: MERGE_PATCH }),
 
-    createEvent: (body: CoreV1Event): Promise<CoreV1Event> =>
-      send(PERMISSIONS.createEvent, (options) => core.createNamespacedEvent({ namespace, body }, options)),
+    patchStatus: (name: string, body: ConditionPatch): Promise<Pod> =>
+      send(PERMISSIONS.patchPodStatus, {
+        method: "PATCH",
+        path: `${pod(name)}/status`,
+        body,
+        contentType: STRATEGIC_MERGE_PATCH,
+      }),
+
+    createEvent: (body: CoreEvent): Promise<CoreEvent> =>
+      send(PERMISSIONS.createEvent, {
+        method: "POST",
+        path: `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/events`,
+        body,
+      }),
 
     /** SelfSubjectAccessReview: may this process do `permission` in its namespace? */
     allowed: async (permission: Permission): Promise<boolean> => {
-      const body = accessReview(namespace, permission);
-      const review = await send({ verb: "create", resource: "selfsubjectaccessreviews" }, (options) =>
-        authorization.createSelfSubjectAccessReview({ body }, options),
+      const review = await send<{ status?: { allowed?: boolean } }>(
+        { verb: "create", resource: "selfsubjectaccessreviews" },
+        {
+          method: "POST",
+          path: "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+          body: accessReview(opts.namespace, permission),
+        },
       );
       return review.status?.allowed === true;
     },
   };
 }
 
-function accessReview(namespace: string, permission: Permission): V1SelfSubjectAccessReview {
+function accessReview(namespace: string, permission: Permission) {
   return {
     apiVersion: "authorization.k8s.io/v1",
     kind: "SelfSubjectAccessReview",

@@ -1,9 +1,10 @@
 // Publishes the elector's state onto its own pod, level-triggered: one worker loop runs the
 // reconcile step (reconcile.ts) on the state record (publisher-state.ts) until the pod shows the
 // newest desired state. The elector never waits on it: setDesired() records the state and returns.
-import type { V1Pod } from "@kubernetes/client-node";
 import { type Clock, monotonicClock, type Timer } from "../election/clock.ts";
 import { pause } from "./backoff.ts";
+import type { Pod } from "./client/api-types.ts";
+import { createKubeClient, type KubeClient } from "./client/connection.ts";
 import type { LeadershipState } from "./desired-state.ts";
 import { createEventRecorder, type EventRecorder, leadershipTransitions } from "./leadership-events.ts";
 import { checkPermissions } from "./permission-check.ts";
@@ -36,11 +37,12 @@ class KubePodPublisher implements PodPublisher {
   readonly #wallClock: () => Date;
   readonly #stopping = new AbortController();
   readonly #state = initialState();
+  readonly #client: KubeClient;
   readonly #api: PodApi;
   readonly #events: EventRecorder;
   readonly #tracker: PublishTracker;
   readonly #loop: WorkLoop;
-  #running: { loop: Promise<void>; stopWatch: () => void; resync: Timer } | null = null;
+  #running: { loop: Promise<void>; stopWatch: () => Promise<void>; resync: Timer } | null = null;
   #starting: Promise<StartResult> | null = null;
   #stopped: Promise<void> | null = null;
 
@@ -51,8 +53,9 @@ class KubePodPublisher implements PodPublisher {
     this.#clock = opts.clock ?? monotonicClock;
     this.#random = opts.random ?? Math.random;
     this.#wallClock = opts.wallClock ?? (() => new Date());
+    this.#client = createKubeClient(opts.connection);
     this.#api = createPodApi({
-      kubeConfig: opts.kubeConfig,
+      client: this.#client,
       namespace: config.namespace,
       podName: config.podName,
       requestTimeoutMs: this.#timing.requestTimeoutMs,
@@ -94,7 +97,7 @@ class KubePodPublisher implements PodPublisher {
       for (const e of leadershipTransitions(change.previous, next, this.#opts.config.podName)) {
         this.#events.record(e.reason, e.message);
       }
-      if (podShowsDesired(this.#state)) this.#seen(this.#state.pod as V1Pod);
+      if (podShowsDesired(this.#state)) this.#seen(this.#state.pod as Pod);
       this.#loop.wake();
       this.#tracker.notify();
     } catch (error) {
@@ -120,8 +123,8 @@ class KubePodPublisher implements PodPublisher {
 
   stop(): Promise<void> {
     this.#stopped ??= (async () => {
-      this.#running?.stopWatch();
       this.#running?.resync.cancel();
+      const watchStopped = this.#running?.stopWatch();
       // Give the last events (a LeadershipLost at shutdown) one bounded chance to be sent.
       const grace = new AbortController();
       await Promise.race([
@@ -133,6 +136,8 @@ class KubePodPublisher implements PodPublisher {
       this.#tracker.notify();
       await this.#running?.loop;
       await this.#events.flushed();
+      await watchStopped;
+      this.#client.close();
     })();
     return this.#stopped;
   }
@@ -201,7 +206,7 @@ class KubePodPublisher implements PodPublisher {
     });
   }
 
-  #seen(next: V1Pod): void {
+  #seen(next: Pod): void {
     this.#state.pod = next;
     const desired = this.#state.desired;
     if (desired && podShowsDesired(this.#state)) {
@@ -217,30 +222,35 @@ class KubePodPublisher implements PodPublisher {
 
   #startBackground(): void {
     const { config, logger } = this.#opts;
+    const watch = watchOwnPod({
+      client: this.#client,
+      list: () => this.#api.listOwnPod(),
+      namespace: config.namespace,
+      podName: config.podName,
+      logger,
+      backoff: this.#timing.backoff,
+      openTimeoutMs: this.#timing.requestTimeoutMs,
+      random: this.#random,
+      clock: this.#clock,
+      onPod: (next) => {
+        if (!isOlder(next, this.#state.pod)) this.#seen(next);
+      },
+      onDeleted: () => {
+        logger.warn("this pod was deleted; publishing continues until the process stops");
+        this.#state.pod = undefined;
+        this.#state.podStale = true;
+      },
+    });
+    // A streaming watch sees every change, and resumes without a gap after it ends: the pod is
+    // re-read on a timer only while watches fail (RBAC without watch, a server refusing it).
     const resync = () => {
+      if (watch.healthy()) return;
       this.#state.podStale = true;
       this.#loop.wake();
     };
     this.#running = {
       loop: this.#loop.run(),
-      stopWatch: watchOwnPod({
-        kubeConfig: this.#opts.kubeConfig,
-        namespace: config.namespace,
-        podName: config.podName,
-        logger,
-        backoff: this.#timing.backoff,
-        random: this.#random,
-        clock: this.#clock,
-        onPod: (next) => {
-          if (!isOlder(next, this.#state.pod)) this.#seen(next);
-        },
-        onDeleted: () => {
-          logger.warn("this pod was deleted; publishing continues until the process stops");
-          this.#state.pod = undefined;
-          this.#state.podStale = true;
-        },
-        onReconnect: resync,
-      }).stop,
+      stopWatch: watch.stop,
       resync: repeat(this.#clock, config.resyncIntervalMs, resync),
     };
   }

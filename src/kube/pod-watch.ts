@@ -1,87 +1,158 @@
 // A watch on this process's own pod, so a label, annotation or condition changed by hand is
-// seen at once and put back. Watches end (server timeouts, proxies, API server restarts):
-// each end is followed by a fresh watch after a backoff, and by a resync, because changes
-// made while no watch was open are not replayed.
-import { type KubeConfig, type V1Pod, Watch } from "@kubernetes/client-node";
+// seen at once and put back. It lists the pod once, then watches from the list's
+// resourceVersion; every event and bookmark moves that version on, so a watch that ends
+// (server timeout, proxy, API server restart) resumes where it stopped and the server replays
+// what changed meanwhile: no re-read. Only when the server no longer has that version (410
+// Gone) is the pod listed again.
 import type { Logger } from "pino";
-import type { Clock } from "../election/clock.ts";
+import type { Clock, Timer } from "../election/clock.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
+import type { Pod, PodList, WatchEvent } from "./client/api-types.ts";
+import { KubeApiError, type KubeClient } from "./client/connection.ts";
 
 export interface PodWatchOptions {
-  kubeConfig: KubeConfig;
+  client: KubeClient;
+  /** Lists this pod (fieldSelector metadata.name), for the version to watch from. */
+  list: () => Promise<PodList>;
   namespace: string;
   podName: string;
   logger: Logger;
   backoff: BackoffTiming;
+  /** A watch whose answer has not started after this long is abandoned. */
+  openTimeoutMs: number;
   random: () => number;
   clock: Clock;
-  onPod: (pod: V1Pod) => void;
+  onPod: (pod: Pod) => void;
   onDeleted: () => void;
-  /** Called each time a watch is (re)established after an end: the caller should re-read the pod. */
-  onReconnect: () => void;
 }
 
-// Like client-go's reflector: ask the server to end each watch after 5–10 minutes, so a quiet
-// pod costs a few requests an hour rather than one every 30 s.
-const MIN_WATCH_SECONDS = 300;
-
-/**
- * client-node ends a watch after 30 s without a byte (a TypeScript-private field, a plain
- * property at run time). A quiet pod sends nothing for minutes: wait as long as the server
- * was asked to keep the watch, plus a margin, before calling it dead.
- */
-function patientWatch(kubeConfig: KubeConfig, timeoutSeconds: number): Watch {
-  const watch = new Watch(kubeConfig);
-  Object.assign(watch, { requestTimeoutMs: (timeoutSeconds + 60) * 1000 });
-  return watch;
+export interface PodWatch {
+  /** No change to the pod can be missed: a watch streams, or resumes from the last version seen. */
+  healthy(): boolean;
+  /** Ends the watch; resolves once nothing of it is left running or scheduled. */
+  stop(): Promise<void>;
 }
 
-export function watchOwnPod(opts: PodWatchOptions): { stop(): void } {
+// kube-apiserver keeps a watch as long as timeoutSeconds asks, without a cap; when none is given
+// it picks --min-request-timeout (1800 s by default) times 1–2. Ask for that same 30–60 minutes:
+// each renewal resumes from the last version, one request, no read.
+const MIN_WATCH_SECONDS = 1800;
+
+type WatchEnd = "ended" | "gone";
+
+export function watchOwnPod(opts: PodWatchOptions): PodWatch {
   const stopping = new AbortController();
   const path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
-  let current: AbortController | null = null;
+  const fieldSelector = `metadata.name=${opts.podName}`;
+  let resourceVersion: string | undefined;
+  // Watch attempts that failed in a row. While there are none and a version is known, no change
+  // can be missed: a watch streams, or the next one resumes where the last ended and is replayed.
+  let failures = 0;
+
+  async function relist(first: boolean): Promise<void> {
+    const list = await opts.list();
+    const pod = list.items[0];
+    if (pod) opts.onPod(pod);
+    else if (!first) opts.onDeleted();
+    resourceVersion = list.metadata?.resourceVersion;
+  }
+
+  /** Takes in one event; "gone" when the server no longer has the version watched from. */
+  function apply(event: WatchEvent): WatchEnd | undefined {
+    if (event.type === "ERROR") {
+      if (event.object.code === 410) return "gone";
+      throw new Error(`watch error: ${event.object.message ?? JSON.stringify(event.object)}`);
+    }
+    resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion;
+    // A bookmark only moves the version on: a resumed watch then starts from a recent one.
+    if (event.type === "DELETED") opts.onDeleted();
+    else if (event.type !== "BOOKMARK") opts.onPod(event.object);
+    return undefined;
+  }
+
+  /** One watch from resourceVersion until it ends; resolves "gone" when that version expired. */
+  async function watchOnce(): Promise<WatchEnd> {
+    const connection = new AbortController();
+    const signal = AbortSignal.any([connection.signal, stopping.signal]);
+    const timeoutSeconds = Math.floor(MIN_WATCH_SECONDS * (1 + opts.random()));
+    let idle: Timer = opts.clock.setTimer(opts.openTimeoutMs, () =>
+      connection.abort(new Error(`no answer to the watch within ${opts.openTimeoutMs} ms`)),
+    );
+    // A peer that vanished is found by TCP keep-alive (connection.ts); this catches a stream that
+    // outlives the timeout it asked for, a proxy holding it open after the server let go. That is
+    // an end like the server's own: the next watch resumes from the version reached.
+    let outlived = false;
+    const armIdle = () => {
+      idle.cancel();
+      idle = opts.clock.setTimer((timeoutSeconds + 60) * 1000, () => {
+        outlived = true;
+        connection.abort();
+      });
+    };
+    try {
+      const response = await opts.client.stream({
+        method: "GET",
+        path,
+        query: {
+          watch: "true",
+          fieldSelector,
+          allowWatchBookmarks: "true",
+          timeoutSeconds: String(timeoutSeconds),
+          ...(resourceVersion ? { resourceVersion } : {}),
+        },
+        signal,
+      });
+      armIdle();
+      // Decoded by the stream: a character split across two chunks stays whole.
+      response.setEncoding("utf8");
+      let buffered = "";
+      for await (const chunk of response) {
+        armIdle();
+        buffered += chunk as string;
+        const lines = buffered.split("\n");
+        buffered = lines.pop() ?? "";
+        for (const line of lines) {
+          if (line.trim() !== "" && apply(JSON.parse(line) as WatchEvent) === "gone") return "gone";
+        }
+      }
+      return "ended";
+    } catch (error) {
+      if (error instanceof KubeApiError && error.status === 410) return "gone";
+      if (outlived && !stopping.signal.aborted) return "ended";
+      throw signal.aborted ? signal.reason : error;
+    } finally {
+      idle.cancel();
+      connection.abort();
+    }
+  }
 
   async function run(): Promise<void> {
-    let failures = 0;
     let first = true;
     while (!stopping.signal.aborted) {
-      let endWith: (err: unknown) => void = () => {};
-      const ended = new Promise<unknown>((resolve) => (endWith = resolve));
-      let sawEvent = false;
-      const timeoutSeconds = Math.floor(MIN_WATCH_SECONDS * (1 + opts.random()));
       try {
-        current = await patientWatch(opts.kubeConfig, timeoutSeconds).watch(
-          path,
-          { fieldSelector: `metadata.name=${opts.podName}`, allowWatchBookmarks: true, timeoutSeconds },
-          (phase, object: V1Pod) => {
-            sawEvent = true;
-            if (phase === "ADDED" || phase === "MODIFIED") opts.onPod(object);
-            else if (phase === "DELETED") opts.onDeleted();
-          },
-          (err) => endWith(err),
+        if (resourceVersion === undefined) await relist(first);
+        first = false;
+        const end = await watchOnce();
+        if (end === "gone") resourceVersion = undefined;
+        failures = 0;
+      } catch (error) {
+        if (stopping.signal.aborted) return;
+        failures++;
+        opts.logger.debug(
+          { err: error instanceof Error ? error.message : error },
+          "pod watch failed; retrying",
         );
-      } catch (err) {
-        endWith(err);
       }
-      if (stopping.signal.aborted) current?.abort();
-      else if (!first) opts.onReconnect();
-      first = false;
-      const err = await ended;
-      if (stopping.signal.aborted) return;
-      failures = sawEvent || !err ? 0 : failures + 1;
-      opts.logger.debug(
-        { err: err instanceof Error ? err.message : err },
-        "pod watch ended; re-establishing",
-      );
       await pause(opts.clock, backoffDelay(failures, opts.backoff, opts.random), stopping.signal);
     }
   }
 
-  void run();
+  const running = run();
   return {
-    stop() {
+    healthy: () => resourceVersion !== undefined && failures === 0,
+    stop: () => {
       stopping.abort();
-      current?.abort();
+      return running;
     },
   };
 }

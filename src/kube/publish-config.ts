@@ -37,7 +37,8 @@ export const PUBLISH_DEFAULTS = {
   ...POD_CONTRACT,
   peerSelector: null,
   demotePeers: true,
-  // A safety net behind the watch, which already restores hand-made changes at once.
+  // How often the pod is re-read while no watch streams (a Role without watch, a server refusing
+  // it); a streaming watch sees every change and resumes without a gap, so it needs none.
   resyncIntervalMs: 300_000,
 } as const satisfies Omit<PublishConfig, "namespace" | "podName">;
 

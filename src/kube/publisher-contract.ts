@@ -1,9 +1,9 @@
 // The publisher's public surface: what the sidecar passes in, what it gets back, and the
 // observations it turns into metrics (prom-client lives in src/observability, not here).
-import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Clock } from "../election/clock.ts";
 import type { BackoffTiming } from "./backoff.ts";
+import type { KubeConnection } from "./client/connection.ts";
 import type { LeadershipState } from "./desired-state.ts";
 import type { PublishConfig } from "./publish-config.ts";
 
@@ -39,13 +39,14 @@ export const DEFAULT_TIMING: PublishTiming = {
 };
 
 export interface PodPublisherOptions {
-  kubeConfig: KubeConfig;
+  /** Where the API server is and how to authenticate (kube-config.ts loads it). */
+  connection: KubeConnection;
   config: PublishConfig;
   logger: Logger;
   onPatch?: (e: PatchObservation) => void;
   onPublished?: (e: PublishedObservation) => void;
   random?: () => number;
-  /** Durations, timeouts, backoff and the resync; a monotonic real-time clock when left out. */
+  /** Durations, timeouts, backoff and the fallback resync; a monotonic real-time clock when left out. */
   clock?: Clock;
   /** Wall clock, for lastTransitionTime and event timestamps. */
   wallClock?: () => Date;

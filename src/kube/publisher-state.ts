@@ -1,6 +1,6 @@
 // Everything the publisher knows, in one record. setDesired, the watch and the answers to its
 // requests write it; the reconcile step reads it to decide what to send next.
-import type { V1Pod } from "@kubernetes/client-node";
+import type { Pod } from "./client/api-types.ts";
 import { type DesiredPod, desiredPod, type LeadershipState, podShows } from "./desired-state.ts";
 import type { PublishConfig } from "./publish-config.ts";
 
@@ -15,7 +15,7 @@ export interface PublisherState {
   /** The newest state asked for; null before start. */
   desired: Desired | null;
   /** The pod as last seen (watch, GET or a patch's answer); undefined before the first read or once deleted. */
-  pod: V1Pod | undefined;
+  pod: Pod | undefined;
   /** Read the pod again before the next patch: at start, after a 409 or 404, a watch gap, the resync. */
   podStale: boolean;
   /** The term (see termKey) whose stale peers are already demoted; null while following. */
@@ -72,7 +72,7 @@ export function recordDesired(
  * versions are opaque by contract, but every API server in practice issues increasing integers;
  * when both are, the older one is dropped instead of undoing what the patch response showed.
  */
-export function isOlder(incoming: V1Pod, current: V1Pod | undefined): boolean {
+export function isOlder(incoming: Pod, current: Pod | undefined): boolean {
   const a = incoming.metadata?.resourceVersion;
   const b = current?.metadata?.resourceVersion;
   if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;

@@ -2,8 +2,9 @@
 // never overlap": read the pod if it may be stale; as a leader, demote stale peers and check
 // that this process still leads; then patch labels and annotations, then the condition. A
 // pass that a newer desired state overtakes stops early: the worker starts a fresh one.
-import type { V1Pod } from "@kubernetes/client-node";
+
 import type { Logger } from "pino";
+import type { Pod } from "./client/api-types.ts";
 import { conditionPatch, type LeadershipState, metadataPatch } from "./desired-state.ts";
 import { demoteStalePeers } from "./peer-demotion.ts";
 import type { PodApi } from "./pod-api.ts";
@@ -21,7 +22,7 @@ export interface ReconcileContext {
   /** The caller's word that `term` is still this process's current term. */
   stillLeads: (term: LeadershipState) => boolean;
   /** Records a pod the API server answered with. */
-  seen: (pod: V1Pod) => void;
+  seen: (pod: Pod) => void;
   /** Times and counts one patch. */
   observe: <T>(target: PatchObservation["target"], run: () => Promise<T>) => Promise<T>;
 }

@@ -1,5 +1,5 @@
-// The sidecar's pod publisher: started only in a cluster (the Kubernetes client is loaded on
-// demand, it is most of the start-up time), showing "follower" before the first campaign.
+// The sidecar's pod publisher: started only in a cluster (the publisher is loaded on demand),
+// showing "follower" before the first campaign.
 import type { Logger } from "pino";
 import { UsageError } from "../config/options.ts";
 import type { RunConfig } from "../config/run-config.ts";
@@ -33,9 +33,12 @@ export async function startPublisher(
     peerSelector: config.publish.peerDemotion ? (config.publish.peerSelector ?? undefined) : null,
   });
   if ("problems" in validated) throw new Error(`pod publishing settings: ${validated.problems.join("; ")}`);
-  const { createPodPublisher, loadKubeConfig } = await loadKubernetesClient();
+  const [{ createPodPublisher }, { loadKubeConnection }] = await Promise.all([
+    import("../kube/pod-publisher.ts"),
+    import("../kube/kube-config.ts"),
+  ]);
   const publisher = createPodPublisher({
-    kubeConfig: loadKubeConfig(decision.source),
+    connection: await loadKubeConnection(decision.source),
     config: validated.config,
     logger: log.child({ component: "publisher" }),
     onPatch: (e) => metrics.observePatch(e),
@@ -69,30 +72,4 @@ export async function startPublisher(
       "the pod did not show the follower role within the start timeout; publishing goes on in the background",
     );
   return publisher;
-}
-
-/**
- * The Kubernetes client, loaded only in a cluster. It is an optional peer dependency (an
- * application using only the library does not install it); the image and the chart have it.
- */
-async function loadKubernetesClient() {
-  try {
-    const [{ createPodPublisher }, { loadKubeConfig }] = await Promise.all([
-      import("../kube/pod-publisher.ts"),
-      import("../kube/kube-config.ts"),
-    ]);
-    return { createPodPublisher, loadKubeConfig };
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (
-      (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") &&
-      String(error).includes("@kubernetes/client-node")
-    ) {
-      throw new Error(
-        "publishing to the pod needs @kubernetes/client-node, which is not installed: install it beside pglease " +
-          "(npm install @kubernetes/client-node), use the pglease image, or run without POD_NAME/POD_NAMESPACE to publish nothing",
-      );
-    }
-    throw error;
-  }
 }

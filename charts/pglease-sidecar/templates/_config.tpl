@@ -26,9 +26,9 @@ sidecar:
   resources:
     requests:
       cpu: 10m
-      memory: 192Mi
+      memory: 96Mi
     limits:
-      memory: 256Mi
+      memory: 160Mi
   # failureThreshold empty: enough periods to cover startTimeout plus a margin.
   startupProbe:
     httpGet:

@@ -1,0 +1,61 @@
+// The few shapes of the Kubernetes API that pglease reads and writes, as the API server sends them
+// (JSON, timestamps as strings). Only the fields pglease uses; everything else passes through.
+
+export interface ObjectMeta {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+export interface PodCondition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+  /** A string from the server; typed loosely so pods built by other clients (Date) fit too. */
+  lastTransitionTime?: unknown;
+}
+
+export interface Pod {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+  status?: { conditions?: PodCondition[] };
+}
+
+export interface PodList {
+  metadata?: { resourceVersion?: string };
+  items: Pod[];
+}
+
+export interface CoreEvent {
+  apiVersion: "v1";
+  kind: "Event";
+  metadata: ObjectMeta;
+  involvedObject: { apiVersion: string; kind: string; name: string; namespace: string; uid?: string };
+  reason: string;
+  message: string;
+  type: "Normal" | "Warning";
+  source: { component: string };
+  reportingComponent: string;
+  reportingInstance: string;
+  firstTimestamp: string;
+  lastTimestamp: string;
+  count: number;
+}
+
+/** The body of an error answer (and of a watch ERROR event). */
+export interface Status {
+  kind?: "Status";
+  code?: number;
+  reason?: string;
+  message?: string;
+}
+
+export interface WatchEvent {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  object: Pod & Status;
+}

@@ -1,0 +1,123 @@
+// pglease's own Kubernetes client: plain HTTPS requests with node:https, because the generated
+// client (@kubernetes/client-node) loads every API model at import and cost the sidecar ~80 MB
+// for the six calls it makes. A connection says where the API server is, how to trust it and how
+// to authenticate; requests answer parsed JSON, and error answers become KubeApiError with the
+// server's Status.
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import type { Status } from "./api-types.ts";
+
+export interface KubeConnection {
+  /** The API server, e.g. https://10.96.0.1:443 (http: only for a local test server). */
+  server: URL;
+  tls: {
+    ca?: Buffer | string;
+    cert?: Buffer | string;
+    key?: Buffer | string;
+    /** false only with a kubeconfig's insecure-skip-tls-verify. */
+    rejectUnauthorized: boolean;
+    servername?: string;
+  };
+  /** The Authorization header, asked for before each request: the kubelet rotates in-cluster tokens. */
+  authorization(): Promise<string | undefined>;
+}
+
+/** An answer outside 2xx, with the Status the server sent (when it sent one). */
+export class KubeApiError extends Error {
+  readonly status: number;
+  readonly body: Status | undefined;
+
+  constructor(status: number, body: Status | undefined, text: string) {
+    super(`HTTP ${status}${body?.message ? ` ${body.message}` : text ? ` ${text.slice(0, 200)}` : ""}`);
+    this.name = "KubeApiError";
+    this.status = status;
+    this.body = body;
+  }
+}
+
+export interface KubeRequest {
+  method: "GET" | "POST" | "PATCH";
+  path: string;
+  query?: Record<string, string>;
+  body?: unknown;
+  /** The patch type for PATCH; application/json otherwise. */
+  contentType?: string;
+  signal: AbortSignal;
+}
+
+export interface KubeClient {
+  /** Sends a request and parses the JSON answer; rejects with KubeApiError, the signal's reason, or a network error. */
+  json<T>(request: KubeRequest): Promise<T>;
+  /** Opens a streaming request (a watch); the answer is already known to be 2xx. */
+  stream(request: KubeRequest): Promise<IncomingMessage>;
+  /** Closes the kept-alive connections. */
+  close(): void;
+}
+
+export function createKubeClient(connection: KubeConnection): KubeClient {
+  const secure = connection.server.protocol === "https:";
+  // Keep-alive: a quiet pod's few requests reuse one connection; TCP keep-alive probes also tell
+  // a watch whose peer vanished from one that is merely quiet.
+  const agent = secure
+    ? new HttpsAgent({ keepAlive: true, ...connection.tls })
+    : new HttpAgent({ keepAlive: true });
+  const send = secure ? httpsRequest : httpRequest;
+
+  async function open(req: KubeRequest): Promise<IncomingMessage> {
+    req.signal.throwIfAborted();
+    // Appended, not resolved: a server behind a path prefix (a Rancher-style proxy) keeps it.
+    const url = new URL(`${connection.server.href.replace(/\/+$/, "")}${req.path}`);
+    for (const [key, value] of Object.entries(req.query ?? {})) url.searchParams.set(key, value);
+    const authorization = await connection.authorization();
+    const payload = req.body === undefined ? undefined : JSON.stringify(req.body);
+    const headers: Record<string, string> = { Accept: "application/json", "User-Agent": "pglease" };
+    if (authorization) headers.Authorization = authorization;
+    if (payload !== undefined) {
+      headers["Content-Type"] = req.contentType ?? "application/json";
+      headers["Content-Length"] = String(Buffer.byteLength(payload));
+    }
+    return new Promise((resolve, reject) => {
+      const outgoing = send(url, { method: req.method, headers, agent, signal: req.signal }, resolve);
+      outgoing.on("error", (error) => reject(req.signal.aborted ? req.signal.reason : error));
+      outgoing.end(payload);
+    });
+  }
+
+  async function checked(req: KubeRequest): Promise<IncomingMessage> {
+    const response = await open(req);
+    const status = response.statusCode ?? 0;
+    if (status >= 200 && status < 300) return response;
+    const text = await readText(response, req.signal);
+    throw new KubeApiError(status, parseStatus(text), text);
+  }
+
+  return {
+    async json<T>(req: KubeRequest): Promise<T> {
+      return JSON.parse(await readText(await checked(req), req.signal)) as T;
+    },
+    stream: checked,
+    close: () => agent.destroy(),
+  };
+}
+
+function readText(response: IncomingMessage, signal: AbortSignal): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    response.on("data", (chunk: Buffer) => chunks.push(chunk));
+    response.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    response.on("error", (error) => reject(signal.aborted ? signal.reason : error));
+    response.on("close", () => {
+      if (!response.complete)
+        reject(signal.aborted ? signal.reason : new Error("connection closed mid-answer"));
+    });
+  });
+}
+
+function parseStatus(text: string): Status | undefined {
+  try {
+    const parsed = JSON.parse(text) as Status;
+    return typeof parsed === "object" && parsed !== null ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
