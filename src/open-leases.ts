@@ -241,7 +241,8 @@ async function openOnce(
     await inspectServer(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, log);
     if (options.migrate ?? true) await migrate(pool, store.table);
     else await assertTablePresent(pool, store.table);
-    feed = options.notify === false ? undefined : await listen(pool, store, log);
+    feed =
+      options.notify === false ? undefined : await listen(pool, store, log, options.sessionTakeover ?? false);
     if (options.sessionTakeover && !feed) {
       log.warn("session takeover is off: LISTEN was refused, so there is no notice session to record");
     }
@@ -275,11 +276,13 @@ async function listen(
   pool: pg.Pool,
   store: PgLeaseStore,
   log: LeaseLogger,
+  pinnedSession: boolean,
 ): Promise<PgReleaseFeed | undefined> {
   // The pool's own settings, so a pool passed in is listened to on its own server.
   const feed = new PgReleaseFeed({
     connection: pool.options,
     table: store.table,
+    pinnedSession,
     onError: (error) =>
       log.warn("release notices interrupted; polling until reconnected", { err: error.message }),
   });
@@ -306,7 +309,7 @@ function leasesOn(
 ): Leases {
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const base = options.holder ?? holderIdentity(options.pod?.name);
-  const holder = restartLock ? withRestartProof(base, restartLock.token) : base;
+  const holder = restartLock ? withRestartProof(base, restartLock) : base;
   // Leases renewed in the same tick go out as one statement.
   const renewals = new BatchedRenewals(store);
   const electors = new Map<string, Elector>();

@@ -23,7 +23,12 @@ const createTable = (t: LeaseTable) => `
   ) WITH (fillfactor = 90)`;
 
 // Session takeover: the server session a holder recorded with its term (null unless it did).
-const SESSION_COLUMNS = ["session_holder TEXT", "session_pid INTEGER", "session_started_at TIMESTAMPTZ"];
+const SESSION_COLUMNS = [
+  "session_fence BIGINT",
+  "session_pid INTEGER",
+  "session_started_at TIMESTAMPTZ",
+  "session_server_started_at TIMESTAMPTZ",
+];
 
 // Nullable without a default: adding them rewrites nothing, so an existing table upgrades at once.
 const addSessionColumns = (t: LeaseTable) =>

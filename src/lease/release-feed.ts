@@ -22,6 +22,8 @@ export interface PgReleaseFeedOptions {
   /** How long that query, or a connection attempt, may take before the connection counts as dead (default 2 s). */
   pingTimeoutMs?: number;
   onError?: (error: Error) => void;
+  /** Session takeover: a ping answered by another backend than the recorded one counts as a drop. */
+  pinnedSession?: boolean;
   /** Called after every reconnection, once the leases free by then have been announced. */
   onReconnect?: () => void;
 }
@@ -38,15 +40,20 @@ export interface HolderSession {
   pid: number;
   /** backend_start in ISO 8601 with its microseconds: a JavaScript Date would drop them. */
   startedAt: string;
+  /** pg_postmaster_start_time() of its server, likewise: a pid names a session on one server run. */
+  serverStartedAt: string;
 }
 
 // Run on the new connection after LISTEN, so a release after this read is announced by NOTIFY.
 const FREE_LEASES = (t: LeaseTable) => `SELECT key FROM ${t.qualified} WHERE expires_at <= clock_timestamp()`;
 
-const PING = "SELECT 1";
+// The backend answering: behind a pooler it can change under the connection.
+const PING = "SELECT pg_backend_pid() AS pid";
 
 // The listening session's own row: always visible to it, whatever its privileges.
-const OWN_SESSION = `SELECT pid, to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started
+const ISO_US = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
+const OWN_SESSION = `SELECT pid, to_char(backend_start AT TIME ZONE 'UTC', ${ISO_US}) AS started,
+       to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', ${ISO_US}) AS server_started
   FROM pg_stat_get_activity(pg_backend_pid())`;
 
 export class PgReleaseFeed implements ReleaseFeed {
@@ -119,9 +126,10 @@ export class PgReleaseFeed implements ReleaseFeed {
     try {
       await client.connect();
       await client.query(`LISTEN "${this.#options.table.channel}"`);
-      const own = await client.query<{ pid: number; started: string }>(OWN_SESSION);
+      const own = await client.query<{ pid: number; started: string; server_started: string }>(OWN_SESSION);
       const row = own.rows[0];
-      if (row) listening.session = { pid: row.pid, startedAt: row.started };
+      if (row)
+        listening.session = { pid: row.pid, startedAt: row.started, serverStartedAt: row.server_started };
     } catch (error) {
       socket.destroy();
       throw error;
@@ -140,7 +148,15 @@ export class PgReleaseFeed implements ReleaseFeed {
     this.#pinging = true;
     const query = { text: PING, query_timeout: this.#options.pingTimeoutMs ?? 2_000 };
     current.client
-      .query(query)
+      .query<{ pid: number }>(query)
+      .then(({ rows }) => {
+        // Under session takeover a recorded session must be this connection's for good: a pooler
+        // that moved it to another backend would leave a session that ends while this one lives.
+        const pid = rows[0]?.pid;
+        if (this.#options.pinnedSession && current.session && pid !== current.session.pid) {
+          this.#onDrop(current, new SessionMoved(current.session.pid, pid));
+        }
+      })
       .catch((error: Error) => this.#onDrop(current, error))
       .finally(() => {
         this.#pinging = false;
@@ -201,6 +217,15 @@ export class PgReleaseFeed implements ReleaseFeed {
     const current = this.#current;
     this.#current = null;
     if (current) await this.#end(current);
+  }
+}
+
+export class SessionMoved extends Error {
+  constructor(recorded: number, now: number | undefined) {
+    super(
+      `the notice connection's server session moved from backend ${recorded} to ${now} (a pooler between pglease and PostgreSQL?): session takeover needs a direct connection`,
+    );
+    this.name = "SessionMoved";
   }
 }
 

@@ -11,6 +11,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync, readlinkSync } from "node:fs";
 import { createServer, type Server } from "node:net";
+import { isMainThread } from "node:worker_threads";
 
 export interface RestartScope {
   /** The pod's uid (downward API metadata.uid) when in Kubernetes. */
@@ -25,6 +26,11 @@ export interface RestartScope {
 export interface RestartLock {
   /** 32 hex digits, carried in the holder identity. */
   token: string;
+  /**
+   * When it was bound, on this boot's monotonic clock (ns): the token names the boot, so a later
+   * holder of the same lock has a larger one, and a dead holder's late claim cannot win it back.
+   */
+  boundAt: bigint;
   /** Frees the lock; only once this process's campaigns are over. */
   release(): Promise<void>;
 }
@@ -50,13 +56,17 @@ export function restartToken(scope: RestartScope, ns: { bootId: string; namespac
 
 /** Binds the lock for this scope, or says why this process runs without one. */
 export async function takeRestartLock(scope: RestartScope): Promise<RestartLockResult> {
+  // A worker thread's sockets close with the thread, while the process (and its work) lives on.
+  if (!isMainThread)
+    return { unavailable: "the restart lock belongs to a process's main thread, not a worker thread" };
   const ns = networkNamespace();
   if (!ns) return { unavailable: "no /proc network namespace to scope a restart lock (not Linux?)" };
   const token = restartToken(scope, ns);
   const server = createServer();
   const bound = await new Promise<string | null>((resolve) => {
     server.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
-    server.listen(`\0pglease-restart-${token}`, () => resolve(null));
+    // exclusive: a cluster worker would otherwise share the primary's socket with its siblings.
+    server.listen({ path: `\0pglease-restart-${token}`, exclusive: true }, () => resolve(null));
   });
   if (bound === "EADDRINUSE") {
     return {
@@ -67,7 +77,7 @@ export async function takeRestartLock(scope: RestartScope): Promise<RestartLockR
   if (bound !== null) return { unavailable: `could not bind the restart lock (${bound})` };
   // Held for the life of the process, without keeping it alive.
   server.unref();
-  return { lock: { token, release: () => closeServer(server) } };
+  return { lock: { token, boundAt: process.hrtime.bigint(), release: () => closeServer(server) } };
 }
 
 function closeServer(server: Server): Promise<void> {

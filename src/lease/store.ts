@@ -15,7 +15,11 @@ export interface PgLeaseStoreOptions {
   statementTimeoutMs: number;
   /** Named prepared statements are faster; PgBouncer < 1.21 in transaction mode needs them off. */
   preparedStatements?: boolean;
-  /** Session takeover: the notice session recorded with each claim (null while it is down). */
+  /**
+   * Session takeover: the notice session recorded with each claim (null while it is down). Only
+   * together with the electors' sessionTakeover, which shortens their local deadline to match:
+   * openLeases({ sessionTakeover }) sets both.
+   */
   holderSession?: () => HolderSession | null;
 }
 
@@ -26,10 +30,16 @@ const TTL_MS = (col: string) => `(extract(epoch FROM ${col} - now.t) * 1000)::fl
 // statement started: a statement that queued behind a lock past the expiry finds the term over.
 const LIVE = "lease.expires_at > clock_timestamp()";
 
-// The term's holder recorded its server session and that session is gone. Only a session the
-// holder itself recorded counts (an older pglease leaves another holder's columns behind), and a
-// session whose start is hidden (another role, no pg_read_all_stats) counts as alive.
-const SESSION_GONE = `CASE WHEN lease.session_holder = lease.holder AND lease.session_pid IS NOT NULL
+// A holder's restart proof: {lock token, bind instant}, or NULL without one (src/election/identity.ts).
+const PROOF = (row: string) => `(regexp_match(${row}.holder, '${RESTART_PROOF_PATTERN}'))`;
+
+// The term's holder recorded its server session and that session is gone. Only a session recorded
+// by this very term counts (a claim that does not write the columns, an older pglease's, bumps the
+// fence past them), on this very server (after a restart or a failover every pid is unknown, so
+// those terms wait for their expiry); a session whose start is hidden (another role without
+// pg_read_all_stats) counts as alive.
+const SESSION_GONE = `CASE WHEN lease.session_fence = lease.fence AND lease.session_pid IS NOT NULL
+                            AND lease.session_server_started_at = pg_postmaster_start_time()
   THEN NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(lease.session_pid) a
                    WHERE a.backend_start IS NULL OR a.backend_start = lease.session_started_at)
   ELSE false END`;
@@ -37,11 +47,12 @@ const SESSION_GONE = `CASE WHEN lease.session_holder = lease.holder AND lease.se
 const claimSql = (t: LeaseTable) => `
   WITH ${NOW},
   claimed AS (
-    INSERT INTO ${t.qualified} AS lease
-      (key, holder, fence, acquired_at, expires_at, session_holder, session_pid, session_started_at)
+    INSERT INTO ${t.qualified} AS lease (key, holder, fence, acquired_at, expires_at,
+                                         session_fence, session_pid, session_started_at, session_server_started_at)
     -- Fences come from a sequence the table does not own: deleting rows or recreating the table never restarts them.
-    SELECT $1, $2, nextval('${t.fenceSequence}'), now.t, now.t + $3 * interval '1 millisecond',
-           CASE WHEN $4::integer IS NULL THEN NULL ELSE $2 END, $4::integer, $5::timestamptz FROM now
+    SELECT $1, $2, drawn.fence, now.t, now.t + $3 * interval '1 millisecond',
+           CASE WHEN $4::integer IS NULL THEN NULL ELSE drawn.fence END, $4::integer, $5::timestamptz, $6::timestamptz
+      FROM now, (SELECT nextval('${t.fenceSequence}') AS fence) drawn
     ON CONFLICT (key) DO UPDATE SET
       holder = EXCLUDED.holder,
       -- Every win is a new term, the same holder's included: above the sequence and above the row.
@@ -49,14 +60,15 @@ const claimSql = (t: LeaseTable) => `
       acquired_at = EXCLUDED.acquired_at,
       -- Only grows: the holder's queued claim carrying an older clock never shortens its lease.
       expires_at = greatest(lease.expires_at, EXCLUDED.expires_at),
-      session_holder = EXCLUDED.session_holder, session_pid = EXCLUDED.session_pid,
-      session_started_at = EXCLUDED.session_started_at
+      -- The session belongs to the term it was recorded with: the fence this very update writes.
+      session_fence = CASE WHEN EXCLUDED.session_pid IS NULL THEN NULL ELSE greatest(EXCLUDED.fence, lease.fence + 1) END,
+      session_pid = EXCLUDED.session_pid, session_started_at = EXCLUDED.session_started_at,
+      session_server_started_at = EXCLUDED.session_server_started_at
     -- A live lease of another holder is taken over only from a predecessor proven dead: both
-    -- carry the same restart lock, which the kernel freed for the claimer only when the other died;
-    -- and only a term begun before this claim, so the dead one's queued claim cannot take it back.
+    -- carry the same restart lock, which the kernel freed for the claimer only when the other died,
+    -- bound earlier (so a dead holder's claim delivered late cannot take the lease back).
     WHERE lease.holder = EXCLUDED.holder OR lease.expires_at <= EXCLUDED.acquired_at
-       OR (substring(lease.holder FROM '${RESTART_PROOF_PATTERN}') = substring(EXCLUDED.holder FROM '${RESTART_PROOF_PATTERN}')
-           AND lease.acquired_at < EXCLUDED.acquired_at)
+       OR (${PROOF("lease")}[1] = ${PROOF("EXCLUDED")}[1] AND ${PROOF("lease")}[2]::numeric < ${PROOF("EXCLUDED")}[2]::numeric)
        -- Session takeover: the holder's recorded session is gone, and with it the holder's renewals.
        OR ${SESSION_GONE}
     RETURNING holder, fence, acquired_at, expires_at
@@ -218,6 +230,7 @@ export class PgLeaseStore implements LeaseStore {
       durationMs,
       session?.pid ?? null,
       session?.startedAt ?? null,
+      session?.serverStartedAt ?? null,
     ]);
     if (!row) return { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null };
     const fence = parseFence(row.fence);

@@ -173,16 +173,16 @@ describe("chaos checker: the lease", () => {
   });
 
   it("term-overlap: a restart takeover passes only with the same lock, taken by a process started after the old one died", () => {
-    const X = `#r:${"a".repeat(32)}`;
+    const X = `#r:${"a".repeat(32)}.7`;
     const history = cleanHistory();
     history.incarnations = [
       { replica: "a", pid: 1, holder: `a-1${X}`, startedAt: 0, endedAt: 4_000 },
-      { replica: "a", pid: 3, holder: `a-2${X}`, startedAt: 4_100, endedAt: 12_400 },
+      { replica: "a", pid: 3, holder: `a-2#r:${"a".repeat(32)}.9`, startedAt: 4_100, endedAt: 12_400 },
     ];
     // a-1's term was promised until 9000; the restarted a-2 takes it over at 4200.
     history.leaseRows = inCommitOrder([
       row(`a-1${X}`, 1, 1_000, 9_000, 3_000),
-      row(`a-2${X}`, 2, 4_200, 6_200, 4_200),
+      row(`a-2#r:${"a".repeat(32)}.9`, 2, 4_200, 6_200, 4_200),
     ]);
     expect(termOverlaps(history)).toEqual([]);
     // Started before its predecessor was dead: the lock would not have let it bind.
@@ -195,12 +195,12 @@ describe("chaos checker: the lease", () => {
     const other = structuredClone(history);
     other.leaseRows = inCommitOrder([
       row(`a-1${X}`, 1, 1_000, 9_000, 3_000),
-      row(`a-2#r:${"b".repeat(32)}`, 2, 4_200, 6_200, 4_200),
+      row(`a-2#r:${"b".repeat(32)}.9`, 2, 4_200, 6_200, 4_200),
     ]);
     other.incarnations[1] = {
       replica: "a",
       pid: 3,
-      holder: `a-2#r:${"b".repeat(32)}`,
+      holder: `a-2#r:${"b".repeat(32)}.9`,
       startedAt: 4_100,
       endedAt: 12_400,
     };

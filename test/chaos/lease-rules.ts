@@ -8,7 +8,9 @@ export function replicaOfHolder(history: History): (holder: string) => string | 
   const known = new Map(history.incarnations.flatMap((i) => (i.holder ? [[i.holder, i.replica]] : [])));
   const byPod = new Map(Object.entries(history.pods).map(([replica, pod]) => [pod, replica]));
   return (holder) =>
-    known.get(holder) ?? byPod.get(/^(.*)-[0-9a-f]{8}(?:#r:[0-9a-f]{32})?$/.exec(holder)?.[1] ?? "") ?? null;
+    known.get(holder) ??
+    byPod.get(/^(.*)-[0-9a-f]{8}(?:#r:[0-9a-f]{32}\.[0-9]+)?$/.exec(holder)?.[1] ?? "") ??
+    null;
 }
 
 const sameTerm = (a: LeaseRow, b: LeaseRow) => a.holder === b.holder && a.acquiredAt === b.acquiredAt;
@@ -61,7 +63,7 @@ export function fenceViolations(history: History): Violation[] {
   return out;
 }
 
-const restartProof = (holder: string) => /#r:([0-9a-f]{32})$/.exec(holder)?.[1] ?? null;
+const restartProof = (holder: string) => /#r:([0-9a-f]{32})\.[0-9]+$/.exec(holder)?.[1] ?? null;
 
 /**
  * A restart takeover the kernel vouches for: both holders carry one restart lock, and the process

@@ -122,7 +122,7 @@ describe("a running controller", () => {
       leases: Array<Record<string, unknown>>;
     };
     // The pod name, a random suffix, and the restart proof (crash failover in restart time).
-    expect(status.holder).toMatch(/-[0-9a-f]{8}#r:[0-9a-f]{32}$/);
+    expect(status.holder).toMatch(/-[0-9a-f]{8}#r:[0-9a-f]{32}\.[0-9]+$/);
     expect(status.leases).toEqual([
       expect.objectContaining({
         lease: "endpoints",

@@ -114,20 +114,22 @@ describe("a follower", () => {
 
   it("claims at once from a predecessor proven dead by the same restart lock, and only from it", () => {
     const lock = "0123456789abcdef0123456789abcdef";
-    const self: Context = { ...ctx, holder: `me-2#r:${lock}` };
+    const self: Context = { ...ctx, holder: `me-2#r:${lock}.20` };
     const view = {
       key: "k",
-      holder: `me-1#r:${lock}`,
+      holder: `me-1#r:${lock}.10`,
       fence: 3,
       acquiredAt: at(0),
       expiresAt: at(9),
       ttlMs: 9_000,
     };
     expect(afterRead(self, view, 0)).toBeNull();
-    expect(afterRead(self, { ...view, holder: `other#r:${"f".repeat(32)}` }, 0)?.outcome).toBe(
+    expect(afterRead(self, { ...view, holder: `other#r:${"f".repeat(32)}.10` }, 0)?.outcome).toBe(
       "held-by-other",
     );
     expect(afterRead(self, { ...view, holder: "me-1" }, 0)?.outcome).toBe("held-by-other");
+    // The same lock bound later is a live successor, not a dead predecessor.
+    expect(afterRead(self, { ...view, holder: `me-3#r:${lock}.30` }, 0)?.outcome).toBe("held-by-other");
     // Without a proof of its own, a process proves nothing.
     expect(afterRead(ctx, view, 0)?.outcome).toBe("held-by-other");
   });

@@ -37,9 +37,10 @@ it("ten replicas migrating at once all succeed and the table is created once", a
       "fence",
       "acquired_at",
       "expires_at",
-      "session_holder",
+      "session_fence",
       "session_pid",
       "session_started_at",
+      "session_server_started_at",
     ]);
     await migrate(first, table);
   } finally {
@@ -64,7 +65,7 @@ it("a table made before the session columns gets them from a migration, and says
   try {
     await migrate(owner, table);
     await owner.query(
-      "ALTER TABLE before_sessions.leases DROP COLUMN session_holder, DROP COLUMN session_pid, DROP COLUMN session_started_at",
+      "ALTER TABLE before_sessions.leases DROP COLUMN session_fence, DROP COLUMN session_pid, DROP COLUMN session_started_at, DROP COLUMN session_server_started_at",
     );
     await owner.query(
       "INSERT INTO before_sessions.leases VALUES ('kept', 'h', 7, now(), now() + interval '1 minute')",

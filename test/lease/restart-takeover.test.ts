@@ -35,25 +35,30 @@ function won(answer: ClaimAnswer): number {
 
 describe("taking over a live lease from a proven-dead predecessor", () => {
   it("a holder with the same restart proof takes the live lease at once, as a new term", async () => {
-    const dead = won(await store.claim("same-lock", `pod-a-11111111#r:${LOCK}`, MINUTE));
-    const successor = await store.claim("same-lock", `pod-a-22222222#r:${LOCK}`, MINUTE);
+    const dead = won(await store.claim("same-lock", `pod-a-11111111#r:${LOCK}.100`, MINUTE));
+    const successor = await store.claim("same-lock", `pod-a-22222222#r:${LOCK}.200`, MINUTE);
     expect(won(successor)).toBeGreaterThan(dead);
     // The predecessor's term is over: it can neither renew nor release.
-    expect(await store.renew("same-lock", `pod-a-11111111#r:${LOCK}`, dead, MINUTE)).toEqual({
+    expect(await store.renew("same-lock", `pod-a-11111111#r:${LOCK}.100`, dead, MINUTE)).toEqual({
       renewed: false,
     });
-    expect(await store.release("same-lock", `pod-a-11111111#r:${LOCK}`, dead)).toBe(false);
-    expect((await store.read("same-lock"))?.holder).toBe(`pod-a-22222222#r:${LOCK}`);
+    expect(await store.release("same-lock", `pod-a-11111111#r:${LOCK}.100`, dead)).toBe(false);
+    expect((await store.read("same-lock"))?.holder).toBe(`pod-a-22222222#r:${LOCK}.200`);
   });
 
-  it("another lock, no proof, or a proof on one side only leaves the live lease where it is", async () => {
+  it("another lock, no proof, a proof on one side only, or an earlier bind leaves the live lease where it is", async () => {
     const cases: Array<[string, string]> = [
-      [`pod-a-11111111#r:${LOCK}`, `pod-b-22222222#r:${OTHER_LOCK}`],
+      [`pod-a-11111111#r:${LOCK}.100`, `pod-b-22222222#r:${OTHER_LOCK}.200`],
       ["pod-a-11111111", "pod-a-22222222"],
-      ["pod-a-11111111", `pod-a-22222222#r:${LOCK}`],
-      [`pod-a-11111111#r:${LOCK}`, "pod-a-22222222"],
-      // Not a proof: the marker must end the holder and carry exactly 32 hex digits.
-      [`pod-a-11111111#r:${LOCK}x`, `pod-a-22222222#r:${LOCK}x`],
+      ["pod-a-11111111", `pod-a-22222222#r:${LOCK}.200`],
+      [`pod-a-11111111#r:${LOCK}.100`, "pod-a-22222222"],
+      // Not a proof: the marker must end the holder, with 32 hex digits, a dot and the bind instant.
+      [`pod-a-11111111#r:${LOCK}.100x`, `pod-a-22222222#r:${LOCK}.200x`],
+      [`pod-a-11111111#r:${LOCK}`, `pod-a-22222222#r:${LOCK}`],
+      // The same lock bound earlier than the live holder's: a dead process's claim delivered late.
+      [`pod-a-22222222#r:${LOCK}.200`, `pod-a-11111111#r:${LOCK}.100`],
+      // Compared as numbers, not as text.
+      [`pod-a-22222222#r:${LOCK}.99`, `pod-a-11111111#r:${LOCK}.100`].reverse() as [string, string],
     ];
     for (const [index, [holder, claimer]] of cases.entries()) {
       const key = `no-takeover-${index}`;

@@ -30,13 +30,15 @@ async function openSession(): Promise<{ session: HolderSession; end(): Promise<v
   const client = new pg.Client({ connectionString: db.url });
   client.on("error", () => {});
   await client.connect();
-  const { rows } = await client.query<{ pid: number; started: string }>(
-    `SELECT pid, to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started
+  const { rows } = await client.query<{ pid: number; started: string; server_started: string }>(
+    `SELECT pid, to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started,
+            to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS server_started
        FROM pg_stat_get_activity(pg_backend_pid())`,
   );
   const row = rows[0];
   if (!row) throw new Error("no own session row");
-  return { session: { pid: row.pid, startedAt: row.started }, end: () => client.end().catch(() => {}) };
+  const session = { pid: row.pid, startedAt: row.started, serverStartedAt: row.server_started };
+  return { session, end: () => client.end().catch(() => {}) };
 }
 
 async function terminate(session: HolderSession): Promise<void> {
@@ -95,20 +97,45 @@ describe("session takeover", () => {
     won(await storeFor(null).claim("none", "a", MINUTE));
     expect(await storeFor(null).claim("none", "b", MINUTE)).toMatchObject({ won: false, holder: "a" });
 
-    // An older pglease claims without touching the session columns: the previous holder's session
-    // stays in the row, and its death must not expose the new holder's term.
-    const old = await openSession();
-    const first = won(await storeFor(old.session).claim("stale", "a", MINUTE));
-    await pool.query(
-      "UPDATE pglease_leases SET holder = 'old-version', fence = fence + 1, acquired_at = now() WHERE key = 'stale'",
+    // An older pglease claims without touching the session columns (another holder, or the same
+    // one rolled back): the session stays in the row, and its death must not expose the new term.
+    for (const [key, later] of [
+      ["stale-other", "old-version"],
+      ["stale-same", "a"],
+    ] as const) {
+      const old = await openSession();
+      const first = won(await storeFor(old.session).claim(key, "a", MINUTE));
+      await pool.query(
+        "UPDATE pglease_leases SET holder = $2, fence = fence + 1, acquired_at = now() WHERE key = $1",
+        [key, later],
+      );
+      await terminate(old.session);
+      await old.end();
+      expect(await storeFor(null).read(key)).not.toHaveProperty("sessionGone");
+      expect(await storeFor(null).claim(key, "b", MINUTE)).toMatchObject({
+        won: false,
+        holder: later,
+        fence: first + 1,
+      });
+    }
+  });
+
+  it("a session recorded on another run of the server (before a restart or a failover) is not judged gone", async () => {
+    const gone = await openSession();
+    const fence = won(
+      await storeFor({ ...gone.session, serverStartedAt: "2001-01-01T00:00:00.000000Z" }).claim(
+        "other-server",
+        "a",
+        MINUTE,
+      ),
     );
-    await terminate(old.session);
-    await old.end();
-    expect(await storeFor(null).read("stale")).not.toHaveProperty("sessionGone");
-    expect(await storeFor(null).claim("stale", "b", MINUTE)).toMatchObject({
+    await terminate(gone.session);
+    await gone.end();
+    expect(await storeFor(null).read("other-server")).not.toHaveProperty("sessionGone");
+    expect(await storeFor(null).claim("other-server", "b", MINUTE)).toMatchObject({
       won: false,
-      holder: "old-version",
-      fence: first + 1,
+      holder: "a",
+      fence,
     });
   });
 });

@@ -1,11 +1,17 @@
 // The restart lock through the public openLeases(): a proof in the holder only while this opening
 // holds the pod's lock, none for a second opening beside it, the lock freed once close() has ended
 // every campaign; and the token scoped to the network namespace the lock's exclusivity rests on.
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { restartProof } from "../../src/election/identity.ts";
 import { type LeaseLogger, openLeases } from "../../src/index.ts";
 import { networkNamespace, restartToken } from "../../src/lease/restart-lock.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+const run = promisify(execFile);
+const LOCK_PROBE = fileURLToPath(new URL("../support/restart-lock-probe.ts", import.meta.url));
 
 let db: TestDatabase;
 
@@ -26,7 +32,7 @@ const pod = { name: "lib-0", uid: "uid-lib" };
 describe("the restart lock of an opening", () => {
   it("is held by one opening at a time, and freed only by close()", async () => {
     const first = await openLeases({ connectionString: db.url, pod, logger: recordingLogger() });
-    expect(restartProof(first.holder)).toMatch(/^[0-9a-f]{32}$/);
+    expect(restartProof(first.holder)?.token).toMatch(/^[0-9a-f]{32}$/);
 
     const besideLogger = recordingLogger();
     const beside = await openLeases({ connectionString: db.url, pod, logger: besideLogger });
@@ -38,7 +44,8 @@ describe("the restart lock of an opening", () => {
 
     await first.close();
     const next = await openLeases({ connectionString: db.url, pod, logger: recordingLogger() });
-    expect(restartProof(next.holder)).toBe(restartProof(first.holder));
+    expect(restartProof(next.holder)?.token).toBe(restartProof(first.holder)?.token);
+    expect(restartProof(next.holder)?.boundAt).toBeGreaterThan(restartProof(first.holder)?.boundAt ?? 0n);
     await next.close();
   });
 
@@ -54,6 +61,18 @@ describe("the restart lock of an opening", () => {
     await expect(openLeases({ connectionString: db.url, holder: `me#r:${"0".repeat(32)}` })).rejects.toThrow(
       /holder "me#r:0+" contains "#r:", which pglease reserves for the restart proof/,
     );
+  });
+});
+
+describe("the restart lock beside other threads and processes of one program", () => {
+  it("two cluster workers cannot both hold it (the primary would share one socket), nor can a worker thread", async () => {
+    const { stdout } = await run(process.execPath, [LOCK_PROBE]);
+    const lines = stdout.trim().split("\n").sort();
+    expect(lines).toEqual([
+      "cluster worker: no restart lock",
+      "cluster worker: restart lock",
+      "worker thread: no restart lock (the restart lock belongs to a process's main thread, not a worker thread)",
+    ]);
   });
 });
 

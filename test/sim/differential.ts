@@ -187,8 +187,8 @@ function show(value: unknown): string {
 // The random sequences of the differential test.
 
 export const KEYS = ["k1", "k2"];
-// r1 and r2 carry one restart proof: each may take the other's live lease (the claim's restart clause).
-export const HOLDERS = ["h1", "h2", "h3", `r1#r:${"a".repeat(32)}`, `r2#r:${"a".repeat(32)}`];
+// r1 and r2 carry one restart lock, r2's bound later: r2 may take r1's live lease, never the reverse.
+export const HOLDERS = ["h1", "h2", "h3", `r1#r:${"a".repeat(32)}.5`, `r2#r:${"a".repeat(32)}.40`];
 // Leases of 1–13 ms run out between two statements (each takes about a millisecond with its clock
 // reads); 400 ms ones stay live for several.
 export const DURATIONS = [1, 2, 3, 5, 8, 13, 50, 400, 400, 400];

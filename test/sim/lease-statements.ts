@@ -4,6 +4,7 @@
 // at start, row lock, commit order); this file decides WHAT it does then. The switches are the
 // safety fixes of issue 12, one by one: all off is the SQL before them (BEFORE_FIXES), profile.ts
 // says which ones the store ships, and model-vs-postgres.test.ts holds the model to its answers.
+import { provenDeadPredecessor } from "../../src/election/identity.ts";
 import type { ClaimAnswer, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
 
 /** A row version. Times are µs on the server's clock; `tuple` names the row across updates (a DELETE ends it). */
@@ -35,8 +36,8 @@ export interface Semantics {
   /** release sets expires_at = now, acquired_at = least(acquired_at, now − 1 µs); off: greatest(now, acquired_at + 1 µs). */
   releaseAtNow: boolean;
   /**
-   * claim takes a live lease whose holder carries the claimer's restart proof (`#r:` + 32 hex)
-   * when that term began before the claim started (issue 17).
+   * claim takes a live lease whose holder carries the claimer's restart lock bound earlier
+   * (`#r:<32 hex>.<bind instant>`, issue 17).
    */
   restartTakeover: boolean;
 }
@@ -112,7 +113,7 @@ export function claim(
     return { answer: won(row, now), write: row };
   }
   // The conflicting row is locked and judged in its newest version, visible to the snapshot or not.
-  const takesOver = sem.restartTakeover && sameRestartProof(latest.holder, holder) && latest.acquiredAt < now;
+  const takesOver = sem.restartTakeover && provenDeadPredecessor(holder, latest.holder);
   if (latest.holder !== holder && latest.expiresAt > now && !takesOver) {
     // `current` reads through the snapshot: a row inserted after the statement started is not seen.
     const seen = updatable(ctx);
@@ -136,11 +137,6 @@ export function claim(
   if (expiresAt <= acquiredAt) return { error: CHECK_VIOLATION };
   const row = { key, holder, fence, acquiredAt, expiresAt, tuple: latest.tuple };
   return { answer: won(row, now), write: row };
-}
-
-function sameRestartProof(a: string, b: string): boolean {
-  const proof = (holder: string) => /#r:([0-9a-f]{32})$/.exec(holder)?.[1] ?? null;
-  return proof(a) !== null && proof(a) === proof(b);
 }
 
 function won(row: LeaseRow, now: number): ClaimAnswer {

@@ -15,7 +15,7 @@ export const SHIPPED: Pick<SimOptions, "sem" | "serverTimeout"> = {
     liveAtLock: true,
     // END_TERM: expires_at = now, acquired_at = least(acquired_at, now − 1 µs).
     releaseAtNow: true,
-    // The restart clause: a live lease of a holder with the claimer's restart proof, begun earlier.
+    // The restart clause: a live lease of a holder with the claimer's restart lock, bound earlier.
     restartTakeover: true,
   },
   // openLeases' pool sets statement_timeout and lock_timeout to the statement timeout, which a

@@ -86,7 +86,8 @@ class World {
     const lockHolder = this.#restartLocks.get(slot);
     const free = lockHolder === undefined || lockHolder.dead || this.#lockNotExclusive;
     const locked = this.#restartProofs && !shared && free;
-    const proof = locked ? `#r:${slot.toString(16).padStart(32, "0")}` : "";
+    // Bound at the process's start: a later process of the slot binds later.
+    const proof = locked ? `#r:${slot.toString(16).padStart(32, "0")}.${generation}` : "";
     const holder = shared ? "shared" : `${name}-h${proof}`;
     const process = new SimProcess(
       {
