@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { migrateHistory, missingHistory } from "./history.ts";
 import type { LeaseTable } from "./table.ts";
 import { inTransaction } from "./transaction.ts";
 
@@ -59,6 +60,18 @@ export class LeaseTableMissingError extends Error {
   }
 }
 
+/** Without it changes of hands would go unrecorded, silently: refuse to start instead. */
+export class HistoryMissingError extends Error {
+  constructor(t: LeaseTable, missing: readonly string[]) {
+    super(
+      `the history of lease table ${unquoted(t.qualified)} is incomplete (missing ${unquoted(missing.join(", "))}; ` +
+        "the table was made by an older pglease) and migrations are off: run `pglease migrate` once " +
+        "with a role allowed to create them (the table's owner)",
+    );
+    this.name = "HistoryMissingError";
+  }
+}
+
 /** A claim would fail on every attempt without these: say so at start, with the GRANT that fixes it. */
 async function assertPrivileges(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
   const { rows } = await client.query<{ role: string; table_ok: boolean; sequence_ok: boolean }>(
@@ -108,6 +121,7 @@ export async function migrate(pool: pg.Pool, t: LeaseTable): Promise<void> {
       if (found.table_present) await client.query(continueAboveRows(t));
     }
     if (!found.table_present) await client.query(createTable(t));
+    await migrateHistory(client, t);
     await assertPrivileges(client, t);
   });
 }
@@ -117,5 +131,7 @@ export async function assertTablePresent(pool: pg.Pool, t: LeaseTable): Promise<
   const found = await findRelations(pool, t);
   if (!found.table_present) throw new LeaseTableMissingError(t);
   if (!found.sequence_present) throw new LeaseTableMissingError(t, "sequence");
+  const history = await missingHistory(pool, t);
+  if (history.length > 0) throw new HistoryMissingError(t, history);
   await assertPrivileges(pool, t);
 }

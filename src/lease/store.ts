@@ -3,6 +3,7 @@
 import type pg from "pg";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import { parseFence } from "../fence/token.ts";
+import { CHANGE_SETTING, REASON_SETTING } from "./history.ts";
 import { type LeaseTable, leaseTable } from "./table.ts";
 
 export interface PgLeaseStoreOptions {
@@ -44,10 +45,12 @@ const claimSql = (t: LeaseTable) => `
     SELECT holder, fence, acquired_at, expires_at FROM ${t.qualified}
     WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claimed) FOR SHARE
   )
-  SELECT true AS won, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")} AS ttl_ms
+  -- The history trigger publishes how the row changed hands; an insert leaves it unset.
+  SELECT true AS won, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")} AS ttl_ms,
+         nullif(current_setting('${CHANGE_SETTING}', true), '') AS change
     FROM claimed c, now
   UNION ALL
-  SELECT false, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")}
+  SELECT false, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")}, NULL
     FROM current c, now`;
 
 const renewSql = (t: LeaseTable) => `
@@ -97,10 +100,12 @@ const renewManySql = (t: LeaseTable) => `
 // Administrative release (pglease release): ends whoever holds it now, keeping the fence.
 const forceReleaseSql = (t: LeaseTable) => `
   WITH ${NOW},
+  -- Names the reason for the history trigger, for this transaction only.
+  named AS (SELECT set_config('${REASON_SETTING}', 'forced-release', true) AS reason),
   released AS (
     UPDATE ${t.qualified} AS lease SET ${END_TERM}
-      FROM now
-     WHERE lease.key = $1 AND ${LIVE}
+      FROM now, named
+     WHERE lease.key = $1 AND ${LIVE} AND named.reason IS NOT NULL
     RETURNING lease.key, lease.holder, lease.fence::text
   )
   SELECT key, holder, fence, pg_notify('${t.channel}', key) FROM released`;
@@ -115,6 +120,14 @@ interface Row {
   acquired_at: Date;
   expires_at: Date;
   ttl_ms: number;
+  change?: string | null;
+}
+
+/** The trigger's JSON (reason, previous_holder); absent when the row was inserted, a plain claim. */
+function changeOf(text: string | null | undefined): { reason: string; previousHolder: string | null } {
+  if (!text) return { reason: "claim", previousHolder: null };
+  const parsed = JSON.parse(text) as { reason: string; previous_holder: string | null };
+  return { reason: parsed.reason, previousHolder: parsed.previous_holder };
 }
 
 function view(row: Row & { key: string }): LeaseView {
@@ -176,7 +189,14 @@ export class PgLeaseStore implements LeaseStore {
     if (!row) return { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null };
     const fence = parseFence(row.fence);
     if (row.won) {
-      return { won: true, fence, acquiredAt: row.acquired_at, expiresAt: row.expires_at, ttlMs: row.ttl_ms };
+      return {
+        won: true,
+        fence,
+        acquiredAt: row.acquired_at,
+        expiresAt: row.expires_at,
+        ttlMs: row.ttl_ms,
+        change: changeOf(row.change),
+      };
     }
     return { won: false, holder: row.holder, fence, expiresAt: row.expires_at, ttlMs: row.ttl_ms };
   }
