@@ -9,6 +9,8 @@ import { holderIdentity } from "./election/identity.ts";
 import { TimingError } from "./election/timing.ts";
 import { BatchedRenewals } from "./lease/batched-renewals.ts";
 import { isUnreachable } from "./lease/connection-errors.ts";
+import { HistoryPruner } from "./lease/history-pruner.ts";
+import { DEFAULT_RETENTION, type HistoryRetention } from "./lease/history-store.ts";
 import { assertTablePresent, migrate } from "./lease/migrate.ts";
 import { createLeasePool } from "./lease/pool.ts";
 import { PgReleaseFeed } from "./lease/release-feed.ts";
@@ -62,6 +64,8 @@ export interface OpenLeasesOptions {
   logger?: LeaseLogger;
   /** application_name of the lease connections (default "pglease"). */
   applicationName?: string;
+  /** How much history is kept (default 30 days, 1000 entries per key); pruned by the leading process. */
+  historyRetention?: HistoryRetention;
 }
 
 export type CampaignOptions = Omit<ElectorOptions, "key" | "holder" | "store" | "releases">;
@@ -176,7 +180,7 @@ async function openOnce(options: OpenLeasesOptions, log: LeaseLogger): Promise<L
     else await assertTablePresent(pool, store.table);
     const feed = options.notify === false ? undefined : await listen(pool, store, log);
     if (feed) closers.push(() => feed.close());
-    return leasesOn(options, store, feed, closeAll);
+    return leasesOn(options, store, feed, closeAll, log);
   } catch (error) {
     await closeAll();
     throw error;
@@ -232,12 +236,22 @@ function leasesOn(
   store: PgLeaseStore,
   feed: PgReleaseFeed | undefined,
   closeAll: () => Promise<void>,
+  log: LeaseLogger,
 ): Leases {
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const holder = options.holder ?? holderIdentity();
   // Leases renewed in the same tick go out as one statement.
   const renewals = new BatchedRenewals(store);
   const electors = new Map<string, Elector>();
+  const pruner = new HistoryPruner({
+    pool: store.pool,
+    table: store.table,
+    retention: options.historyRetention ?? DEFAULT_RETENTION,
+    leading: () => [...electors.values()].some((e) => e.isLeader()),
+    onError: (error) =>
+      log.warn("could not prune the lease history; trying again later", { err: error.message }),
+  });
+  pruner.start();
   let closing: Promise<void> | undefined;
   return {
     holder,
@@ -271,6 +285,7 @@ function leasesOn(
     close() {
       closing ??= (async () => {
         await Promise.all([...electors.values()].map((e) => e.stop()));
+        await pruner.stop();
         await closeAll();
       })();
       return closing;

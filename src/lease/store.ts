@@ -149,6 +149,8 @@ export function assertDuration(durationMs: number): void {
 
 export class PgLeaseStore implements LeaseStore {
   readonly table: LeaseTable;
+  /** For the history's reader and pruner, which are not lease statements of the elector. */
+  readonly pool: pg.Pool;
   readonly #pool: pg.Pool;
   readonly #timeoutMs: number;
   readonly #prepared: boolean;
@@ -157,6 +159,7 @@ export class PgLeaseStore implements LeaseStore {
   constructor(options: PgLeaseStoreOptions) {
     this.table = leaseTable(options.schema, options.table);
     this.#pool = options.pool;
+    this.pool = options.pool;
     this.#timeoutMs = options.statementTimeoutMs;
     this.#prepared = options.preparedStatements ?? true;
     const t = this.table;

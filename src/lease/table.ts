@@ -35,7 +35,9 @@ export function leaseTable(schema = "public", table = "pglease_leases"): LeaseTa
   const tag = createHash("sha256").update(`${schema}.${table}`).digest("hex").slice(0, 10);
   // PostgreSQL truncates names past 63 bytes, so a long table name keeps the tag to stay distinct.
   const derived = (suffix: string) =>
-    table.length + suffix.length + 1 <= 63 ? `${table}_${suffix}` : `${table.slice(0, 51 - suffix.length)}_${suffix}_${tag}`;
+    table.length + suffix.length + 1 <= 63
+      ? `${table}_${suffix}`
+      : `${table.slice(0, 51 - suffix.length)}_${suffix}_${tag}`;
   const sequence = derived("fence");
   const history = derived("history");
   return {

@@ -103,6 +103,7 @@ function leaseOptions(
     notify: config.notify,
     preparedStatements: config.database.preparedStatements,
     serverTimeouts: config.database.serverTimeouts,
+    historyRetention: config.history,
     holder,
     // A statement must not outlive the elector's call: the same bound on both sides.
     statementTimeoutMs: config.timing.callTimeoutMs,

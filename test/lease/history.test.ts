@@ -1,6 +1,6 @@
 // The history trigger on a real PostgreSQL: every change of hands is recorded in the statement
 // that makes it, in the words the claim's answer also gives; renewals record nothing.
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { ClaimAnswer } from "../../src/election/ports.ts";
 import { readHistory } from "../../src/lease/history-store.ts";
