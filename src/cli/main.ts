@@ -11,6 +11,7 @@ Usage: pglease COMMAND [flags]
 Commands:
   run       campaign for leases, publish the role on the pod, serve probes and metrics
   status    show every lease: holder, fence, expiry
+  history   show how leases changed hands: when, fence, holder, previous holder, reason
   release   end the current term of a lease (an operator's forced release)
   migrate   create the lease table and exit
   demo      three replicas on an embedded PostgreSQL, leaders stopped on a schedule
@@ -34,6 +35,10 @@ const COMMANDS: Record<string, () => Promise<{ run: Command; help: string }>> = 
   status: async () => {
     const m = await import("./status.ts");
     return { run: m.statusCommand, help: m.STATUS_HELP };
+  },
+  history: async () => {
+    const m = await import("./history.ts");
+    return { run: m.historyCommand, help: m.HISTORY_HELP };
   },
   release: async () => {
     const m = await import("./release.ts");
