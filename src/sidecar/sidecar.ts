@@ -9,6 +9,7 @@ import { holderIdentity } from "../election/identity.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
+import { type TransitionFields, transitionFields } from "../observability/transition-log.ts";
 import { type Leases, type OpenLeasesOptions, openLeases } from "../open-leases.ts";
 import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
 import { startHttpServer } from "./http-server.ts";
@@ -32,6 +33,9 @@ export interface SidecarDeps {
 export async function startSidecar({ config, logger, signal }: SidecarDeps): Promise<Sidecar> {
   const holder = holderIdentity(config.pod.name);
   const log = logger.child({ holder });
+  // Transition lines use holder in the history table's sense (who holds after the change), so
+  // this process's own identity goes under another name there.
+  const transitionLog = logger.child({ self: holder });
   const metrics = new SidecarMetrics();
   const view: HealthView = {
     electors: null,
@@ -64,7 +68,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     await closeHttp();
     throw error;
   }
-  const electors = campaign(config, log, leases, publisher, metrics, view);
+  const electors = campaign(config, { log, transitionLog }, leases, publisher, metrics, view);
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
     `campaigning for ${config.leases.join(", ")} as ${holder}`,
@@ -134,7 +138,7 @@ function serveHttp(config: RunConfig, holder: string, view: HealthView, metrics:
 /** One elector per lease, each wired to metrics, logs and (for the published lease) the pod. */
 function campaign(
   config: RunConfig,
-  log: Logger,
+  logs: { log: Logger; transitionLog: Logger },
   leases: Leases,
   publisher: PodPublisher | null,
   metrics: SidecarMetrics,
@@ -159,7 +163,7 @@ function campaign(
         : {}),
     });
     // Listeners go on before the first tick, which runs on a timer after campaign() returns.
-    observe(elector, log, metrics, view);
+    observe(elector, logs, metrics, view);
     if (published) {
       const publish = () => {
         const s = elector.status();
@@ -176,7 +180,12 @@ function campaign(
   return electors;
 }
 
-function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: HealthView): void {
+function observe(
+  elector: Elector,
+  { log, transitionLog }: { log: Logger; transitionLog: Logger },
+  metrics: SidecarMetrics,
+  view: HealthView,
+): void {
   metrics.watch(elector);
   elector.on("tick", (tick) => {
     view.lastTick.set(tick.key, performance.now());
@@ -185,7 +194,8 @@ function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: H
       tick.sentence,
     );
   });
-  elector.on("transition", (tick) => logTransition(log, tick));
+  const fields = transitionFields(elector.holder);
+  elector.on("transition", (tick) => logTransition(transitionLog, fields(tick), tick));
   elector.on("work-error", (error) =>
     log.error({ lease: elector.key, err: String(error) }, "leader work failed"),
   );
@@ -198,12 +208,7 @@ const WARNING_OUTCOMES = new Set<TickReport["outcome"]>([
   "refused",
 ]);
 
-function logTransition(log: Logger, tick: TickReport): void {
-  const fields = {
-    lease: tick.key,
-    outcome: tick.outcome,
-    fence: tick.state.term?.fence ?? tick.state.observed?.fence,
-  };
+function logTransition(log: Logger, fields: TransitionFields, tick: TickReport): void {
   if (WARNING_OUTCOMES.has(tick.outcome)) {
     log.warn(fields, tick.sentence);
   } else {

@@ -109,7 +109,16 @@ describe("a running controller", () => {
   it("leads, answers every endpoint, and exposes the metrics by name", async () => {
     const a = await replica("endpoints");
     const acquired = await a.r.waitForLog(/^acquired lease endpoints with fence \d+$/);
-    expect(acquired).toMatchObject({ level: "info", lease: "endpoints", outcome: "acquired" });
+    expect(acquired).toMatchObject({
+      level: "info",
+      lease: "endpoints",
+      key: "endpoints",
+      outcome: "acquired",
+      holder: acquired.self,
+      previous_holder: null,
+      reason: "claim",
+    });
+    expect(acquired.fence).toEqual(Number(String(acquired.msg).match(/fence (\d+)$/)?.[1]));
 
     expect((await a.get("/healthz")).status).toBe(200);
     await expect.poll(async () => (await a.get("/readyz")).status).toBe(200);
@@ -185,6 +194,30 @@ describe("a running controller", () => {
     const { holder } = (await (await b.get("/status")).json()) as { holder: string };
     const row = await admin.query("SELECT holder, fence::int FROM pglease_leases WHERE key = 'handover'");
     expect(row.rows).toEqual([{ holder, fence: takenFence }]);
+    // The log lines and the history table tell the change of hands in the same words.
+    const aHolder = released?.self;
+    expect(aHolder).toMatch(/-[0-9a-f]{8}$/);
+    expect(released).toMatchObject({
+      key: "handover",
+      fence: releasedFence,
+      holder: null,
+      previous_holder: aHolder,
+      reason: "release",
+    });
+    expect(taken).toMatchObject({
+      key: "handover",
+      fence: takenFence,
+      holder,
+      previous_holder: aHolder,
+      reason: "claim",
+    });
+    const history = await admin.query(
+      "SELECT fence::int, holder, previous_holder, reason FROM pglease_leases_history WHERE key = 'handover' ORDER BY id",
+    );
+    expect(history.rows.slice(-2)).toEqual([
+      { fence: releasedFence, holder: null, previous_holder: aHolder, reason: "release" },
+      { fence: takenFence, holder, previous_holder: aHolder, reason: "claim" },
+    ]);
   });
 
   it("several leases in one process, and /leader asks which", async () => {
