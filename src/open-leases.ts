@@ -6,6 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
 import { Elector, type ElectorOptions } from "./election/elector.ts";
 import { holderIdentity } from "./election/identity.ts";
+import type { ReleaseFeed } from "./election/ports.ts";
 import { TimingError } from "./election/timing.ts";
 import { BatchedRenewals } from "./lease/batched-renewals.ts";
 import { isUnreachable } from "./lease/connection-errors.ts";
@@ -75,6 +76,8 @@ export interface Leases {
   store: PgLeaseStore;
   /** True when release notices are heard (LISTEN works); false when followers poll. */
   notify: boolean;
+  /** The release notices heard, when notify is true (for metrics; a notice is a hint, never proof). */
+  releases: ReleaseFeed | undefined;
   /** Creates and starts an elector for `key`; a second campaign for the same key is refused. */
   campaign(key: string, options?: CampaignOptions): Elector;
   /** Stops every elector (work aborted, leases released), then closes what was opened. Idempotent. */
@@ -257,6 +260,7 @@ function leasesOn(
     holder,
     store,
     notify: feed !== undefined,
+    releases: feed,
     campaign(key, campaignOptions = {}) {
       if (closing) throw new Error(`cannot campaign for lease ${key}: these leases are closed`);
       if (electors.has(key)) {

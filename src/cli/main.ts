@@ -1,6 +1,7 @@
 // Subcommand dispatch, help, and the exit-code contract: 0 ok, 2 bad usage or configuration
 // (every problem listed), 1 runtime failure (one clear line, never a stack trace or a secret).
 import { UsageError } from "../config/options.ts";
+import { packageVersion as version } from "../observability/build-info.ts";
 import { scrub, secretsFrom } from "../observability/logger.ts";
 import { explainDatabaseError } from "./database-errors.ts";
 
@@ -89,19 +90,5 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     const { message } = explainDatabaseError(error);
     process.stderr.write(`pglease ${name}: ${scrub(message, secretsFrom(env))}\n`);
     return 1;
-  }
-}
-
-/**
- * The version in the package's own package.json, found by walking up from this module: it sits
- * two levels up in a source checkout (src/cli) and three in the built package (dist/src/cli).
- */
-async function version(): Promise<string> {
-  const { readFile } = await import("node:fs/promises");
-  for (let dir = new URL("./", import.meta.url); ; dir = new URL("../", dir)) {
-    const text = await readFile(new URL("package.json", dir), "utf8").catch(() => null);
-    const pkg = text === null ? null : (JSON.parse(text) as { name?: string; version?: string });
-    if (pkg?.name === "pglease" && pkg.version) return pkg.version;
-    if (new URL("../", dir).href === dir.href) return "unknown (no package.json found)";
   }
 }

@@ -7,6 +7,7 @@ import type { RunConfig } from "../config/run-config.ts";
 import type { Elector, TickReport } from "../election/elector.ts";
 import { holderIdentity } from "../election/identity.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
+import { packageVersion } from "../observability/build-info.ts";
 import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
 import { type TransitionFields, transitionFields } from "../observability/transition-log.ts";
@@ -36,7 +37,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   // Transition lines use holder in the history table's sense (who holds after the change), so
   // this process's own identity goes under another name there.
   const transitionLog = logger.child({ self: holder });
-  const metrics = new SidecarMetrics();
+  const metrics = new SidecarMetrics({ version: await packageVersion() }, config.leases);
   const view: HealthView = {
     electors: null,
     lastTick: new Map(),
@@ -68,6 +69,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     await closeHttp();
     throw error;
   }
+  leases.releases?.subscribe((key) => metrics.observeNotice(key));
   const electors = campaign(config, { log, transitionLog }, leases, publisher, metrics, view);
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },

@@ -144,13 +144,28 @@ describe("a running controller", () => {
 
     const metrics = await (await a.get("/metrics")).text();
     expect(metrics).toContain('leader_election_master_status{name="endpoints"} 1');
+    expect(metrics).toContain('pglease_leader{lease="endpoints"} 1');
+    expect(metrics).toContain(
+      'pglease_transitions_total{lease="endpoints",direction="gained",reason="claim"} 1',
+    );
+    expect(metrics).toMatch(
+      /^pglease_build_info\{version="\d+\.\d+\.\d+[^"]*",node_version="v\d+[^"]*"\} 1$/m,
+    );
+    expect(metrics).toMatch(
+      /^pglease_statement_duration_seconds_count\{lease="endpoints",statement="claim",outcome="acquired"\} 1$/m,
+    );
+    // The test's database server runs on this machine: one clock, offset within the round trip.
+    const offset = Number(metrics.match(/^pglease_db_clock_offset_seconds (\S+)$/m)?.[1]);
+    expect(Math.abs(offset)).toBeLessThan(0.5);
     for (const name of [
       "pglease_fence",
       "pglease_transitions_total",
       "pglease_lease_remaining_seconds",
-      "pglease_claim_duration_seconds",
-      "pglease_renew_duration_seconds",
-      "pglease_release_duration_seconds",
+      "pglease_statement_duration_seconds",
+      "pglease_renew_lateness_seconds",
+      "pglease_deadline_margin_seconds",
+      "pglease_release_notices_total",
+      "pglease_db_clock_steps_total",
       "pglease_renew_failures_total",
       "pglease_pod_patch_duration_seconds",
       "pglease_pod_patch_errors_total",
