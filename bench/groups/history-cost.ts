@@ -21,6 +21,8 @@ type Operation = (typeof OPERATIONS)[number];
 
 export interface HistoryCostFigures {
   latency: Record<Variant, Record<Operation, LatencyStats>>;
+  /** Diagnostic, synchronous_commit=off: the statements' own cost, without the WAL flush that hides it. */
+  latencyNoFlush: Record<Variant, Record<Operation, LatencyStats>>;
   walBytes: Record<Variant, Record<Operation | "change of hands", number>>;
   /** History entries written by the timed renewals of the table with history: must be 0. */
   historyRowsFromRenewals: number;
@@ -35,19 +37,28 @@ async function prepare(pool: pg.Pool): Promise<void> {
 
 async function timeLatency(
   context: BenchContext,
-  stores: Record<Variant, PgLeaseStore>,
-  renewFences: Record<Variant, number>,
+  pool: pg.Pool,
+  statementTimeoutMs: number,
+  label: string,
 ): Promise<HistoryCostFigures["latency"]> {
   const { budget, signal } = context;
+  const stores = {
+    with: new PgLeaseStore({ pool, table: TABLES.with, statementTimeoutMs }),
+    without: new PgLeaseStore({ pool, table: TABLES.without, statementTimeoutMs }),
+  };
+  const renewFences = {
+    with: await work.hold(stores.with, `history-renew-${label}`, work.HOLDER),
+    without: await work.hold(stores.without, `history-renew-${label}`, work.HOLDER),
+  };
   const samples = new Map<string, number[]>();
   const rounds = Math.max(1, Math.min(ROUNDS, budget.iterations));
   for (let round = 0; round < rounds; round++) {
-    context.progress(`lease-ops: history cost, round ${round + 1}/${rounds}`);
+    context.progress(`lease-ops: history cost (${label}), round ${round + 1}/${rounds}`);
     for (const variant of ["with", "without"] as const) {
       const store = stores[variant];
       const loops: Steps[] = [
-        work.claimReleaseCycle(store, "history-cycle"),
-        work.renewLoop(store, "history-renew", renewFences[variant]),
+        work.claimReleaseCycle(store, `history-cycle-${label}`),
+        work.renewLoop(store, `history-renew-${label}`, renewFences[variant]),
       ];
       for (const steps of loops) {
         const sampling = {
@@ -101,6 +112,13 @@ export async function measureHistoryCost(
     max: 1,
     applicationName: "pglease-bench",
   });
+  const noFlushUrl = new URL(context.databaseUrl);
+  noFlushUrl.searchParams.set("options", "-c synchronous_commit=off");
+  const noFlush = createLeasePool({
+    connectionString: noFlushUrl.toString(),
+    max: 1,
+    applicationName: "pglease-bench",
+  });
   const probe = await work.connect(context.databaseUrl);
   try {
     await prepare(pool);
@@ -112,44 +130,60 @@ export async function measureHistoryCost(
       with: await work.hold(stores.with, "history-renew", work.HOLDER),
       without: await work.hold(stores.without, "history-renew", work.HOLDER),
     };
-    const entriesBefore = await renewEntries(pool);
-    const latency = await timeLatency(context, stores, renewFences);
+    const latency = await timeLatency(context, pool, statementTimeoutMs, "flushed");
+    const latencyNoFlush = await timeLatency(context, noFlush, statementTimeoutMs, "no flush wait");
     const walBytes = await measureWalBytes(context, probe, stores, renewFences);
-    return { latency, walBytes, historyRowsFromRenewals: (await renewEntries(pool)) - entriesBefore };
+    const historyRowsFromRenewals = await renewEntries(pool);
+    return { latency, latencyNoFlush, walBytes, historyRowsFromRenewals };
   } finally {
     await pool.end();
+    await noFlush.end();
     await probe.end();
   }
 }
 
+/** Entries of the renewed keys beyond the one claim each was held by: what renewals wrote. */
 async function renewEntries(pool: pg.Pool): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM public.${TABLES.with}_history WHERE key = 'history-renew'`,
+    `SELECT (count(*) - count(DISTINCT key))::int AS n FROM public.${TABLES.with}_history
+      WHERE key LIKE 'history-renew%'`,
   );
-  return rows[0]?.n ?? 0;
+  return rows[0]?.n ?? -1;
 }
 
 export function historyCostTable(figures: HistoryCostFigures): Table {
   const row = (op: Operation) => {
-    const [on, off] = [figures.latency.with[op], figures.latency.without[op]];
+    const p50 = (figures: HistoryCostFigures["latency"], variant: Variant) => figures[variant][op].p50Ms;
     return [
       op,
-      ms(off.p50Ms),
-      ms(on.p50Ms),
-      ratioText(off.p50Ms / on.p50Ms),
+      ms(p50(figures.latency, "without")),
+      ms(p50(figures.latency, "with")),
+      ms(p50(figures.latencyNoFlush, "without")),
+      ms(p50(figures.latencyNoFlush, "with")),
+      ratioText(p50(figures.latencyNoFlush, "without") / p50(figures.latencyNoFlush, "with")),
       count(figures.walBytes.without[op]),
       count(figures.walBytes.with[op]),
     ];
   };
-  const hands = ["change of hands (claim + release)", "", "", "", "", ""];
-  hands[4] = count(figures.walBytes.without["change of hands"]);
-  hands[5] = count(figures.walBytes.with["change of hands"]);
+  const hands = ["change of hands (claim + release)", "", "", "", "", "", "", ""];
+  hands[6] = count(figures.walBytes.without["change of hands"]);
+  hands[7] = count(figures.walBytes.with["change of hands"]);
   return {
     title: "History: cost per statement, without and with the history triggers",
-    columns: ["statement", "p50 ms without", "p50 ms with", "with history", "WAL B without", "WAL B with"],
+    columns: [
+      "statement",
+      "p50 ms without",
+      "p50 ms with",
+      "no flush: without",
+      "no flush: with",
+      "with history (no flush)",
+      "WAL B without",
+      "WAL B with",
+    ],
     rows: [...OPERATIONS.map(row), hands],
     notes: [
       "One connection, named statements, alternating rounds on two tables: one with the triggers, one without.",
+      "no flush (diagnostic): synchronous_commit=off, so the fsync that dominates a write does not hide the triggers' own cost.",
       `History entries written by the timed renewals: ${figures.historyRowsFromRenewals} (must be 0).`,
       "WAL: bytes per statement, measured sequentially; the position is server-wide, so other writers add noise.",
     ],

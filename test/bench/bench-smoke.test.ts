@@ -170,6 +170,7 @@ describe("bench results document", () => {
     for (const variant of ["with", "without"] as const) {
       for (const op of ["claim", "release", "renew"] as const) {
         expectPositiveLatency(history.latency[variant][op]);
+        expectPositiveLatency(history.latencyNoFlush[variant][op]);
         expect(history.walBytes[variant][op]).toBeGreaterThan(0);
       }
     }
