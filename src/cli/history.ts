@@ -15,6 +15,8 @@ const OPTIONS: readonly OptionSpec[] = [
   { flag: "json", boolean: true, help: "print JSON (stable field names, for scripts)" },
 ];
 
+const INSUFFICIENT_PRIVILEGE = "42501";
+
 export const HISTORY_HELP = `Usage: pglease history [KEY] [--since DURATION] [--json] [flags]
 
 Shows how leases changed hands, oldest first: when (the database server's time), the
@@ -94,10 +96,17 @@ export async function historyCommand(argv: readonly string[], env: NodeJS.Proces
   });
   try {
     const key = command.raw.positionals[0];
-    const entries = await readHistory(command.pool, command.store.table, {
+    const table = command.store.table;
+    const entries = await readHistory(command.pool, table, {
       ...(key !== undefined ? { key } : {}),
       ...(sinceMs !== undefined ? { sinceMs } : {}),
       limit,
+    }).catch((error: unknown) => {
+      // The lease role needs no privilege on the history: say which grant reading it takes.
+      if ((error as { code?: string }).code !== INSUFFICIENT_PRIVILEGE) throw error;
+      throw new Error(
+        `${(error as Error).message}: reading the history needs SELECT on it; as its owner: GRANT SELECT ON ${table.history.table} TO <this role>`,
+      );
     });
     const json = command.raw.values.get("json")?.text === "true";
     process.stdout.write(

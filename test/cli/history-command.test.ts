@@ -65,3 +65,18 @@ it("bad input exits 2 naming every problem", async () => {
   expect(out.stderr).toContain('--limit: "0" must be a whole number from 1 to 100000');
   expect(out.stdout).toBe("");
 });
+
+it("a role without SELECT on the history is told the grant, in one line", async () => {
+  await pool.query(
+    "DO $$ BEGIN CREATE ROLE pglease_cli_reader LOGIN PASSWORD 'pw'; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+  );
+  const url = new URL(db.url);
+  url.username = "pglease_cli_reader";
+  url.password = "pw";
+  const out = await runPglease(["history"], { DATABASE_URL: url.toString() });
+  expect(out.code).toBe(1);
+  expect(out.stderr).toMatch(
+    /^pglease history: permission denied for table pglease_leases_history: reading the history needs SELECT on it; as its owner: GRANT SELECT ON "public"."pglease_leases_history" TO <this role>\n$/,
+  );
+  expect(out.stderr).not.toContain("pw@");
+});

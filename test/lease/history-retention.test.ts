@@ -137,3 +137,31 @@ it("a prune in progress holds up neither a claim, a release nor another prune", 
     await pruner.end();
   }
 });
+
+it("a lease role granted only the table and the sequence claims, releases and prunes; the history is recorded", async () => {
+  const table = leaseTable("granted", "pglease_leases");
+  await migrate(pool, table);
+  await pool.query(
+    "DO $$ BEGIN CREATE ROLE pglease_history_user LOGIN PASSWORD 'pw'; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+  );
+  await pool.query("GRANT USAGE ON SCHEMA granted TO pglease_history_user");
+  await pool.query("GRANT SELECT, INSERT, UPDATE ON granted.pglease_leases TO pglease_history_user");
+  await pool.query("GRANT USAGE ON SEQUENCE granted.pglease_leases_fence TO pglease_history_user");
+  const url = new URL(db.url);
+  url.username = "pglease_history_user";
+  url.password = "pw";
+  const restricted = new pg.Pool({ connectionString: url.toString(), max: 1 });
+  try {
+    await assertTablePresent(restricted, table);
+    const store = new PgLeaseStore({ pool: restricted, schema: "granted", statementTimeoutMs: 5_000 });
+    const won = await store.claim("k", "a", 10_000);
+    if (!won.won) throw new Error("expected to win");
+    expect(await store.release("k", "a", won.fence)).toBe(true);
+    expect(await pruneHistory(restricted, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(1);
+    // Reading it needs SELECT on the history, which this role was not given.
+    await expect(readHistory(restricted, table, { limit: 10 })).rejects.toThrow(/permission denied/);
+  } finally {
+    await restricted.end();
+  }
+  expect((await readHistory(pool, table, { limit: 10 })).map((e) => e.reason)).toEqual(["release"]);
+});
