@@ -93,7 +93,7 @@ describe("configuration errors", () => {
   });
 
   it("answer --help on every command with usage and examples", async () => {
-    for (const command of ["run", "status", "release", "migrate", "demo"]) {
+    for (const command of ["run", "status", "history", "release", "migrate", "demo"]) {
       const out = await runPglease([command, "--help"]);
       expect(out.code).toBe(0);
       expect(out.stdout).toContain(`Usage: pglease ${command}`);
