@@ -8,9 +8,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { Elector, type ElectorOptions } from "./election/elector.ts";
 import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "./election/identity.ts";
+import type { ReleaseFeed } from "./election/ports.ts";
 import { TimingError } from "./election/timing.ts";
 import { BatchedRenewals } from "./lease/batched-renewals.ts";
 import { isUnreachable } from "./lease/connection-errors.ts";
+import { HistoryPruner } from "./lease/history-pruner.ts";
+import { DEFAULT_RETENTION, type HistoryRetention } from "./lease/history-store.ts";
 import { assertTablePresent, migrate } from "./lease/migrate.ts";
 import { createLeasePool } from "./lease/pool.ts";
 import { type HolderSession, PgReleaseFeed } from "./lease/release-feed.ts";
@@ -84,6 +87,8 @@ export interface OpenLeasesOptions {
   logger?: LeaseLogger;
   /** application_name of the lease connections (default "pglease"). */
   applicationName?: string;
+  /** How much history is kept (default 30 days, 1000 entries per key); pruned by the leading process. */
+  historyRetention?: HistoryRetention;
 }
 
 export type CampaignOptions = Omit<ElectorOptions, "key" | "holder" | "store" | "releases">;
@@ -93,6 +98,8 @@ export interface Leases {
   store: PgLeaseStore;
   /** True when release notices are heard (LISTEN works); false when followers poll. */
   notify: boolean;
+  /** The release notices heard, when notify is true (for metrics; a notice is a hint, never proof). */
+  releases: ReleaseFeed | undefined;
   /** Creates and starts an elector for `key`; a second campaign for the same key is refused. */
   campaign(key: string, options?: CampaignOptions): Elector;
   /** Stops every elector (work aborted, leases released), then closes what was opened. Idempotent. */
@@ -247,7 +254,7 @@ async function openOnce(
       log.warn("session takeover is off: LISTEN was refused, so there is no notice session to record");
     }
     if (feed) closers.push(() => feed.close());
-    return leasesOn(options, store, feed, restartLock, closeAll);
+    return leasesOn(options, store, feed, restartLock, closeAll, log);
   } catch (error) {
     await closeAll();
     throw error;
@@ -306,6 +313,7 @@ function leasesOn(
   feed: PgReleaseFeed | undefined,
   restartLock: RestartLock | null,
   closeAll: () => Promise<void>,
+  log: LeaseLogger,
 ): Leases {
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const base = options.holder ?? holderIdentity(options.pod?.name);
@@ -313,11 +321,21 @@ function leasesOn(
   // Leases renewed in the same tick go out as one statement.
   const renewals = new BatchedRenewals(store);
   const electors = new Map<string, Elector>();
+  const pruner = new HistoryPruner({
+    pool: store.pool,
+    table: store.table,
+    retention: options.historyRetention ?? DEFAULT_RETENTION,
+    leading: () => [...electors.values()].some((e) => e.isLeader()),
+    onError: (error) =>
+      log.warn("could not prune the lease history; trying again later", { err: error.message }),
+  });
+  pruner.start();
   let closing: Promise<void> | undefined;
   return {
     holder,
     store,
     notify: feed !== undefined,
+    releases: feed,
     campaign(key, campaignOptions = {}) {
       if (closing) throw new Error(`cannot campaign for lease ${key}: these leases are closed`);
       if (electors.has(key)) {
@@ -347,6 +365,7 @@ function leasesOn(
     close() {
       closing ??= (async () => {
         await Promise.all([...electors.values()].map((e) => e.stop()));
+        await pruner.stop();
         await closeAll();
         // Last: until every campaign has ended, nothing of this pod may take over its terms.
         await restartLock?.release();

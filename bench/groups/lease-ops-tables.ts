@@ -2,6 +2,7 @@
 import type { Table } from "../group.ts";
 import type { LatencyStats } from "../measure.ts";
 import { count, ms, type Ratio, ratio } from "../report.ts";
+import type { HistoryCostFigures } from "./history-cost.ts";
 
 export type Statements = "named" | "unnamed" | "named, pinned connection";
 
@@ -36,6 +37,8 @@ export interface LeaseOpsFigures {
   walBytesPerOp: Record<string, number>;
   /** factor and text compare median latencies; byMean compares means (that is, ops/s). */
   ratios: LeaseOpsRatio[];
+  /** The same statements with and without the history triggers. */
+  history: HistoryCostFigures;
 }
 
 const COMPARISONS: Array<{ name: string; subject: [string, Statements]; reference: [string, Statements] }> = [

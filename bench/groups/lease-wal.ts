@@ -25,7 +25,7 @@ async function walPosition(probe: pg.Client): Promise<bigint> {
  * then as many as fit in maxMs); `before` and `after` (a claim before its release) run unprobed.
  * The position is server-wide, so other databases' writes add noise.
  */
-async function walBytesPerRun(
+export async function walBytesPerRun(
   probe: pg.Client,
   runs: number,
   maxMs: number,

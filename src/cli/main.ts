@@ -1,6 +1,7 @@
 // Subcommand dispatch, help, and the exit-code contract: 0 ok, 2 bad usage or configuration
 // (every problem listed), 1 runtime failure (one clear line, never a stack trace or a secret).
 import { UsageError } from "../config/options.ts";
+import { packageVersion as version } from "../observability/build-info.ts";
 import { scrub, secretsFrom } from "../observability/logger.ts";
 import { explainDatabaseError } from "./database-errors.ts";
 
@@ -11,6 +12,7 @@ Usage: pglease COMMAND [flags]
 Commands:
   run       campaign for leases, publish the role on the pod, serve probes and metrics
   status    show every lease: holder, fence, expiry
+  history   show how leases changed hands: when, fence, holder, previous holder, reason
   release   end the current term of a lease (an operator's forced release)
   migrate   create the lease table and exit
   demo      three replicas on an embedded PostgreSQL, leaders stopped on a schedule
@@ -34,6 +36,10 @@ const COMMANDS: Record<string, () => Promise<{ run: Command; help: string }>> = 
   status: async () => {
     const m = await import("./status.ts");
     return { run: m.statusCommand, help: m.STATUS_HELP };
+  },
+  history: async () => {
+    const m = await import("./history.ts");
+    return { run: m.historyCommand, help: m.HISTORY_HELP };
   },
   release: async () => {
     const m = await import("./release.ts");
@@ -84,19 +90,5 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     const { message } = explainDatabaseError(error);
     process.stderr.write(`pglease ${name}: ${scrub(message, secretsFrom(env))}\n`);
     return 1;
-  }
-}
-
-/**
- * The version in the package's own package.json, found by walking up from this module: it sits
- * two levels up in a source checkout (src/cli) and three in the built package (dist/src/cli).
- */
-async function version(): Promise<string> {
-  const { readFile } = await import("node:fs/promises");
-  for (let dir = new URL("./", import.meta.url); ; dir = new URL("../", dir)) {
-    const text = await readFile(new URL("package.json", dir), "utf8").catch(() => null);
-    const pkg = text === null ? null : (JSON.parse(text) as { name?: string; version?: string });
-    if (pkg?.name === "pglease" && pkg.version) return pkg.version;
-    if (new URL("../", dir).href === dir.href) return "unknown (no package.json found)";
   }
 }

@@ -3,6 +3,7 @@
 import { resolveTiming, type Timing } from "../election/timing.ts";
 import { decidePublishing, type PublishingDecision } from "../kube/environment.ts";
 import { type PublishConfigField, validatePublishConfig } from "../kube/publish-config.ts";
+import { DEFAULT_RETENTION, type HistoryRetention } from "../lease/history-store.ts";
 import { type DatabaseConfig, readDatabaseConfig } from "./database.ts";
 import { noArguments, optionReader, type RawOptions, readOptions, UsageError } from "./options.ts";
 import { RUN_OPTIONS } from "./run-options.ts";
@@ -27,6 +28,7 @@ export interface RunConfig {
   migrate: boolean;
   poolSize: number;
   database: DatabaseConfig;
+  history: HistoryRetention;
   publish: {
     roleLabel: string;
     conditionType: string;
@@ -97,6 +99,11 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
     migrate: get("migrate", parseBoolean) ?? true,
     poolSize: get("pool-size", (t) => parseInteger(t, 1, 100)) ?? 4,
     database,
+    history: {
+      maxAgeMs: get("history-max-age", parseDuration) ?? DEFAULT_RETENTION.maxAgeMs,
+      maxRowsPerKey:
+        get("history-max-rows", (t) => parseInteger(t, 1, 10_000_000)) ?? DEFAULT_RETENTION.maxRowsPerKey,
+    },
     publish,
     gracePeriodMs: get("grace-period", parseDuration) ?? 20_000,
     startTimeoutMs: get("start-timeout", parseDuration) ?? 60_000,

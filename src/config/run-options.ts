@@ -84,6 +84,20 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     defaultText: "4",
   },
   {
+    flag: "history-max-age",
+    env: "PGLEASE_HISTORY_MAX_AGE",
+    value: "DURATION",
+    help: "lease history older than this is pruned (each lease's newest entry stays)",
+    defaultText: "30d",
+  },
+  {
+    flag: "history-max-rows",
+    env: "PGLEASE_HISTORY_MAX_ROWS",
+    value: "N",
+    help: "lease history entries kept per lease at most",
+    defaultText: "1000",
+  },
+  {
     flag: "role-label",
     env: "PGLEASE_ROLE_LABEL",
     value: "KEY",

@@ -3,13 +3,15 @@
 
 export type Parsed<T> = { value: T } | { problem: string };
 
-const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 export function parseDuration(text: string): Parsed<number> {
   const match = DURATION.exec(text.trim());
   if (!match?.[1] || !match[2]) {
-    return { problem: `${JSON.stringify(text)} is not a duration; use a number with a unit: 500ms, 15s, 1m` };
+    return {
+      problem: `${JSON.stringify(text)} is not a duration; use a number with a unit: 500ms, 15s, 1m, 2h, 30d`,
+    };
   }
   const ms = Number(match[1]) * (UNIT_MS[match[2]] ?? 0);
   if (!Number.isSafeInteger(ms) || ms <= 0) {

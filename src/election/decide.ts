@@ -98,6 +98,7 @@ export function afterClaim(
     sentence: `acquired lease ${key} with fence ${answer.fence}`,
     state: { role: "leader", term, observed: null },
     wakeAt: nextRenewal(sentAt, timing.renewIntervalMs),
+    ...(answer.change ? { change: answer.change } : {}),
   };
 }
 

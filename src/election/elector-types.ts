@@ -78,6 +78,8 @@ export type ElectorEvents = {
   "work-error": [unknown];
   /** The database server's clock stepped against this process's monotonic clock. */
   "clock-step": [ClockStepReport];
+  /** Each answer's server time (ms since the epoch) and its round trip on the elector's clock. */
+  "server-time": [{ serverNowMs: number; roundTripMs: number }];
   /** A listener of another event threw; the election went on. */
   "listener-error": [error: unknown, event: string];
 };

@@ -234,6 +234,10 @@ export class Elector extends EventEmitter<ElectorEvents> {
     receivedAt: number,
   ) {
     const step = this.#serverClock.observe(answer, sentAt, receivedAt);
+    if (answer.expiresAt !== null && answer.ttlMs !== null) {
+      const serverNowMs = answer.expiresAt.getTime() - answer.ttlMs;
+      emitSafely(this, "server-time", { serverNowMs, roundTripMs: receivedAt - sentAt });
+    }
     if (step) emitSafely(this, "clock-step", step);
     return step;
   }

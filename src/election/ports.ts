@@ -11,6 +11,8 @@ export type ClaimAnswer =
       expiresAt: Date;
       /** expires_at minus the server's clock_timestamp() of that statement, in ms. */
       ttlMs: number;
+      /** How the lease changed hands, in the history table's words, when the store knows. */
+      change?: { reason: string; previousHolder: string | null };
     }
   | {
       won: false;

@@ -43,6 +43,8 @@ export interface Decision {
   wakeAt: number;
   /** The fence of a term won but refused: the elector releases that term (scoped to its fence). */
   release?: number;
+  /** On a won claim, how the lease changed hands, in the history table's words (when the store says). */
+  change?: { reason: string; previousHolder: string | null };
 }
 
 export interface Context {

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { migrateHistory, missingHistory } from "./history.ts";
 import type { LeaseTable } from "./table.ts";
 import { inTransaction } from "./transaction.ts";
 
@@ -81,6 +82,18 @@ export class LeaseTableMissingError extends Error {
   }
 }
 
+/** Without it changes of hands would go unrecorded, silently: refuse to start instead. */
+export class HistoryMissingError extends Error {
+  constructor(t: LeaseTable, missing: readonly string[]) {
+    super(
+      `the history of lease table ${unquoted(t.qualified)} is incomplete (missing ${unquoted(missing.join(", "))}; ` +
+        "the table was made by an older pglease) and migrations are off: run `pglease migrate` once " +
+        "with a role allowed to create them (the table's owner)",
+    );
+    this.name = "HistoryMissingError";
+  }
+}
+
 /** A claim would fail on every attempt without these: say so at start, with the GRANT that fixes it. */
 async function assertPrivileges(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
   const { rows } = await client.query<{ role: string; table_ok: boolean; sequence_ok: boolean }>(
@@ -119,6 +132,15 @@ async function sessionColumnsPresent(client: Pick<pg.ClientBase, "query">, t: Le
   return rows[0]?.present ?? false;
 }
 
+/** A table made before session takeover gets its columns; only the owner may add them. */
+async function addMissingSessionColumns(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
+  if (await sessionColumnsPresent(client, t)) return;
+  await client.query(addSessionColumns(t)).catch((error: unknown) => {
+    const denied = (error as { code?: string }).code === INSUFFICIENT_PRIVILEGE;
+    throw denied ? new LeaseTableMissingError(t, "columns") : error;
+  });
+}
+
 /** Creates the lease table and its fence sequence if needed, in one transaction under the migration lock. */
 export async function migrate(pool: pg.Pool, t: LeaseTable): Promise<void> {
   await inTransaction(pool, async (client) => {
@@ -138,12 +160,8 @@ export async function migrate(pool: pg.Pool, t: LeaseTable): Promise<void> {
       if (found.table_present) await client.query(continueAboveRows(t));
     }
     if (!found.table_present) await client.query(createTable(t));
-    else if (!(await sessionColumnsPresent(client, t))) {
-      await client.query(addSessionColumns(t)).catch((error: unknown) => {
-        const denied = (error as { code?: string }).code === INSUFFICIENT_PRIVILEGE;
-        throw denied ? new LeaseTableMissingError(t, "columns") : error;
-      });
-    }
+    else await addMissingSessionColumns(client, t);
+    await migrateHistory(client, t);
     await assertPrivileges(client, t);
   });
 }
@@ -153,6 +171,8 @@ export async function assertTablePresent(pool: pg.Pool, t: LeaseTable): Promise<
   const found = await findRelations(pool, t);
   if (!found.table_present) throw new LeaseTableMissingError(t);
   if (!found.sequence_present) throw new LeaseTableMissingError(t, "sequence");
+  const history = await missingHistory(pool, t);
+  if (history.length > 0) throw new HistoryMissingError(t, history);
   if (!(await sessionColumnsPresent(pool, t))) throw new LeaseTableMissingError(t, "columns");
   await assertPrivileges(pool, t);
 }

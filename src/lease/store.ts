@@ -4,6 +4,7 @@ import type pg from "pg";
 import { RESTART_PROOF_PATTERN } from "../election/identity.ts";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import { parseFence } from "../fence/token.ts";
+import { CHANGE_SETTING, REASON_SETTING } from "./history.ts";
 import type { HolderSession } from "./release-feed.ts";
 import { type LeaseTable, leaseTable } from "./table.ts";
 
@@ -78,10 +79,12 @@ const claimSql = (t: LeaseTable) => `
     SELECT holder, fence, acquired_at, expires_at FROM ${t.qualified}
     WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claimed) FOR SHARE
   )
-  SELECT true AS won, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")} AS ttl_ms
+  -- The history trigger publishes how the row changed hands; an insert leaves it unset.
+  SELECT true AS won, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")} AS ttl_ms,
+         nullif(current_setting('${CHANGE_SETTING}', true), '') AS change
     FROM claimed c, now
   UNION ALL
-  SELECT false, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")}
+  SELECT false, c.holder, c.fence::text, c.acquired_at, c.expires_at, ${TTL_MS("c.expires_at")}, NULL
     FROM current c, now`;
 
 const renewSql = (t: LeaseTable) => `
@@ -133,10 +136,12 @@ const renewManySql = (t: LeaseTable) => `
 // Administrative release (pglease release): ends whoever holds it now, keeping the fence.
 const forceReleaseSql = (t: LeaseTable) => `
   WITH ${NOW},
+  -- Names the reason for the history trigger, for this transaction only.
+  named AS (SELECT set_config('${REASON_SETTING}', 'forced-release', true) AS reason),
   released AS (
     UPDATE ${t.qualified} AS lease SET ${END_TERM}
-      FROM now
-     WHERE lease.key = $1 AND ${LIVE}
+      FROM now, named
+     WHERE lease.key = $1 AND ${LIVE} AND named.reason IS NOT NULL
     RETURNING lease.key, lease.holder, lease.fence::text
   )
   SELECT key, holder, fence, pg_notify('${t.channel}', key) FROM released`;
@@ -152,6 +157,14 @@ interface Row {
   expires_at: Date;
   ttl_ms: number;
   session_gone?: boolean;
+  change?: string | null;
+}
+
+/** The trigger's JSON (reason, previous_holder); absent when the row was inserted, a plain claim. */
+function changeOf(text: string | null | undefined): { reason: string; previousHolder: string | null } {
+  if (!text) return { reason: "claim", previousHolder: null };
+  const parsed = JSON.parse(text) as { reason: string; previous_holder: string | null };
+  return { reason: parsed.reason, previousHolder: parsed.previous_holder };
 }
 
 function view(row: Row & { key: string }): LeaseView {
@@ -182,6 +195,8 @@ export function assertDuration(durationMs: number): void {
 
 export class PgLeaseStore implements LeaseStore {
   readonly table: LeaseTable;
+  /** For the history's reader and pruner, which are not lease statements of the elector. */
+  readonly pool: pg.Pool;
   readonly #pool: pg.Pool;
   readonly #timeoutMs: number;
   readonly #prepared: boolean;
@@ -192,6 +207,7 @@ export class PgLeaseStore implements LeaseStore {
   constructor(options: PgLeaseStoreOptions) {
     this.table = leaseTable(options.schema, options.table);
     this.#pool = options.pool;
+    this.pool = options.pool;
     this.#timeoutMs = options.statementTimeoutMs;
     this.#prepared = options.preparedStatements ?? true;
     this.#session = options.holderSession ?? null;
@@ -235,7 +251,14 @@ export class PgLeaseStore implements LeaseStore {
     if (!row) return { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null };
     const fence = parseFence(row.fence);
     if (row.won) {
-      return { won: true, fence, acquiredAt: row.acquired_at, expiresAt: row.expires_at, ttlMs: row.ttl_ms };
+      return {
+        won: true,
+        fence,
+        acquiredAt: row.acquired_at,
+        expiresAt: row.expires_at,
+        ttlMs: row.ttl_ms,
+        change: changeOf(row.change),
+      };
     }
     return { won: false, holder: row.holder, fence, expiresAt: row.expires_at, ttlMs: row.ttl_ms };
   }

@@ -16,6 +16,8 @@ export interface LeaseTable {
   channel: string;
   /** The fence counter, `"schema"."<table>_fence"`: a sequence the table does not own, so fences survive it. */
   fenceSequence: string;
+  /** Every change of hands, `"schema"."<table>_history"`, written by a trigger on the lease table. */
+  history: { table: string; name: string; recordFunction: string; pruneFunction: string };
 }
 
 /** Null when `value` is a plain identifier; otherwise the problem, naming the field. */
@@ -32,7 +34,12 @@ export function leaseTable(schema = "public", table = "pglease_leases"): LeaseTa
   if (problems.length > 0) throw new TypeError(problems.join("; "));
   const tag = createHash("sha256").update(`${schema}.${table}`).digest("hex").slice(0, 10);
   // PostgreSQL truncates names past 63 bytes, so a long table name keeps the tag to stay distinct.
-  const sequence = table.length <= 57 ? `${table}_fence` : `${table.slice(0, 46)}_fence_${tag}`;
+  const derived = (suffix: string) =>
+    table.length + suffix.length + 1 <= 63
+      ? `${table}_${suffix}`
+      : `${table.slice(0, 51 - suffix.length)}_${suffix}_${tag}`;
+  const sequence = derived("fence");
+  const history = derived("history");
   return {
     schema,
     table,
@@ -40,5 +47,11 @@ export function leaseTable(schema = "public", table = "pglease_leases"): LeaseTa
     tag,
     channel: `pglease_release_${tag}`,
     fenceSequence: `"${schema}"."${sequence}"`,
+    history: {
+      table: `"${schema}"."${history}"`,
+      name: history,
+      recordFunction: `"${schema}"."${derived("record_change")}"`,
+      pruneFunction: `"${schema}"."${derived("prune_history")}"`,
+    },
   };
 }

@@ -1,29 +1,62 @@
 // Prometheus metrics on a registry of our own (never the global one, so a host application's
-// metrics and ours cannot collide). Names follow client-go where one exists.
+// metrics and ours cannot collide). Our own names (pglease_*) first: client-go's
+// leader_election_master_status is also exported by every controller-runtime operator, so a
+// dashboard on it mixes their leases into ours; it stays for compatibility. Label values come
+// from fixed sets or from the leases the user listed, never from what arrives over the wire.
 import client from "prom-client";
 import type { Elector, TickReport } from "../election/elector.ts";
 import type { PatchObservation, PublishedObservation } from "../kube/publisher-contract.ts";
+import { LeaseTimingMetrics } from "./lease-timing-metrics.ts";
 
-const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/** Every reason a transition can be counted under: the history's words, then the elector's outcomes. */
+export const TRANSITION_REASONS = [
+  "claim",
+  "expiry-takeover",
+  "restart-takeover",
+  "session-takeover",
+  "new-term",
+  "acquired",
+  "release",
+  "lost",
+  "stepped-down",
+] as const;
+
+const GAINED = new Set([
+  "claim",
+  "expiry-takeover",
+  "restart-takeover",
+  "session-takeover",
+  "new-term",
+  "acquired",
+]);
+
+export interface BuildInfo {
+  version: string;
+}
 
 export class SidecarMetrics {
   readonly registry = new client.Registry();
+  readonly #leases: ReadonlySet<string>;
   readonly #masterStatus = new client.Gauge({
     name: "leader_election_master_status",
-    help: "1 when this process leads the named lease, 0 otherwise (client-go's name)",
+    help: "1 when this process leads the named lease, 0 otherwise (client-go's name, kept for compatibility; prefer pglease_leader)",
     labelNames: ["name"],
     registers: [this.registry],
   });
-  readonly #fence = new client.Gauge({
-    name: "pglease_fence",
-    help: "Fence of the current term (this process's own when it leads, else the leader's as last seen)",
-    labelNames: ["lease"],
-    registers: [this.registry],
-  });
+  readonly #leader = this.#gauge("pglease_leader", "1 when this process leads the lease, 0 otherwise", [
+    "lease",
+  ]);
+  readonly #fence = this.#gauge(
+    "pglease_fence",
+    "Fence of the current term (this process's own when it leads, else the leader's as last seen)",
+    ["lease"],
+  );
   readonly #transitions = new client.Counter({
     name: "pglease_transitions_total",
-    help: "Leadership changes of this process, by direction",
-    labelNames: ["lease", "direction"],
+    help: "Leadership changes of this process, by direction (gained/lost) and reason (the history table's words, or the elector's outcome)",
+    labelNames: ["lease", "direction", "reason"],
     registers: [this.registry],
   });
   readonly #electors: Elector[] = [];
@@ -37,22 +70,23 @@ export class SidecarMetrics {
       for (const elector of this.#electors) this.#sample(elector);
     },
   });
-  readonly #durations = {
-    claim: this.#histogram(
-      "pglease_claim_duration_seconds",
-      "Duration of lease claims (and the read before them), by outcome",
-    ),
-    renew: this.#histogram("pglease_renew_duration_seconds", "Duration of lease renews, by outcome"),
-    release: this.#histogram("pglease_release_duration_seconds", "Duration of lease releases, by outcome"),
-    read: this.#histogram(
-      "pglease_read_duration_seconds",
-      "Duration of a follower's look at the lease, by outcome",
-    ),
-  };
+  readonly #statements = new client.Histogram({
+    name: "pglease_statement_duration_seconds",
+    help: "Duration of the elector's lease statements (claim, renew, release, read), by outcome",
+    labelNames: ["lease", "statement", "outcome"],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
   readonly #renewFailures = new client.Counter({
     name: "pglease_renew_failures_total",
     help: "Renews that did not succeed, by kind: transient (retried) or lost (definitive)",
     labelNames: ["lease", "kind"],
+    registers: [this.registry],
+  });
+  readonly #notices = new client.Counter({
+    name: "pglease_release_notices_total",
+    help: 'Release notices heard (LISTEN/NOTIFY), by lease; lease="other" for keys this process does not campaign for',
+    labelNames: ["lease"],
     registers: [this.registry],
   });
   readonly #patchDuration = new client.Histogram({
@@ -64,42 +98,48 @@ export class SidecarMetrics {
   });
   readonly #patchErrors = new client.Counter({
     name: "pglease_pod_patch_errors_total",
-    help: "Failed Kubernetes patches, by target and HTTP status",
+    help: "Failed Kubernetes patches (publish failures), by target and HTTP status",
     labelNames: ["target", "status"],
     registers: [this.registry],
   });
   readonly #publishLag = new client.Histogram({
     name: "pglease_publish_lag_seconds",
-    help: "Time from a leadership change to the pod showing it",
+    help: "Time from a leadership change to the pod showing it (publish latency)",
     labelNames: ["role"],
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
+  readonly #timing: LeaseTimingMetrics;
 
-  readonly #clockSteps = new client.Counter({
-    name: "pglease_db_clock_steps_total",
-    help: "Steps of the database server's clock against this process's monotonic clock beyond the safety margin, by direction",
-    labelNames: ["lease", "direction"],
-    registers: [this.registry],
-  });
-
-  constructor() {
+  /**
+   * `leases`: the names the user listed, the only lease label values a notice may carry.
+   * `now`: the electors' clock.
+   */
+  constructor(
+    build: BuildInfo = { version: "unknown" },
+    leases: readonly string[] = [],
+    now: () => number = () => performance.now(),
+  ) {
+    this.#leases = new Set(leases);
+    this.#timing = new LeaseTimingMetrics(this.registry, now);
     client.collectDefaultMetrics({ register: this.registry });
+    new client.Gauge({
+      name: "pglease_build_info",
+      help: "Always 1; the labels say which pglease and which Node.js run",
+      labelNames: ["version", "node_version"],
+      registers: [this.registry],
+    }).set({ version: build.version, node_version: process.version }, 1);
   }
 
-  #histogram(name: string, help: string): client.Histogram<"lease" | "outcome"> {
-    return new client.Histogram({
-      name,
-      help,
-      labelNames: ["lease", "outcome"],
-      buckets: LATENCY_BUCKETS,
-      registers: [this.registry],
-    });
+  #gauge(name: string, help: string, labelNames: string[]): client.Gauge {
+    return new client.Gauge({ name, help, labelNames, registers: [this.registry] });
   }
 
   #sample(elector: Elector): void {
     const status = elector.status();
-    this.#masterStatus.set({ name: elector.key }, status.role === "leader" ? 1 : 0);
+    const leading = status.role === "leader" ? 1 : 0;
+    this.#masterStatus.set({ name: elector.key }, leading);
+    this.#leader.set({ lease: elector.key }, leading);
     this.#remaining.set({ lease: elector.key }, (status.deadlineInMs ?? 0) / 1000);
     if (status.leaderFence !== null) this.#fence.set({ lease: elector.key }, status.leaderFence);
   }
@@ -108,19 +148,28 @@ export class SidecarMetrics {
     const lease = elector.key;
     this.#electors.push(elector);
     this.#sample(elector);
-    elector.on("clock-step", (step) => this.#clockSteps.inc({ lease, direction: step.direction }));
+    this.#timing.watch(elector);
     elector.on("tick", (tick: TickReport) => {
-      if (tick.action !== "deadline")
-        this.#durations[tick.action].observe({ lease, outcome: tick.outcome }, tick.durationMs / 1000);
+      if (tick.action !== "deadline") {
+        this.#statements.observe(
+          { lease, statement: tick.action, outcome: tick.outcome },
+          tick.durationMs / 1000,
+        );
+      }
       if (tick.action === "renew" && tick.outcome === "transient-error")
         this.#renewFailures.inc({ lease, kind: "transient" });
       if (tick.outcome === "lost") this.#renewFailures.inc({ lease, kind: "lost" });
-      if (tick.outcome === "acquired") this.#transitions.inc({ lease, direction: "gained" });
-      if (tick.outcome === "lost" || tick.outcome === "stepped-down" || tick.outcome === "released") {
-        this.#transitions.inc({ lease, direction: "lost" });
-      }
       this.#sample(elector);
     });
+    elector.on("transition", (tick: TickReport) => {
+      const reason = transitionReason(tick);
+      if (reason !== null)
+        this.#transitions.inc({ lease, direction: GAINED.has(reason) ? "gained" : "lost", reason });
+    });
+  }
+
+  observeNotice(key: string): void {
+    this.#notices.inc({ lease: this.#leases.has(key) ? key : "other" });
   }
 
   observePatch(e: PatchObservation): void {
@@ -130,5 +179,22 @@ export class SidecarMetrics {
 
   observePublished(e: PublishedObservation): void {
     this.#publishLag.observe({ role: e.role }, e.sinceChangeMs / 1000);
+  }
+}
+
+/** The reason a leadership change of this process is counted under; null when it is not one. */
+function transitionReason(tick: TickReport): (typeof TRANSITION_REASONS)[number] | null {
+  switch (tick.outcome) {
+    case "acquired": {
+      const reason = TRANSITION_REASONS.find((r) => GAINED.has(r) && r === tick.change?.reason);
+      return reason ?? "acquired";
+    }
+    case "released":
+      return "release";
+    case "lost":
+    case "stepped-down":
+      return tick.outcome;
+    default:
+      return null;
   }
 }

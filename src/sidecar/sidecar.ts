@@ -8,8 +8,10 @@ import type { RunConfig } from "../config/run-config.ts";
 import type { Elector, TickReport } from "../election/elector.ts";
 import { holderIdentity } from "../election/identity.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
+import { packageVersion } from "../observability/build-info.ts";
 import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
+import { type TransitionFields, transitionFields } from "../observability/transition-log.ts";
 import { type Leases, type OpenLeasesOptions, openLeases } from "../open-leases.ts";
 import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
 import { startHttpServer } from "./http-server.ts";
@@ -34,7 +36,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   // Until the lease stack opens: it appends the restart proof when this process holds the lock.
   let holder = holderIdentity(config.pod.name);
   let log = logger.child({ holder });
-  const metrics = new SidecarMetrics();
+  const metrics = new SidecarMetrics({ version: await packageVersion() }, config.leases);
   const view: HealthView = {
     electors: null,
     lastTick: new Map(),
@@ -44,12 +46,16 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   };
   const http = await serveHttp(config, () => holder, view, metrics);
   const closeHttp = () => closeServer(http.server);
+  let transitionLog = logger.child({ self: holder });
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;
   try {
     leases = await openLeases(leaseOptions(config, holder, log, signal));
     holder = leases.holder;
     log = logger.child({ holder });
+    // Transition lines use holder in the history table's sense (who holds after the change), so
+    // this process's own identity goes under another name there.
+    transitionLog = logger.child({ self: holder });
     view.podShown = config.publishing.enabled ? false : null;
     publisher = await startPublisher(
       config,
@@ -68,7 +74,8 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     await closeHttp();
     throw error;
   }
-  const electors = campaign(config, log, leases, publisher, metrics, view);
+  leases.releases?.subscribe((key) => metrics.observeNotice(key));
+  const electors = campaign(config, { log, transitionLog }, leases, publisher, metrics, view);
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
     `campaigning for ${config.leases.join(", ")} as ${holder}`,
@@ -107,6 +114,7 @@ function leaseOptions(
     notify: config.notify,
     preparedStatements: config.database.preparedStatements,
     serverTimeouts: config.database.serverTimeouts,
+    historyRetention: config.history,
     holder,
     restartTakeover: config.restartTakeover,
     sessionTakeover: config.sessionTakeover,
@@ -140,7 +148,7 @@ function serveHttp(config: RunConfig, holder: () => string, view: HealthView, me
 /** One elector per lease, each wired to metrics, logs and (for the published lease) the pod. */
 function campaign(
   config: RunConfig,
-  log: Logger,
+  logs: { log: Logger; transitionLog: Logger },
   leases: Leases,
   publisher: PodPublisher | null,
   metrics: SidecarMetrics,
@@ -165,7 +173,7 @@ function campaign(
         : {}),
     });
     // Listeners go on before the first tick, which runs on a timer after campaign() returns.
-    observe(elector, log, metrics, view);
+    observe(elector, logs, metrics, view);
     if (published) {
       const publish = () => {
         const s = elector.status();
@@ -182,7 +190,12 @@ function campaign(
   return electors;
 }
 
-function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: HealthView): void {
+function observe(
+  elector: Elector,
+  { log, transitionLog }: { log: Logger; transitionLog: Logger },
+  metrics: SidecarMetrics,
+  view: HealthView,
+): void {
   metrics.watch(elector);
   elector.on("tick", (tick) => {
     view.lastTick.set(tick.key, performance.now());
@@ -191,7 +204,8 @@ function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: H
       tick.sentence,
     );
   });
-  elector.on("transition", (tick) => logTransition(log, tick));
+  const fields = transitionFields(elector.holder);
+  elector.on("transition", (tick) => logTransition(transitionLog, fields(tick), tick));
   elector.on("work-error", (error) =>
     log.error({ lease: elector.key, err: String(error) }, "leader work failed"),
   );
@@ -204,12 +218,7 @@ const WARNING_OUTCOMES = new Set<TickReport["outcome"]>([
   "refused",
 ]);
 
-function logTransition(log: Logger, tick: TickReport): void {
-  const fields = {
-    lease: tick.key,
-    outcome: tick.outcome,
-    fence: tick.state.term?.fence ?? tick.state.observed?.fence,
-  };
+function logTransition(log: Logger, fields: TransitionFields, tick: TickReport): void {
   if (WARNING_OUTCOMES.has(tick.outcome)) {
     log.warn(fields, tick.sentence);
   } else {

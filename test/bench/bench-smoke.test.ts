@@ -164,6 +164,18 @@ describe("bench results document", () => {
     for (const op of ["claim", "release", "renew", "failed claim"]) expect(wal[op]).toBeGreaterThan(0);
   });
 
+  it("measures the history's cost: latency and WAL with and without it; renewals write none", () => {
+    const { history } = document.groups["lease-ops"] as LeaseOpsFigures;
+    for (const variant of ["with", "without"] as const) {
+      for (const op of ["claim", "release", "renew"] as const) {
+        expectPositiveLatency(history.latency[variant][op]);
+        expectPositiveLatency(history.latencyNoFlush[variant][op]);
+        expect(history.walBytes[variant][op]).toBeGreaterThan(0);
+      }
+    }
+    expect(history.historyRowsFromRenewals).toBe(0);
+  });
+
   it("renews every held lease per tick: one statement batched, one per lease otherwise", () => {
     const scale = document.groups.scale as Awaited<ReturnType<typeof runScale>>["figures"];
     expect(scale.sizes.map((s) => s.leases)).toEqual([1, 20]);

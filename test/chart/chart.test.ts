@@ -4,6 +4,7 @@
 import { Buffer } from "node:buffer";
 import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import {
@@ -15,6 +16,7 @@ import {
   kubeTools,
   renderChart,
   renderChartRole,
+  repoRoot,
 } from "../support/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";
@@ -276,17 +278,46 @@ describe.skipIf(skip)("charts/pglease", () => {
       spec: { groups: { rules: { alert: string; expr: string; for: string }[] }[] };
     };
     const rules = rule.spec.groups.flatMap((g) => g.rules);
-    expect(rules.map((r) => r.alert)).toEqual([
+    const perLease = [
       "PgleaseNoLeader",
       "PgleaseMultipleLeaders",
+      "PgleaseFenceJump",
       "PgleaseFrequentLeaderChanges",
+      "PgleaseRenewNearDeadline",
+    ];
+    expect(rules.map((r) => r.alert)).toEqual([
+      ...perLease,
+      "PgleasePublishFailures",
+      "PgleaseDatabaseClockStep",
     ]);
     expect(rules[0]).toMatchObject({ for: "40s" });
-    expect(rules[0]?.expr).toContain(
-      'leader_election_master_status{namespace="pglease-test", name="billing"}',
-    );
-    expect(rules[1]?.expr).toMatch(/^sum\(leader_election_master_status\{.*\}\) > 1$/);
-    expect(rules[2]?.expr).toContain("pglease_transitions_total");
+    // Our own metric, for this release's pods only: another operator's leader_election_master_status never counts.
+    const selector = 'namespace="pglease-test", job="pglease-pods", lease="billing"';
+    expect(rules[0]?.expr).toBe(`(sum(pglease_leader{${selector}}) or vector(0)) < 1`);
+    expect(rules[1]?.expr).toBe(`sum(pglease_leader{${selector}}) > 1`);
+    expect(rules[3]?.expr).toContain("pglease_transitions_total");
+    for (const r of rules) {
+      expect(r.expr).not.toContain("leader_election_master_status");
+      const anchor = r.alert.toLowerCase();
+      expect((r as unknown as { annotations: Record<string, string> }).annotations.runbook_url).toBe(
+        `https://github.com/pglease/pglease/blob/main/docs/runbook.md#${anchor}`,
+      );
+    }
+  });
+
+  it("every alert's runbook anchor is a heading of docs/runbook.md that says what to check and what to do", async () => {
+    const runbook = await readFile(join(repoRoot, "docs", "runbook.md"), "utf8");
+    const sections = runbook.split(/^## /m).slice(1);
+    const manifests = await renderChart({ metrics: { prometheusRule: { enabled: true } } });
+    const rule = one(manifests, "PrometheusRule") as unknown as {
+      spec: { groups: { rules: { alert: string }[] }[] };
+    };
+    for (const { alert } of rule.spec.groups.flatMap((g) => g.rules)) {
+      const section = sections.find((s) => s.split("\n")[0]?.trim() === alert);
+      expect(section, alert).toBeDefined();
+      expect(section).toMatch(/\*\*Check\*\*/);
+      expect(section).toMatch(/\*\*Do\*\*/);
+    }
   });
 
   it("tells in NOTES.txt how to see who leads: role column, fence annotation, /status", async () => {

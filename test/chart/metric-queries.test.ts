@@ -52,12 +52,24 @@ describe("metric queries", () => {
     const exprs = dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr));
     expect(exprs.length).toBeGreaterThan(10);
     expect(exprs.flatMap((e) => queryProblems(e, metrics))).toEqual([]);
+    // Our own names, for one job in one namespace: another operator's leases never mix in.
+    for (const expr of exprs) {
+      expect(expr, expr).not.toContain("leader_election_master_status");
+      expect(expr, expr).toMatch(/\{[^}]*namespace=~"\$namespace"[^}]*job=~"\$job"/);
+    }
     for (const wanted of [
-      "leader_election_master_status",
+      "pglease_leader",
       "pglease_fence",
       "pglease_transitions_total",
-      "pglease_renew_duration_seconds_bucket",
+      "pglease_statement_duration_seconds_bucket",
       "pglease_lease_remaining_seconds",
+      "pglease_renew_lateness_seconds_bucket",
+      "pglease_deadline_margin_seconds_bucket",
+      "pglease_db_clock_offset_seconds",
+      "pglease_db_clock_steps_total",
+      "pglease_release_notices_total",
+      "pglease_pod_patch_errors_total",
+      "pglease_publish_lag_seconds_bucket",
     ]) {
       expect(
         exprs.some((e) => e.includes(wanted)),
@@ -85,7 +97,7 @@ describe("metric queries", () => {
         spec: { groups: { rules: { expr: string }[] }[] };
       };
       const exprs = rule.spec.groups.flatMap((g) => g.rules.map((r) => r.expr));
-      expect(exprs).toHaveLength(3);
+      expect(exprs).toHaveLength(7);
       expect(exprs.flatMap((e) => queryProblems(e, exported()))).toEqual([]);
     },
   );

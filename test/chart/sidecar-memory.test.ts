@@ -61,7 +61,7 @@ const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 async function renewals(port: number): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const counts = text.matchAll(
-    /^pglease_renew_duration_seconds_count\{[^}]*outcome="renewed"[^}]*\} (\d+)$/gm,
+    /^pglease_statement_duration_seconds_count\{[^}]*statement="renew",outcome="renewed"[^}]*\} (\d+)$/gm,
   );
   return [...counts].reduce((sum, [, n]) => sum + Number(n), 0);
 }

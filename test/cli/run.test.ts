@@ -93,7 +93,7 @@ describe("configuration errors", () => {
   });
 
   it("answer --help on every command with usage and examples", async () => {
-    for (const command of ["run", "status", "release", "migrate", "demo"]) {
+    for (const command of ["run", "status", "history", "release", "migrate", "demo"]) {
       const out = await runPglease([command, "--help"]);
       expect(out.code).toBe(0);
       expect(out.stdout).toContain(`Usage: pglease ${command}`);
@@ -109,7 +109,16 @@ describe("a running controller", () => {
   it("leads, answers every endpoint, and exposes the metrics by name", async () => {
     const a = await replica("endpoints");
     const acquired = await a.r.waitForLog(/^acquired lease endpoints with fence \d+$/);
-    expect(acquired).toMatchObject({ level: "info", lease: "endpoints", outcome: "acquired" });
+    expect(acquired).toMatchObject({
+      level: "info",
+      lease: "endpoints",
+      key: "endpoints",
+      outcome: "acquired",
+      holder: acquired.self,
+      previous_holder: null,
+      reason: "claim",
+    });
+    expect(acquired.fence).toEqual(Number(String(acquired.msg).match(/fence (\d+)$/)?.[1]));
 
     expect((await a.get("/healthz")).status).toBe(200);
     await expect.poll(async () => (await a.get("/readyz")).status).toBe(200);
@@ -136,13 +145,28 @@ describe("a running controller", () => {
 
     const metrics = await (await a.get("/metrics")).text();
     expect(metrics).toContain('leader_election_master_status{name="endpoints"} 1');
+    expect(metrics).toContain('pglease_leader{lease="endpoints"} 1');
+    expect(metrics).toContain(
+      'pglease_transitions_total{lease="endpoints",direction="gained",reason="claim"} 1',
+    );
+    expect(metrics).toMatch(
+      /^pglease_build_info\{version="\d+\.\d+\.\d+[^"]*",node_version="v\d+[^"]*"\} 1$/m,
+    );
+    expect(metrics).toMatch(
+      /^pglease_statement_duration_seconds_count\{lease="endpoints",statement="claim",outcome="acquired"\} 1$/m,
+    );
+    // The test's database server runs on this machine: one clock, offset within the round trip.
+    const offset = Number(metrics.match(/^pglease_db_clock_offset_seconds (\S+)$/m)?.[1]);
+    expect(Math.abs(offset)).toBeLessThan(0.5);
     for (const name of [
       "pglease_fence",
       "pglease_transitions_total",
       "pglease_lease_remaining_seconds",
-      "pglease_claim_duration_seconds",
-      "pglease_renew_duration_seconds",
-      "pglease_release_duration_seconds",
+      "pglease_statement_duration_seconds",
+      "pglease_renew_lateness_seconds",
+      "pglease_deadline_margin_seconds",
+      "pglease_release_notices_total",
+      "pglease_db_clock_steps_total",
       "pglease_renew_failures_total",
       "pglease_pod_patch_duration_seconds",
       "pglease_pod_patch_errors_total",
@@ -186,6 +210,30 @@ describe("a running controller", () => {
     const { holder } = (await (await b.get("/status")).json()) as { holder: string };
     const row = await admin.query("SELECT holder, fence::int FROM pglease_leases WHERE key = 'handover'");
     expect(row.rows).toEqual([{ holder, fence: takenFence }]);
+    // The log lines and the history table tell the change of hands in the same words.
+    const aHolder = released?.self;
+    expect(aHolder).toMatch(/-[0-9a-f]{8}$/);
+    expect(released).toMatchObject({
+      key: "handover",
+      fence: releasedFence,
+      holder: null,
+      previous_holder: aHolder,
+      reason: "release",
+    });
+    expect(taken).toMatchObject({
+      key: "handover",
+      fence: takenFence,
+      holder,
+      previous_holder: aHolder,
+      reason: "claim",
+    });
+    const history = await admin.query(
+      "SELECT fence::int, holder, previous_holder, reason FROM pglease_leases_history WHERE key = 'handover' ORDER BY id",
+    );
+    expect(history.rows.slice(-2)).toEqual([
+      { fence: releasedFence, holder: null, previous_holder: aHolder, reason: "release" },
+      { fence: takenFence, holder, previous_holder: aHolder, reason: "claim" },
+    ]);
   });
 
   it("several leases in one process, and /leader asks which", async () => {

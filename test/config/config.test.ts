@@ -28,6 +28,21 @@ describe("values", () => {
     expect(parseDuration("15")).toHaveProperty("problem");
     expect(parseDuration("0s")).toHaveProperty("problem");
     expect(parseDuration("0.1ms")).toHaveProperty("problem");
+    expect(parseDuration("30d")).toEqual({ value: 30 * 86_400_000 });
+  });
+
+  it("history retention, each bad value named by its flag", () => {
+    expect(
+      readRunConfig(["--lease", "a", "--history-max-age", "2h", "--history-max-rows", "50"], db).history,
+    ).toEqual({
+      maxAgeMs: 7_200_000,
+      maxRowsPerKey: 50,
+    });
+    expect(() =>
+      readRunConfig(["--lease", "a", "--history-max-age", "forever", "--history-max-rows", "0"], db),
+    ).toThrow(
+      /--history-max-age: "forever" is not a duration[\s\S]*--history-max-rows: "0" must be a whole number from 1/,
+    );
   });
 
   it("addresses and lease lists", () => {
@@ -51,6 +66,7 @@ describe("pglease run configuration", () => {
       restartTakeover: true,
       sessionTakeover: false,
       poolSize: 4,
+      history: { maxAgeMs: 30 * 86_400_000, maxRowsPerKey: 1_000 },
       gracePeriodMs: 20_000,
       logLevel: "info",
       database: { schema: "public", table: "pglease_leases", preparedStatements: true },

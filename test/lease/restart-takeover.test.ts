@@ -38,6 +38,10 @@ describe("taking over a live lease from a proven-dead predecessor", () => {
     const dead = won(await store.claim("same-lock", `pod-a-11111111#r:${LOCK}.100`, MINUTE));
     const successor = await store.claim("same-lock", `pod-a-22222222#r:${LOCK}.200`, MINUTE);
     expect(won(successor)).toBeGreaterThan(dead);
+    // The history names it, in the log line's words too.
+    expect(successor).toMatchObject({
+      change: { reason: "restart-takeover", previousHolder: expect.stringMatching(/^pod-a-11111111/) },
+    });
     // The predecessor's term is over: it can neither renew nor release.
     expect(await store.renew("same-lock", `pod-a-11111111#r:${LOCK}.100`, dead, MINUTE)).toEqual({
       renewed: false,

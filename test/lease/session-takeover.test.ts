@@ -74,6 +74,7 @@ describe("session takeover", () => {
     expect(await holder.renew("gone", "a", fence, MINUTE)).toEqual({ renewed: false });
     const taken = await storeFor(null).claim("gone", "b", MINUTE);
     expect(won(taken)).toBeGreaterThan(fence);
+    expect(taken).toMatchObject({ change: { reason: "session-takeover", previousHolder: "a" } });
   });
 
   it("under session takeover a claim without a live notice session is refused, not made unprotected", async () => {

@@ -15,6 +15,8 @@ export interface LeaseRow {
   acquiredAt: number;
   expiresAt: number;
   tuple: number;
+  /** Its term was ended by a release: the history then calls the next claim `claim`. */
+  released?: true;
 }
 
 export interface Semantics {
@@ -110,7 +112,7 @@ export function claim(
   if (latest === null) {
     const fence = sem.fenceCounter === "off" ? 1 : counted();
     const row = { key, holder, fence, acquiredAt: now, expiresAt: now + durationUs, tuple: ctx.newTuple() };
-    return { answer: won(row, now), write: row };
+    return { answer: won(row, now, { reason: "claim", previousHolder: null }), write: row };
   }
   // The conflicting row is locked and judged in its newest version, visible to the snapshot or not.
   const takesOver = sem.restartTakeover && provenDeadPredecessor(holder, latest.holder);
@@ -136,16 +138,33 @@ export function claim(
   const expiresAt = newExpiry(ctx, sameLive || takesOver ? latest : null, durationUs);
   if (expiresAt <= acquiredAt) return { error: CHECK_VIOLATION };
   const row = { key, holder, fence, acquiredAt, expiresAt, tuple: latest.tuple };
-  return { answer: won(row, now), write: row };
+  return { answer: won(row, now, changeOf(latest, holder, now)), write: row };
 }
 
-function won(row: LeaseRow, now: number): ClaimAnswer {
+/** The history trigger's reason, from the locked row the claim replaced (the model has no sessions). */
+function changeOf(latest: LeaseRow, holder: string, now: number): { reason: string; previousHolder: string } {
+  const reason = latest.released
+    ? "claim"
+    : latest.holder === holder
+      ? "new-term"
+      : latest.expiresAt <= now
+        ? "expiry-takeover"
+        : "restart-takeover";
+  return { reason, previousHolder: latest.holder };
+}
+
+function won(
+  row: LeaseRow,
+  now: number,
+  change: NonNullable<ClaimAnswer & { won: true }>["change"],
+): ClaimAnswer {
   return {
     won: true,
     fence: row.fence,
     acquiredAt: date(row.acquiredAt),
     expiresAt: date(row.expiresAt),
     ttlMs: ms(row.expiresAt - now),
+    ...(change ? { change } : {}),
   };
 }
 
@@ -213,7 +232,7 @@ export function release(ctx: StatementContext, holder: string, fence: number): E
   const ended = ctx.sem.releaseAtNow
     ? { expiresAt: now, acquiredAt: Math.min(row.acquiredAt, now - 1) }
     : { expiresAt: Math.max(now, row.acquiredAt + 1) };
-  return { answer: true, write: { ...row, ...ended } };
+  return { answer: true, write: { ...row, ...ended, released: true } };
 }
 
 /** SELECT … WHERE key = $1, with the ttl by the statement's clock: no lock, the snapshot's version. */

@@ -54,11 +54,20 @@ async function serverNow(): Promise<number> {
 }
 
 async function realRow(key: string): Promise<RealRow> {
-  const { rows } = await clock.query<{ holder: string; fence: string; acquired: string; expires: string }>(
+  const { rows } = await clock.query<{
+    holder: string;
+    fence: string;
+    acquired: string;
+    expires: string;
+    released: boolean;
+  }>(
+    // released: the history holds the end of this term by a release, which the next claim's reason follows.
     `SELECT holder, fence::text,
             (extract(epoch FROM acquired_at) * 1000000)::bigint::text AS acquired,
-            (extract(epoch FROM expires_at) * 1000000)::bigint::text AS expires
-       FROM pglease_leases WHERE key = $1`,
+            (extract(epoch FROM expires_at) * 1000000)::bigint::text AS expires,
+            EXISTS (SELECT 1 FROM pglease_leases_history h
+                     WHERE h.key = l.key AND h.fence = l.fence AND h.holder IS NULL) AS released
+       FROM pglease_leases l WHERE key = $1`,
     [key],
   );
   const row = rows[0];
@@ -68,6 +77,7 @@ async function realRow(key: string): Promise<RealRow> {
         fence: Number(row.fence),
         acquiredAt: Number(row.acquired),
         expiresAt: Number(row.expires),
+        ...(row.released ? { released: true as const } : {}),
       }
     : null;
 }

@@ -1,0 +1,196 @@
+// The history of every change of hands, written by triggers on the lease table inside the very
+// statement that makes the change, whichever statement that is (a claim, a release, a batched
+// release, an operator's UPDATE by hand). Renewals only lengthen the lease, and the triggers'
+// WHEN clause skips them, so they write nothing here.
+import type pg from "pg";
+import { RESTART_PROOF_PATTERN } from "../election/identity.ts";
+import type { LeaseTable } from "./table.ts";
+
+/**
+ * The words of the history table's `reason` column, and of the log lines of transitions. The
+ * triggers infer the first ones from the old and new row; the statements of the others name
+ * theirs with set_config('pglease.reason', …, true) (transaction-local, so it never outlives them).
+ */
+export const HISTORY_REASONS = {
+  claim: "a free lease claimed: no row yet, or its last term was released",
+  "expiry-takeover": "another holder's term expired and was taken over",
+  "restart-takeover":
+    "a live term taken over by the process restarted in its pod (its predecessor proven dead)",
+  "session-takeover":
+    "a live term taken over because its holder's database session was gone (--session-takeover)",
+  "new-term": "the same holder started a new term (after stepping down locally, or after its term expired)",
+  release: "the holder released its term",
+  "forced-release": "an operator ended the term (pglease release)",
+  deleted: "the lease row was deleted by hand",
+} as const;
+
+export type HistoryReason = keyof typeof HISTORY_REASONS;
+
+/** The setting a statement uses to name its reason; the trigger reads it, the setting dies with the transaction. */
+export const REASON_SETTING = "pglease.reason";
+/** Set by the trigger for the claim's RETURNING clause, which runs after the row's BEFORE trigger. */
+export const CHANGE_SETTING = "pglease.change";
+
+const createHistoryTable = (t: LeaseTable) => `
+  CREATE TABLE IF NOT EXISTS ${t.history.table} (
+    id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    key             TEXT NOT NULL,
+    fence           BIGINT NOT NULL,
+    -- Who holds the lease after the change; NULL when the change ended a term.
+    holder          TEXT,
+    previous_holder TEXT,
+    reason          TEXT NOT NULL,
+    changed_at      TIMESTAMPTZ NOT NULL
+  )`;
+
+// Serves the trigger's look for a term's release (on every change of hands) and the per-key listing.
+const createKeyIndex = (t: LeaseTable) =>
+  `CREATE INDEX IF NOT EXISTS "${t.history.name}_key_fence" ON ${t.history.table} (key, fence)`;
+
+/**
+ * SECURITY DEFINER: the lease role needs no privilege on the history, so an existing deployment's
+ * grants keep working and the lease role cannot rewrite the record. The search_path is pinned.
+ */
+const createRecordFunction = (t: LeaseTable) => `
+  CREATE OR REPLACE FUNCTION ${t.history.recordFunction}() RETURNS trigger
+  LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  DECLARE
+    named text := nullif(current_setting('${REASON_SETTING}', true), '');
+    why text;
+  BEGIN
+    IF TG_OP = 'INSERT' THEN
+      INSERT INTO ${t.history.table} (key, fence, holder, previous_holder, reason, changed_at)
+      VALUES (NEW.key, NEW.fence, NEW.holder, NULL, coalesce(named, 'claim'), clock_timestamp());
+      RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+      INSERT INTO ${t.history.table} (key, fence, holder, previous_holder, reason, changed_at)
+      VALUES (OLD.key, OLD.fence, NULL, OLD.holder, coalesce(named, 'deleted'), clock_timestamp());
+      RETURN OLD;
+    END IF;
+    IF NEW.fence = OLD.fence AND NEW.holder = OLD.holder THEN
+      -- Same term, shorter expiry: the term ended in place.
+      INSERT INTO ${t.history.table} (key, fence, holder, previous_holder, reason, changed_at)
+      VALUES (OLD.key, OLD.fence, NULL, OLD.holder, coalesce(named, 'release'), clock_timestamp());
+      RETURN NEW;
+    END IF;
+    why := coalesce(named, CASE
+      -- A released term leaves an entry without a holder for its fence: the lease was free.
+      WHEN EXISTS (SELECT 1 FROM ${t.history.table} h
+                    WHERE h.key = OLD.key AND h.fence = OLD.fence AND h.holder IS NULL) THEN 'claim'
+      WHEN NEW.holder = OLD.holder THEN 'new-term'
+      WHEN OLD.expires_at <= NEW.acquired_at THEN 'expiry-takeover'
+      -- A live term changed hands: a proven-dead predecessor (the claim's restart or session clause).
+      WHEN (regexp_match(OLD.holder, '${RESTART_PROOF_PATTERN}'))[1] = (regexp_match(NEW.holder, '${RESTART_PROOF_PATTERN}'))[1]
+        THEN 'restart-takeover'
+      ELSE 'session-takeover' END);
+    INSERT INTO ${t.history.table} (key, fence, holder, previous_holder, reason, changed_at)
+    VALUES (NEW.key, NEW.fence, NEW.holder, OLD.holder, why, clock_timestamp());
+    -- For the claim's RETURNING (the log line), in the same words; local to this transaction.
+    PERFORM set_config('${CHANGE_SETTING}', json_build_object('reason', why, 'previous_holder', OLD.holder)::text, true);
+    RETURN NEW;
+  END $fn$`;
+
+// Only inserts that happened: an INSERT … ON CONFLICT that updates instead fires no AFTER INSERT.
+const createInsertTrigger = (t: LeaseTable) => `
+  CREATE TRIGGER pglease_history_insert AFTER INSERT ON ${t.qualified}
+  FOR EACH ROW EXECUTE FUNCTION ${t.history.recordFunction}()`;
+
+// BEFORE, so the claim's RETURNING can tell the reason. The WHEN clause keeps renewals out: they
+// keep holder and fence and never shorten the expiry.
+const createUpdateTrigger = (t: LeaseTable) => `
+  CREATE TRIGGER pglease_history_update BEFORE UPDATE ON ${t.qualified}
+  FOR EACH ROW WHEN (OLD.fence IS DISTINCT FROM NEW.fence OR OLD.holder IS DISTINCT FROM NEW.holder
+                     OR NEW.expires_at < OLD.expires_at)
+  EXECUTE FUNCTION ${t.history.recordFunction}()`;
+
+const createDeleteTrigger = (t: LeaseTable) => `
+  CREATE TRIGGER pglease_history_delete AFTER DELETE ON ${t.qualified}
+  FOR EACH ROW EXECUTE FUNCTION ${t.history.recordFunction}()`;
+
+/**
+ * Deletes entries older than max_age or beyond max_rows per key, at most `batch` per call; the
+ * newest entry of each key always stays (it tells whether the last term was released).
+ * SECURITY DEFINER so the lease role may prune without DELETE on the history.
+ */
+const createPruneFunction = (t: LeaseTable) => `
+  CREATE OR REPLACE FUNCTION ${t.history.pruneFunction}(max_age_ms bigint, max_rows integer, batch integer)
+  RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+    WITH ranked AS (
+      SELECT id, changed_at, row_number() OVER (PARTITION BY key ORDER BY id DESC) AS newer
+        FROM ${t.history.table}
+    ),
+    doomed AS (
+      SELECT h.id FROM ${t.history.table} h
+       WHERE h.id IN (SELECT id FROM ranked
+                       WHERE newer > 1
+                         AND (newer > max_rows OR changed_at < clock_timestamp() - max_age_ms * interval '1 millisecond'))
+       ORDER BY h.id LIMIT batch
+       -- Another process pruning at the same moment is skipped, never waited for.
+       FOR UPDATE SKIP LOCKED
+    ),
+    gone AS (DELETE FROM ${t.history.table} h USING doomed WHERE h.id = doomed.id RETURNING 1)
+    SELECT count(*) FROM gone
+  $fn$`;
+
+const TRIGGER_NAMES = ["pglease_history_insert", "pglease_history_update", "pglease_history_delete"];
+
+// tgisinternal excludes constraint triggers; names are per table.
+const FIND_HISTORY = `
+  SELECT to_regclass($1) IS NOT NULL AS table_present,
+         to_regprocedure($2) IS NOT NULL AS record_present,
+         to_regprocedure($3) IS NOT NULL AS prune_present,
+         (SELECT array_agg(tgname::text ORDER BY tgname) FROM pg_trigger
+           WHERE tgrelid = to_regclass($4) AND NOT tgisinternal AND tgname = ANY($5)) AS triggers`;
+
+interface Found {
+  table_present: boolean;
+  record_present: boolean;
+  prune_present: boolean;
+  triggers: string[] | null;
+}
+
+async function findHistory(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<Found> {
+  const { rows } = await client.query<Found>(FIND_HISTORY, [
+    t.history.table,
+    `${t.history.recordFunction}()`,
+    `${t.history.pruneFunction}(bigint, integer, integer)`,
+    t.qualified,
+    TRIGGER_NAMES,
+  ]);
+  const [found] = rows;
+  if (!found) throw new Error("the history lookup returned no row");
+  return found;
+}
+
+/** What is missing of the history, by name; empty when complete. */
+export async function missingHistory(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<string[]> {
+  const found = await findHistory(client, t);
+  const triggers = new Set(found.triggers ?? []);
+  return [
+    found.table_present ? null : `table ${t.history.table}`,
+    found.record_present ? null : `function ${t.history.recordFunction}`,
+    found.prune_present ? null : `function ${t.history.pruneFunction}`,
+    ...TRIGGER_NAMES.map((name) => (triggers.has(name) ? null : `trigger ${name}`)),
+  ].filter((m): m is string => m !== null);
+}
+
+/**
+ * Inside the migration's transaction: creates only what is missing, so a table made by an older
+ * pglease gains history, and a migration that finds it complete takes no lock on the lease table
+ * (CREATE TRIGGER would block renewals while the migration lasts).
+ */
+export async function migrateHistory(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
+  const found = await findHistory(client, t);
+  if (!found.table_present) {
+    await client.query(createHistoryTable(t));
+    await client.query(createKeyIndex(t));
+  }
+  if (!found.record_present) await client.query(createRecordFunction(t));
+  if (!found.prune_present) await client.query(createPruneFunction(t));
+  const triggers = new Set(found.triggers ?? []);
+  const create = [createInsertTrigger, createUpdateTrigger, createDeleteTrigger];
+  for (const [i, name] of TRIGGER_NAMES.entries()) {
+    if (!triggers.has(name)) await client.query(create[i]?.(t) ?? "");
+  }
+}

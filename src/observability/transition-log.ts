@@ -1,0 +1,56 @@
+// The fields of a transition's log line, in the history table's words: key, fence, holder (after
+// the change), previous_holder and reason. A change of hands made here (a claim won, a release)
+// carries the history's reason; the other transitions name the elector's outcome, since the
+// change of hands, if any, was made by someone else's statement.
+import type { TickReport } from "../election/elector.ts";
+
+export interface TransitionFields {
+  key: string;
+  /** The same as key, under the name the other lines of the sidecar use. */
+  lease: string;
+  fence: number | null;
+  holder: string | null;
+  previous_holder: string | null;
+  reason: string;
+  outcome: TickReport["outcome"];
+}
+
+/** One per elector: remembers the fence of its own term, which a report of its end no longer holds. */
+export function transitionFields(self: string): (tick: TickReport) => TransitionFields {
+  let ownFence: number | null = null;
+  let leaderSeen: string | null = null;
+  return (tick) => {
+    const base = { key: tick.key, lease: tick.key, outcome: tick.outcome };
+    if (tick.outcome === "acquired" && tick.state.term) {
+      ownFence = tick.state.term.fence;
+      const previous = tick.change ? tick.change.previousHolder : leaderSeen;
+      leaderSeen = self;
+      return {
+        ...base,
+        fence: ownFence,
+        holder: self,
+        previous_holder: previous,
+        reason: tick.change?.reason ?? "acquired",
+      };
+    }
+    if (tick.outcome === "refused") {
+      return { ...base, fence: tick.release ?? null, holder: null, previous_holder: self, reason: "refused" };
+    }
+    if (tick.state.role === "follower" && leaderSeen === self) {
+      // This process's term ended: by its own release, or found lost, or given up locally.
+      leaderSeen = tick.state.observed?.holder ?? null;
+      const reason = tick.outcome === "released" ? "release" : tick.outcome;
+      return { ...base, fence: ownFence, holder: leaderSeen, previous_holder: self, reason };
+    }
+    const observed = tick.state.observed;
+    const previous = leaderSeen;
+    if (observed?.holder) leaderSeen = observed.holder;
+    return {
+      ...base,
+      fence: tick.state.term?.fence ?? observed?.fence ?? null,
+      holder: tick.state.role === "leader" ? self : (observed?.holder ?? null),
+      previous_holder: previous,
+      reason: tick.outcome,
+    };
+  };
+}
