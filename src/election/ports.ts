@@ -49,4 +49,11 @@ export interface ReleaseFeed {
   subscribe(listener: (key: string) => void): () => void;
   /** Optional: called after the feed reconnected, since notices may have been missed meanwhile. */
   subscribeReconnects?(listener: () => void): () => void;
+  /**
+   * Optional: true while notices are known to arrive (connected, and its last check answered in
+   * time). Followers then wait for a notice or the observed expiry; without it they poll.
+   */
+  healthy?(): boolean;
+  /** Optional: called when the feed stops being known healthy, so followers poll again at once. */
+  subscribeUnhealthy?(listener: () => void): () => void;
 }

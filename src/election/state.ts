@@ -49,6 +49,11 @@ export interface Context {
   key: string;
   holder: string;
   timing: Timing;
+  /**
+   * Release notices are known to arrive (the feed's connection is up and answered its last check):
+   * a follower then waits for a notice or the observed expiry instead of polling.
+   */
+  noticesHealthy?: boolean;
 }
 
 export type Action = "renew" | "claim" | "read";

@@ -49,9 +49,9 @@ export function processClock(loop: EventLoop, owner: Owner, originUs: number): C
 }
 
 /**
- * BatchedRenewals (the store every elector of a real process renews through) times its batching
- * window with the global setTimeout; for the length of each renew() call the global is this
- * process's simulated clock, so the real batcher runs on simulated time.
+ * BatchedRenewals (the store every elector of a real process renews and releases through) times
+ * its batching windows with the global setTimeout; for the length of each renew() and release()
+ * call the global is this process's simulated clock, so the real batcher runs on simulated time.
  */
 class ProcessStore implements LeaseStore {
   readonly #sim: SimStore;
@@ -70,25 +70,17 @@ class ProcessStore implements LeaseStore {
     return this.#sim.claim(key, holder, durationMs);
   }
 
-  release(key: string, holder: string, fence: number): Promise<boolean> {
-    return this.#sim.release(key, holder, fence);
-  }
-
   read(key: string): Promise<LeaseView | null> {
     return this.#sim.read(key);
   }
 
+  release(key: string, holder: string, fence: number): Promise<boolean> {
+    return this.#onSimulatedTime(() => this.#batched.release(key, holder, fence));
+  }
+
   renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {
     const sentAt = this.#clock.now();
-    const saved = globalThis.setTimeout;
-    const simulated = (fire: () => void, ms?: number) => this.#clock.setTimer(ms ?? 0, fire);
-    globalThis.setTimeout = simulated as unknown as typeof setTimeout;
-    let answer: Promise<RenewAnswer>;
-    try {
-      answer = this.#batched.renew(key, holder, fence, durationMs);
-    } finally {
-      globalThis.setTimeout = saved;
-    }
+    const answer = this.#onSimulatedTime(() => this.#batched.renew(key, holder, fence, durationMs));
     answer.then(
       (a) => {
         if (!a.renewed) this.#onLoss(key, fence, sentAt);
@@ -96,6 +88,18 @@ class ProcessStore implements LeaseStore {
       () => {},
     );
     return answer;
+  }
+
+  /** Runs `call` with the global setTimeout pointed at this process's simulated clock. */
+  #onSimulatedTime<T>(call: () => T): T {
+    const saved = globalThis.setTimeout;
+    const simulated = (fire: () => void, ms?: number) => this.#clock.setTimer(ms ?? 0, fire);
+    globalThis.setTimeout = simulated as unknown as typeof setTimeout;
+    try {
+      return call();
+    } finally {
+      globalThis.setTimeout = saved;
+    }
   }
 }
 
