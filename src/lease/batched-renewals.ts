@@ -25,6 +25,11 @@ export interface BatchedRenewalsOptions {
   windowMs?: number;
   /** Whose timers run the window: give the electors' clock, so a test's ManualClock drives both. */
   clock?: Clock;
+  /**
+   * Runs `fire` once the current turn of the event loop is over (default setImmediate): releases
+   * asked for until then go out together, and a lone one (a graceful handover) waits no timer.
+   */
+  afterTurn?: (fire: () => void) => void;
 }
 
 export class BatchedRenewals implements LeaseStore {
@@ -32,6 +37,7 @@ export class BatchedRenewals implements LeaseStore {
   readonly #maxBatch: number;
   readonly #windowMs: number;
   readonly #clock: Clock;
+  readonly #afterTurn: (fire: () => void) => void;
   /** Pending renewals by holder and duration: one statement renews one holder's terms for one duration. */
   #pending = new Map<string, { holder: string; durationMs: number; terms: Pending[] }>();
   #scheduled = false;
@@ -43,6 +49,7 @@ export class BatchedRenewals implements LeaseStore {
     this.#maxBatch = options.maxBatch ?? 10_000;
     this.#windowMs = options.windowMs ?? 10;
     this.#clock = options.clock ?? monotonicClock;
+    this.#afterTurn = options.afterTurn ?? ((fire) => setImmediate(fire));
   }
 
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
@@ -56,7 +63,7 @@ export class BatchedRenewals implements LeaseStore {
         terms = [];
         this.#releases.set(holder, terms);
         // The first release of a turn; the rest of that turn's join it.
-        if (this.#releases.size === 1) this.#clock.setTimer(0, () => this.#flushReleases());
+        if (this.#releases.size === 1) this.#afterTurn(() => this.#flushReleases());
       }
       terms.push({ key, fence, resolve, reject });
     });

@@ -50,8 +50,9 @@ export function processClock(loop: EventLoop, owner: Owner, originUs: number): C
 
 /**
  * BatchedRenewals (the store every elector of a real process renews and releases through) times
- * its batching windows with the global setTimeout; for the length of each renew() and release()
- * call the global is this process's simulated clock, so the real batcher runs on simulated time.
+ * its renewal window with the global setTimeout; for the length of each renew() call the global is
+ * this process's simulated clock, so the real batcher runs on simulated time. Its releases wait for
+ * the end of the turn, here the process's next event.
  */
 class ProcessStore implements LeaseStore {
   readonly #sim: SimStore;
@@ -63,7 +64,10 @@ class ProcessStore implements LeaseStore {
     this.#sim = sim;
     this.#clock = clock;
     this.#onLoss = onLoss;
-    this.#batched = new BatchedRenewals(sim as unknown as PgLeaseStore);
+    // The end of a turn is the next event of this process on simulated time.
+    this.#batched = new BatchedRenewals(sim as unknown as PgLeaseStore, {
+      afterTurn: (fire) => clock.setTimer(0, fire),
+    });
   }
 
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
@@ -75,7 +79,7 @@ class ProcessStore implements LeaseStore {
   }
 
   release(key: string, holder: string, fence: number): Promise<boolean> {
-    return this.#onSimulatedTime(() => this.#batched.release(key, holder, fence));
+    return this.#batched.release(key, holder, fence);
   }
 
   renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {
