@@ -8,6 +8,7 @@ import { PgLeaseStore } from "../../src/lease/store.ts";
 import { leaseTable } from "../../src/lease/table.ts";
 import type { BenchContext, FigureGroup, GroupResult } from "../group.ts";
 import { latencyStats, type Sampling, type Steps, timeSteps } from "../measure.ts";
+import { handoverStepsTable, measureHandoverSteps } from "./handover-steps.ts";
 import {
   type LeaseOpsFigures,
   leaseOpsTables,
@@ -158,9 +159,20 @@ export async function runLeaseOps(context: BenchContext): Promise<GroupResult<Le
     operations.push(...(await measureSetup(context, setup, index)));
   context.progress("lease-ops: WAL per statement");
   const walBytesPerOp = await measureWal(context, TABLE, STATEMENT_TIMEOUT_MS);
+  context.progress("lease-ops: graceful handover, step by step");
+  const handover = await measureHandoverSteps(context, context.budget.gracefulTrials);
   const labels = SETUPS.map((setup) => setup.label);
-  const figures: LeaseOpsFigures = { operations, walBytesPerOp, ratios: ratiosOf(operations, labels) };
-  return { group: "lease-ops", figures, tables: leaseOpsTables(figures, labels) };
+  const figures: LeaseOpsFigures = {
+    operations,
+    walBytesPerOp,
+    ratios: ratiosOf(operations, labels),
+    handover,
+  };
+  return {
+    group: "lease-ops",
+    figures,
+    tables: [...leaseOpsTables(figures, labels), handoverStepsTable(handover)],
+  };
 }
 
 export const leaseOpsGroup: FigureGroup = {
