@@ -34,6 +34,7 @@ export interface LeaseView {
 }
 
 export interface LeaseStore {
+  /** Wins only a free or expired lease, or this holder's own: never another holder's live one. */
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer>;
   renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer>;
   /** True when this holder's term (key, holder, fence) was live and is now ended. */
@@ -42,8 +43,10 @@ export interface LeaseStore {
 }
 
 /**
- * Announcements of released leases, so followers look at once instead of at their next poll.
- * A notice is a hint, never proof: anyone who can connect can send one.
+ * Announcements of released leases, so followers claim at once instead of at their next look.
+ * A notice is a hint, never proof: anyone who can connect can send one. The claim it leads to is
+ * conditional on the server (LeaseStore.claim never takes another holder's live lease), so a
+ * forged notice costs one claim that fails, never leadership.
  */
 export interface ReleaseFeed {
   subscribe(listener: (key: string) => void): () => void;
