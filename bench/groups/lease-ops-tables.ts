@@ -1,7 +1,9 @@
 // What the lease-ops group reports: its figures, the comparisons it draws, and its two tables.
+
 import type { Table } from "../group.ts";
 import type { LatencyStats } from "../measure.ts";
 import { count, ms, type Ratio, ratio } from "../report.ts";
+import type { HandoverSteps } from "./handover-steps.ts";
 import type { HistoryCostFigures } from "./history-cost.ts";
 
 export type Statements = "named" | "unnamed" | "named, pinned connection";
@@ -39,6 +41,8 @@ export interface LeaseOpsFigures {
   ratios: LeaseOpsRatio[];
   /** The same statements with and without the history triggers. */
   history: HistoryCostFigures;
+  /** A graceful handover's database steps (handover-steps.ts). */
+  handover: HandoverSteps;
 }
 
 const COMPARISONS: Array<{ name: string; subject: [string, Statements]; reference: [string, Statements] }> = [

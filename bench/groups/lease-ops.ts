@@ -8,6 +8,7 @@ import { PgLeaseStore } from "../../src/lease/store.ts";
 import { leaseTable } from "../../src/lease/table.ts";
 import type { BenchContext, FigureGroup, GroupResult } from "../group.ts";
 import { latencyStats, type Sampling, type Steps, timeSteps } from "../measure.ts";
+import { handoverStepsTable, measureHandoverSteps } from "./handover-steps.ts";
 import { historyCostTable, measureHistoryCost } from "./history-cost.ts";
 import {
   type LeaseOpsFigures,
@@ -160,17 +161,20 @@ export async function runLeaseOps(context: BenchContext): Promise<GroupResult<Le
   context.progress("lease-ops: WAL per statement");
   const walBytesPerOp = await measureWal(context, TABLE, STATEMENT_TIMEOUT_MS);
   const history = await measureHistoryCost(context, STATEMENT_TIMEOUT_MS);
+  context.progress("lease-ops: graceful handover, step by step");
+  const handover = await measureHandoverSteps(context, context.budget.gracefulTrials);
   const labels = SETUPS.map((setup) => setup.label);
   const figures: LeaseOpsFigures = {
     operations,
     walBytesPerOp,
     ratios: ratiosOf(operations, labels),
     history,
+    handover,
   };
   return {
     group: "lease-ops",
     figures,
-    tables: [...leaseOpsTables(figures, labels), historyCostTable(history)],
+    tables: [...leaseOpsTables(figures, labels), historyCostTable(history), handoverStepsTable(handover)],
   };
 }
 

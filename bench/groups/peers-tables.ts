@@ -58,6 +58,18 @@ export function ratiosOf(series: FailoverSeries[], steady: SteadyCost[]): Series
     cost("advisory-lock")?.statements?.perPodPerHour,
     true,
   );
+  add(
+    "steady state: database statements per follower pod-hour, pglease vs advisory lock",
+    cost("pglease")?.statements?.perFollowerPerHour,
+    cost("advisory-lock")?.statements?.perFollowerPerHour,
+    true,
+  );
+  add(
+    "steady state: database statements per follower pod-hour, pglease notices vs polling (--no-notify)",
+    cost("pglease")?.statements?.perFollowerPerHour,
+    cost("pglease-no-notify")?.statements?.perFollowerPerHour,
+    true,
+  );
   return ratios;
 }
 
@@ -117,6 +129,7 @@ function steadyTable(figures: PeerFigures): Table {
     columns: [
       "system",
       "DB statements/h",
+      "per follower",
       "expected",
       "new DB connections/h",
       "API requests/h",
@@ -127,6 +140,7 @@ function steadyTable(figures: PeerFigures): Table {
     rows: figures.steady.map((s) => [
       s.label,
       orDash(s.statements?.perPodPerHour, count),
+      orDash(s.statements?.perFollowerPerHour, count),
       orDash(s.statements?.expectedPerPodPerHour, count),
       orDash(s.sessionsOpened?.perPodPerHour, count),
       orDash(s.apiRequests?.perPodPerHour, count),
@@ -138,8 +152,9 @@ function steadyTable(figures: PeerFigures): Table {
     ]),
     notes: [
       "Measured: counted in the window, × 1 h ÷ window ÷ pods. Statements and new connections: counted on the wire by a proxy in front of a database of the system's own.",
-      "Expected, per pod: pglease's leader renews every lease/3 and followers read every retry; client-go's leader writes every retry and followers read every 1.6 retries on average (jitter 1.2); the advisory lock's followers try every retry.",
-      "pglease's API traffic when quiet is one watch renewed every 30–60 min from its last resourceVersion (no re-read), 1.3 requests/h expected; a window shorter than that sees a renewal or none, so its scaled figure is coarse: the JSON has every request by kind.",
+      "Per follower: the leader's fixed-period statements (pglease: renew every lease/3, a ping every 5 s; the advisory lock: none) taken out, the rest per follower.",
+      "Expected, per pod: pglease's leader renews every lease/3; with notices its followers read once per observed expiry (every lease − renew/2 on average) and each pod's notice connection is pinged every 5 s, without (--no-notify) followers read every retry; client-go's leader writes every retry and followers read every 1.6 retries on average (jitter 1.2); the advisory lock's followers try every retry.",
+      "pglease's API traffic when quiet is one watch renewed every 30–60 min from its last resourceVersion (no re-read); a window shorter than that sees a renewal or none, so its scaled figure is coarse: the JSON has every request by kind.",
       "Pinned: pglease's LISTEN connection (pool connections go back to the pool after each statement); the advisory lock's own connection.",
       ...figures.steady
         .filter((s) => s.podsRunningAtEnd !== undefined && s.podsRunningAtEnd < s.pods)

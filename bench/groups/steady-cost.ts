@@ -16,7 +16,10 @@ const CLIENT_GO_MEAN_FOLLOWER_WAIT = 1.6;
  * resourceVersion (one request, no re-read); nothing else while it streams.
  */
 const PGLEASE_MEAN_WATCH_MS = 2_700_000;
-export const STEADY_SYSTEMS: SystemId[] = ["pglease", "client-go", "advisory-lock"];
+/** The release feed's check of its listening connection (src/lease/release-feed.ts, its default). */
+const PGLEASE_PING_MS = 5_000;
+/** pglease --no-notify polls every retry: the follower behaviour without notices, side by side. */
+export const STEADY_SYSTEMS: SystemId[] = ["pglease", "pglease-no-notify", "client-go", "advisory-lock"];
 
 // Connections the candidates hold, the bench's own left out; a LISTEN session is pinned for good.
 const CONNECTIONS = `SELECT count(*)::int AS total,
@@ -30,6 +33,12 @@ export interface PerPodHour {
   inWindow: number;
   /** inWindow × one hour ÷ window ÷ pods. */
   perPodPerHour: number;
+  /**
+   * A follower's share: what the leader sends at its fixed periods (pglease: a renew every renew
+   * interval and a ping; the advisory lock: nothing once it holds the lock) taken out of the
+   * count, the rest × one hour ÷ window ÷ followers.
+   */
+  perFollowerPerHour?: number;
   /** What the algorithm's periods predict, per pod (mean over the pods) per hour. */
   expectedPerPodPerHour: number;
 }
@@ -49,15 +58,33 @@ export interface SteadyCost {
   podsRunningAtEnd: number;
 }
 
+/** What the leader of `system` sends per hour at its fixed periods. */
+function leaderPerHour(system: SystemId, timing: PeerTiming): number {
+  const perHour = (periodMs: number) => HOUR_MS / periodMs;
+  if (system === "pglease") return perHour(pgleaseRenewMs(timing)) + perHour(PGLEASE_PING_MS);
+  if (system === "pglease-no-notify") return perHour(pgleaseRenewMs(timing));
+  return 0;
+}
+
 function expected(system: SystemId, timing: PeerTiming, pods: number): { statements: number; api: number } {
   const perHour = (periodMs: number) => HOUR_MS / periodMs;
   const followers = pods - 1;
+  const api = perHour(PGLEASE_MEAN_WATCH_MS);
   switch (system) {
     case "pglease":
+      // A follower on a healthy feed pings, and reads at each observed expiry: the leader renewed
+      // between 0 and one renew interval before that read, so the next expiry is half one off a lease away.
+      return {
+        statements:
+          (leaderPerHour(system, timing) +
+            followers * (perHour(PGLEASE_PING_MS) + perHour(timing.leaseMs - pgleaseRenewMs(timing) / 2))) /
+          pods,
+        api,
+      };
     case "pglease-no-notify":
       return {
-        statements: (perHour(pgleaseRenewMs(timing)) + followers * perHour(timing.retryMs)) / pods,
-        api: perHour(PGLEASE_MEAN_WATCH_MS),
+        statements: (leaderPerHour(system, timing) + followers * perHour(timing.retryMs)) / pods,
+        api,
       };
     case "client-go":
     case "client-go-release":
@@ -120,7 +147,13 @@ async function costOf(pool: pg.Pool, lane: Lane, before: Snapshot, after: Snapsh
     pods,
     windowMs,
     statements: lane.database
-      ? { inWindow: statements, perPodPerHour: scale(statements), expectedPerPodPerHour: model.statements }
+      ? {
+          inWindow: statements,
+          perPodPerHour: scale(statements),
+          perFollowerPerHour:
+            ((statements * HOUR_MS) / windowMs - leaderPerHour(lane.system.id, lane.timing)) / (pods - 1),
+          expectedPerPodPerHour: model.statements,
+        }
       : null,
     sessionsOpened: lane.database ? { inWindow: sessions, perPodPerHour: scale(sessions) } : null,
     apiRequests: lane.kube

@@ -36,21 +36,34 @@ export function localDeadline(ctx: Context, sentAt: number, ttlMs: number): numb
   return ctx.sessionTakeover ? Math.min(byLease, sentAt + renewIntervalMs + callTimeoutMs) : byLease;
 }
 
+/** What the elector heard between two ticks. */
+export interface Hints {
+  /** A release notice for this key arrived since the last tick. */
+  noticed: boolean;
+  /** The notice feed is known healthy (Context.noticesHealthy). */
+  noticesHealthy: boolean;
+}
+
+const NO_HINTS: Hints = { noticed: false, noticesHealthy: false };
+
 /**
  * What the next tick does:
  * 1. a leader renews (the deadline timer handles a passed deadline);
- * 2. a follower knowing nothing yet, or past the observed expiry, claims;
- * 3. any other follower only reads (a failed claim is still a write), including one that lost a
- *    race without learning who won, and one told of a release: anyone who can connect can send
- *    a notice, so only a read that finds the lease free leads to a claim.
+ * 2. a follower knowing nothing yet, or told of a release, claims: the claim is conditional on the
+ *    server (another holder's live lease is never taken), so a forged notice costs one claim that
+ *    fails and answers who holds the lease, the same outcome as a read, one write dearer;
+ * 3. a follower past the observed expiry claims when it polls (its observation is at most one
+ *    retry interval old), and reads first when it waits on notices (its observation is up to a
+ *    lease old, and the holder has most likely renewed since): a failed claim is still a write;
+ * 4. any other follower only reads, including one that lost a race without learning who won.
  */
-export function nextAction(state: ElectionState, now: number): Action {
+export function nextAction(state: ElectionState, now: number, hints: Hints = NO_HINTS): Action {
   if (state.role === "leader") return "renew";
-  if (state.observed === null) return "claim";
+  if (state.observed === null || hints.noticed) return "claim";
   const expiry = state.observed.localExpiry;
   // Lost a race without learning the winner: look before writing again.
   if (expiry === null) return "read";
-  return expiry <= now ? "claim" : "read";
+  return expiry <= now && !hints.noticesHealthy ? "claim" : "read";
 }
 
 /**
@@ -116,6 +129,10 @@ function heldByOther(
     localExpiry,
   };
   const nextPoll = receivedAt + timing.retryIntervalMs;
+  // Notices heard: the next look is at the observed expiry (a release wakes the follower sooner).
+  // A notice lost on a connection that still looked healthy costs at most this one expiry.
+  const wakeAt =
+    localExpiry === null ? nextPoll : ctx.noticesHealthy ? localExpiry : Math.min(nextPoll, localExpiry);
   return {
     outcome: "held-by-other",
     sentence:
@@ -123,8 +140,8 @@ function heldByOther(
         ? `lease ${key} was taken by another claimer at the same moment; looking again in ${seconds(timing.retryIntervalMs)}`
         : `lease ${key} is held by ${seen.holder} with fence ${seen.fence}, for another ${seconds(seen.ttlMs ?? 0)}`,
     state: { role: "follower", term: null, observed },
-    // Wake at the next poll, or exactly when the observed lease runs out if that is sooner.
-    wakeAt: localExpiry === null ? nextPoll : Math.min(nextPoll, localExpiry),
+    // Polling: wake at the next poll, or exactly when the observed lease runs out if that is sooner.
+    wakeAt,
   };
 }
 

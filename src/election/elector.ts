@@ -36,6 +36,7 @@ import {
 } from "./elector-types.ts";
 import { LeaderWork } from "./leader-work.ts";
 import { ServerClockWatch } from "./server-clock.ts";
+import { wakeAt } from "./shared-ticks.ts";
 import { type Timing, timingOrThrow } from "./timing.ts";
 import { UnansweredWrites } from "./unanswered-writes.ts";
 
@@ -64,6 +65,10 @@ export class Elector extends EventEmitter<ElectorEvents> {
   #deadline: Timer | null = null;
   #inflight: Promise<void> | null = null;
   #tickRequested = false;
+  /** A release notice for this key arrived since the last tick began. */
+  #noticed = false;
+  /** Something asked for a look since the last tick began: the tick in flight must not hide it. */
+  #lookAgain = false;
   #generation = 0;
   #started = false;
   #stopping = false;
@@ -106,16 +111,23 @@ export class Elector extends EventEmitter<ElectorEvents> {
     if (this.#started) return;
     this.#started = true;
     const feed = this.#opts.releases;
-    // A notice (or a reconnection after which notices may have been missed) makes a follower read
-    // at once, and a leader renew at once: an operator's release of its lease then ends it at once.
+    // A notice makes a follower claim at once (nextAction says why that is safe even when it is
+    // forged), and a leader renew at once: an operator's release of its lease then ends it at once.
+    // A reconnection (notices may have been missed) or a feed no longer known healthy makes a
+    // follower read at once; from then on it polls until the feed is healthy again.
     const look = () => {
-      if (!this.#stopping) this.#schedule(this.#clock.now());
+      if (this.#stopping) return;
+      this.#lookAgain = true;
+      this.#schedule(this.#clock.now());
     };
-    if (feed) this.#unsubscribe.push(feed.subscribe((key) => key === this.key && look()));
+    const noticed = (key: string) => {
+      if (key !== this.key) return;
+      this.#noticed = true;
+      look();
+    };
+    if (feed) this.#unsubscribe.push(feed.subscribe(noticed));
     if (feed?.subscribeReconnects) this.#unsubscribe.push(feed.subscribeReconnects(look));
-    // A leader renews at once: under session takeover the dropped session ends its term right there.
-    const renewNow = () => this.#state.role === "leader" && look();
-    if (feed?.subscribeDrops) this.#unsubscribe.push(feed.subscribeDrops(renewNow));
+    if (feed?.subscribeUnhealthy) this.#unsubscribe.push(feed.subscribeUnhealthy(look));
     this.#schedule(this.#clock.now());
   }
 
@@ -147,7 +159,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
 
   #schedule(at: number): void {
     this.#wake?.cancel();
-    this.#wake = this.#clock.setTimer(at - this.#clock.now(), () => {
+    this.#wake = wakeAt(this.#clock, at, () => {
       this.#wake = null;
       this.#tick();
     });
@@ -163,6 +175,9 @@ export class Elector extends EventEmitter<ElectorEvents> {
       this.#inflight = null;
       if (this.#tickRequested && !this.#stopping) {
         this.#tickRequested = false;
+        // This tick replaces the wake-up the finished one scheduled.
+        this.#wake?.cancel();
+        this.#wake = null;
         this.#tick();
       }
     });
@@ -174,12 +189,18 @@ export class Elector extends EventEmitter<ElectorEvents> {
     if (this.#stopping) return;
     const generation = this.#generation;
     const sentAt = this.#clock.now();
-    const action = nextAction(this.#state, sentAt);
+    const ctx = this.#tickContext();
+    const action = nextAction(this.#state, sentAt, {
+      noticed: this.#noticed,
+      noticesHealthy: ctx.noticesHealthy === true,
+    });
+    this.#noticed = false;
+    this.#lookAgain = false;
     let decision: Decision;
     try {
-      decision = await this.#perform(action, sentAt);
+      decision = await this.#perform(ctx, action, sentAt);
     } catch (error) {
-      decision = afterError(this.#ctx, this.#state, action, error, this.#clock.now());
+      decision = afterError(ctx, this.#state, action, error, this.#clock.now());
     }
     // The deadline timer already ended this term while the call was in flight.
     if (generation !== this.#generation) return;
@@ -192,7 +213,14 @@ export class Elector extends EventEmitter<ElectorEvents> {
     if (decision.release !== undefined) await this.#releaseRefused(decision.release);
   }
 
-  async #perform(action: Action, sentAt: number): Promise<Decision> {
+  /** The context of one tick: whether notices are heard is asked of the feed each time. */
+  #tickContext(): Context {
+    // Under session takeover followers keep reading: no notice says a holder's session is gone.
+    const healthy = !this.#ctx.sessionTakeover && (this.#opts.releases?.healthy?.() ?? false);
+    return healthy ? { ...this.#ctx, noticesHealthy: true } : this.#ctx;
+  }
+
+  async #perform(ctx: Context, action: Action, sentAt: number): Promise<Decision> {
     const { store } = this.#opts;
     const { leaseDurationMs } = this.timing;
     if (action === "renew") {
@@ -202,15 +230,14 @@ export class Elector extends EventEmitter<ElectorEvents> {
       const answer = await this.#unanswered.write(renew, (o) => this.#call(o));
       const receivedAt = this.#clock.now();
       const step = answer.renewed ? this.#observeServer(answer, sentAt, receivedAt) : null;
-      if (step?.direction === "forward")
-        return serverClockJumped(this.#ctx, this.#state, step.sizeMs, receivedAt);
-      return afterRenew(this.#ctx, this.#state, answer, sentAt, receivedAt);
+      if (step?.direction === "forward") return serverClockJumped(ctx, this.#state, step.sizeMs, receivedAt);
+      return afterRenew(ctx, this.#state, answer, sentAt, receivedAt);
     }
     if (action === "read") {
       const view = await this.#call(store.read(this.key));
       const receivedAt = this.#clock.now();
       if (view) this.#observeServer(view, sentAt, receivedAt);
-      const decision = afterRead(this.#ctx, view, receivedAt);
+      const decision = afterRead(ctx, view, receivedAt);
       // Free, expired or ours: claim in the same tick.
       if (decision) return decision;
       sentAt = receivedAt;
@@ -219,7 +246,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
     const answer = await this.#unanswered.claim(claim, (o) => this.#call(o));
     const receivedAt = this.#clock.now();
     this.#observeServer(answer, sentAt, receivedAt);
-    return afterClaim(this.#ctx, answer, sentAt, receivedAt, this.#handedOut);
+    return afterClaim(ctx, answer, sentAt, receivedAt, this.#handedOut);
   }
 
   /** A store call bounded on the elector's own clock, so a hung pool or socket costs one tick. */
@@ -270,7 +297,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
 
     if (before.role === "leader" && decision.state.role !== "leader") this.#endTerm(decision.sentence);
     if (decision.state.role === "leader") this.#armDeadline();
-    if (schedule) this.#schedule(decision.wakeAt);
+    // A notice or a feed change heard while the call was out would otherwise wait for wakeAt.
+    if (schedule) this.#schedule(this.#lookAgain ? this.#clock.now() : decision.wakeAt);
     if (decision.outcome === "acquired" && decision.state.term) {
       const { fence, acquiredAt } = decision.state.term;
       this.#handedOut = Math.max(this.#handedOut, fence);

@@ -11,8 +11,11 @@
  * - A renew that matches no row ends the term at once, also while stop() is waiting.
  * - Every lead() call gets a fence strictly higher than every fence this elector handed out
  *   before, and starts only once the previous term's work has returned or stopTimeoutMs passed.
- * - A release notice, or a reconnection of the notice feed, leads to a read; only a read that
- *   finds the lease free or expired leads to a claim. Notices are hints: anyone may send one.
+ * - A release notice leads to a claim, which the store makes conditional (another holder's live
+ *   lease is never taken): a forged notice costs one failed claim and never yields leadership.
+ *   A reconnection of the notice feed, or the feed no longer known healthy, leads to a read.
+ * - A follower on a healthy feed sends nothing between notices and reads at the observed expiry;
+ *   a lost notice costs at most that one expiry. Without a healthy feed it polls every retry.
  * - A claim or renew that timed out may still commit: stop() waits for it (bounded by the call
  *   timeout plus a second) before releasing, and releases a term such a write left in its name.
  *

@@ -41,6 +41,7 @@ export interface LeaseView {
 }
 
 export interface LeaseStore {
+  /** Wins only a free or expired lease, or this holder's own: never another holder's live one. */
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer>;
   renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer>;
   /** True when this holder's term (key, holder, fence) was live and is now ended. */
@@ -49,13 +50,20 @@ export interface LeaseStore {
 }
 
 /**
- * Announcements of released leases, so followers look at once instead of at their next poll.
- * A notice is a hint, never proof: anyone who can connect can send one.
+ * Announcements of released leases, so followers claim at once instead of at their next look.
+ * A notice is a hint, never proof: anyone who can connect can send one. The claim it leads to is
+ * conditional on the server (LeaseStore.claim never takes another holder's live lease), so a
+ * forged notice costs one claim that fails, never leadership.
  */
 export interface ReleaseFeed {
   subscribe(listener: (key: string) => void): () => void;
   /** Optional: called after the feed reconnected, since notices may have been missed meanwhile. */
   subscribeReconnects?(listener: () => void): () => void;
-  /** Optional: called when the feed's connection drops (under session takeover a leader's term ends with it). */
-  subscribeDrops?(listener: () => void): () => void;
+  /**
+   * Optional: true while notices are known to arrive (connected, and its last check answered in
+   * time). Followers then wait for a notice or the observed expiry; without it they poll.
+   */
+  healthy?(): boolean;
+  /** Optional: called when the feed stops being known healthy, so followers poll again at once. */
+  subscribeUnhealthy?(listener: () => void): () => void;
 }

@@ -57,6 +57,11 @@ export interface Context {
    * call timeout after that renew was sent, whatever the lease's ttl.
    */
   sessionTakeover?: boolean;
+  /**
+   * Release notices are known to arrive (the feed's connection is up and answered its last check):
+   * a follower then waits for a notice or the observed expiry instead of polling.
+   */
+  noticesHealthy?: boolean;
 }
 
 export type Action = "renew" | "claim" | "read";

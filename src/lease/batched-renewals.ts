@@ -1,14 +1,17 @@
-// Renewals of many leases held by one process, coalesced: every renew() asked for within a few
-// milliseconds goes out as one `UPDATE … FROM unnest(…)`. Electors renew on a shared grid
-// (decide.ts, nextRenewal), so a process holding 10,000 leases sends one statement per tick.
+// Renewals and releases of many leases held by one process, coalesced: every renew() asked for
+// within a few milliseconds goes out as one `UPDATE … FROM unnest(…)`. Electors renew on a grid
+// shared by the process, woken by one timer per instant (election/shared-ticks.ts), so a process
+// holding 10,000 leases sends one statement per tick. Releases asked for in one turn of the event
+// loop (close() stopping every elector) go out as one statement too, each row still checked
+// against its own holder and fence; a lone release waits only for that turn.
 import { type Clock, monotonicClock } from "../election/clock.ts";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import type { PgLeaseStore } from "./store.ts";
 
-interface Pending {
+interface Pending<A = RenewAnswer> {
   key: string;
   fence: number;
-  resolve: (answer: RenewAnswer) => void;
+  resolve: (answer: A) => void;
   reject: (error: unknown) => void;
 }
 
@@ -22,6 +25,11 @@ export interface BatchedRenewalsOptions {
   windowMs?: number;
   /** Whose timers run the window: give the electors' clock, so a test's ManualClock drives both. */
   clock?: Clock;
+  /**
+   * Runs `fire` once the current turn of the event loop is over (default setImmediate): releases
+   * asked for until then go out together, and a lone one (a graceful handover) waits no timer.
+   */
+  afterTurn?: (fire: () => void) => void;
 }
 
 export class BatchedRenewals implements LeaseStore {
@@ -29,15 +37,19 @@ export class BatchedRenewals implements LeaseStore {
   readonly #maxBatch: number;
   readonly #windowMs: number;
   readonly #clock: Clock;
+  readonly #afterTurn: (fire: () => void) => void;
   /** Pending renewals by holder and duration: one statement renews one holder's terms for one duration. */
   #pending = new Map<string, { holder: string; durationMs: number; terms: Pending[] }>();
   #scheduled = false;
+  /** Pending releases by holder. */
+  #releases = new Map<string, Array<Pending<boolean>>>();
 
   constructor(store: PgLeaseStore, options: BatchedRenewalsOptions = {}) {
     this.#store = store;
     this.#maxBatch = options.maxBatch ?? 10_000;
     this.#windowMs = options.windowMs ?? 10;
     this.#clock = options.clock ?? monotonicClock;
+    this.#afterTurn = options.afterTurn ?? ((fire) => setImmediate(fire));
   }
 
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
@@ -45,7 +57,42 @@ export class BatchedRenewals implements LeaseStore {
   }
 
   release(key: string, holder: string, fence: number): Promise<boolean> {
-    return this.#store.release(key, holder, fence);
+    return new Promise((resolve, reject) => {
+      let terms = this.#releases.get(holder);
+      if (!terms) {
+        terms = [];
+        this.#releases.set(holder, terms);
+        // The first release of a turn; the rest of that turn's join it.
+        if (this.#releases.size === 1) this.#afterTurn(() => this.#flushReleases());
+      }
+      terms.push({ key, fence, resolve, reject });
+    });
+  }
+
+  #flushReleases(): void {
+    const batches = [...this.#releases];
+    this.#releases.clear();
+    for (const [holder, terms] of batches) {
+      for (let i = 0; i < terms.length; i += this.#maxBatch) {
+        this.#sendReleases(holder, terms.slice(i, i + this.#maxBatch));
+      }
+    }
+  }
+
+  #sendReleases(holder: string, terms: Array<Pending<boolean>>): void {
+    const [only] = terms;
+    if (terms.length === 1 && only) {
+      this.#store.release(only.key, holder, only.fence).then(only.resolve, only.reject);
+      return;
+    }
+    this.#store.releaseMany(holder, terms).then(
+      (released) => {
+        for (const term of terms) term.resolve(released.get(term.key) === term.fence);
+      },
+      (error: unknown) => {
+        for (const term of terms) term.reject(error);
+      },
+    );
   }
 
   read(key: string): Promise<LeaseView | null> {

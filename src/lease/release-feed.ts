@@ -5,7 +5,8 @@
 // A listening connection only receives, so nothing would notice it dying: a periodic ping with a
 // timeout (and TCP keepalive) finds a terminated or black-holed one in seconds. After every
 // reconnection the leases that are free now are announced as if released, because a notice sent
-// while the connection was down is lost; an announcement only ever leads a follower to look.
+// while the connection was down is lost. Followers wait on notices only while the feed is known
+// healthy (healthy(): connected and its last check answered in time); a drop makes them poll.
 import { Socket } from "node:net";
 import pg from "pg";
 import type { ReleaseFeed } from "../election/ports.ts";
@@ -60,7 +61,9 @@ export class PgReleaseFeed implements ReleaseFeed {
   readonly #options: PgReleaseFeedOptions;
   readonly #listeners = new Set<(key: string) => void>();
   readonly #reconnectListeners = new Set<() => void>();
-  readonly #dropListeners = new Set<() => void>();
+  readonly #unhealthyListeners = new Set<() => void>();
+  /** When the listening connection last proved alive (LISTEN done, or a ping answered). */
+  #aliveAt = Number.NEGATIVE_INFINITY;
   #current: Listening | null = null;
   #closed = false;
   #retry: NodeJS.Timeout | null = null;
@@ -84,15 +87,28 @@ export class PgReleaseFeed implements ReleaseFeed {
     return () => this.#reconnectListeners.delete(listener);
   }
 
-  /** Called when the listening connection drops: its server session is gone from then on. */
-  subscribeDrops(listener: () => void): () => void {
-    this.#dropListeners.add(listener);
-    return () => this.#dropListeners.delete(listener);
-  }
-
   /** The listening session while connected: recorded with leases claimed under session takeover. */
   session(): HolderSession | null {
     return this.#current?.session ?? null;
+  }
+
+  /**
+   * Known healthy: listening, and alive within one ping interval and timeout. Between two pings a
+   * connection may die unnoticed; a notice lost then costs a follower at most one observed expiry.
+   */
+  healthy(): boolean {
+    const { pingIntervalMs = 5_000, pingTimeoutMs = 2_000 } = this.#options;
+    return (
+      !this.#closed &&
+      this.#current !== null &&
+      performance.now() - this.#aliveAt <= pingIntervalMs + pingTimeoutMs
+    );
+  }
+
+  /** Called when the connection is found dead: notices are not heard until it is back. */
+  subscribeUnhealthy(listener: () => void): () => void {
+    this.#unhealthyListeners.add(listener);
+    return () => this.#unhealthyListeners.delete(listener);
   }
 
   /** Resolves once listening; later drops reconnect in the background. */
@@ -139,6 +155,7 @@ export class PgReleaseFeed implements ReleaseFeed {
       return listening;
     }
     this.#current = listening;
+    this.#aliveAt = performance.now();
     return listening;
   }
 
@@ -150,6 +167,7 @@ export class PgReleaseFeed implements ReleaseFeed {
     current.client
       .query<{ pid: number }>(query)
       .then(({ rows }) => {
+        if (this.#current === current) this.#aliveAt = performance.now();
         // Under session takeover a recorded session must be this connection's for good: a pooler
         // that moved it to another backend would leave a session that ends while this one lives.
         const pid = rows[0]?.pid;
@@ -168,7 +186,7 @@ export class PgReleaseFeed implements ReleaseFeed {
     this.#current = null;
     listening.socket.destroy();
     if (error) this.#options.onError?.(error);
-    for (const listener of this.#dropListeners) listener();
+    for (const listener of this.#unhealthyListeners) listener();
     this.#reconnectLater();
   }
 

@@ -113,6 +113,17 @@ const releaseSql = (t: LeaseTable) => `
   )
   SELECT key, pg_notify('${t.channel}', key) FROM released`;
 
+const releaseManySql = (t: LeaseTable) => `
+  WITH ${NOW},
+  released AS (
+    UPDATE ${t.qualified} AS lease SET ${END_TERM}
+      FROM now, unnest($2::text[], $3::bigint[]) AS term(key, fence)
+     -- The same guard as a single release, per row: this holder, that term's fence, still live.
+     WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND ${LIVE}
+    RETURNING lease.key, lease.fence
+  )
+  SELECT key, fence::text, pg_notify('${t.channel}', key) FROM released`;
+
 const readSql = (t: LeaseTable) => `
   WITH ${NOW}
   SELECT key, holder, fence::text, acquired_at, expires_at, ${TTL_MS("expires_at")} AS ttl_ms,
@@ -146,7 +157,15 @@ const forceReleaseSql = (t: LeaseTable) => `
   )
   SELECT key, holder, fence, pg_notify('${t.channel}', key) FROM released`;
 
-type StatementName = "claim" | "renew" | "release" | "read" | "list" | "renewMany" | "forceRelease";
+type StatementName =
+  | "claim"
+  | "renew"
+  | "release"
+  | "releaseMany"
+  | "read"
+  | "list"
+  | "renewMany"
+  | "forceRelease";
 
 interface Row {
   key?: string;
@@ -216,6 +235,7 @@ export class PgLeaseStore implements LeaseStore {
       claim: claimSql(t),
       renew: renewSql(t),
       release: releaseSql(t),
+      releaseMany: releaseManySql(t),
       read: readSql(t),
       list: listSql(t),
       renewMany: renewManySql(t),
@@ -229,7 +249,9 @@ export class PgLeaseStore implements LeaseStore {
       text,
       values,
       query_timeout: this.#timeoutMs,
-      ...(this.#prepared && name !== "renewMany" ? { name: `pglease_${name}_${this.table.tag}` } : {}),
+      ...(this.#prepared && name !== "renewMany" && name !== "releaseMany"
+        ? { name: `pglease_${name}_${this.table.tag}` }
+        : {}),
     };
     const result = await this.#pool.query<R>(config);
     return result.rows;
@@ -297,6 +319,22 @@ export class PgLeaseStore implements LeaseStore {
   async release(key: string, holder: string, fence: number): Promise<boolean> {
     const rows = await this.#run<{ key: string }>("release", [key, holder, fence]);
     return rows.length > 0;
+  }
+
+  /**
+   * Releases many terms of one holder in one statement (each still checked against its own fence)
+   * and announces each; answers the fence released per key. Planned per call, as renewMany.
+   */
+  async releaseMany(
+    holder: string,
+    terms: ReadonlyArray<{ key: string; fence: number }>,
+  ): Promise<Map<string, number>> {
+    const rows = await this.#run<{ key: string; fence: string }>("releaseMany", [
+      holder,
+      terms.map((term) => term.key),
+      terms.map((term) => String(term.fence)),
+    ]);
+    return new Map(rows.map((row) => [row.key, parseFence(row.fence)]));
   }
 
   /** An operator's release of whoever holds the key now; the next claim still bumps the fence. */

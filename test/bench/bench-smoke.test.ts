@@ -202,7 +202,15 @@ describe("bench results document", () => {
       expect(figure.renewStatementsPerInterval).toBeGreaterThan(0);
       expect(figure.statements.renew + figure.statements.renewMany).toBeGreaterThan(0);
       expect(figure.closeAllMs).toBeGreaterThan(0);
+      expect(figure.closeStatements).toBe(1);
     }
+  });
+
+  it("times a graceful handover step by step: the follower's notice leads straight to a claim", () => {
+    const { handover } = document.groups["lease-ops"] as LeaseOpsFigures;
+    expect(handover.trials).toBe(TINY.gracefulTrials);
+    expect(handover.firstStatement).toBe("claim");
+    for (const step of [handover.release, handover.claim, handover.stopToHeld]) expectPositiveLatency(step);
   });
 
   it("times elector start-up until the first acquired, on a connected and on a new pool", () => {
@@ -282,9 +290,10 @@ describe("peers: failover and steady-state cost side by side", () => {
   it("counts each system's steady-state cost per pod where it has one", () => {
     const cost = (id: string) => peers().steady.find((s) => s.system === id);
     expect(peers().steady.map((s) => s.system)).toEqual(
-      ["pglease", "client-go", "advisory-lock"].filter(measurable),
+      ["pglease", "pglease-no-notify", "client-go", "advisory-lock"].filter(measurable),
     );
     expect(cost("pglease")?.statements?.perPodPerHour).toBeGreaterThan(0);
+    expect(cost("pglease-no-notify")?.statements?.perFollowerPerHour).toBeGreaterThan(0);
     expect(cost("pglease")?.connections?.pinnedPerPod).toBe(1);
     if (clientGo()) {
       expect(cost("client-go")?.statements).toBeNull();

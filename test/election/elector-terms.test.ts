@@ -97,31 +97,38 @@ describe("terms", () => {
 });
 
 describe("release notices", () => {
-  it("a notice makes a follower read, and claim only if the read finds the lease free", async () => {
+  it("a notice makes a follower claim at once; a forged one never yields leadership while the lease is held", async () => {
     const clock = new ManualClock();
     const feed = new PgReleaseFeed({ connection: { connectionString: h.db.url }, table: h.store.table });
     await feed.start();
     h.cleanup(() => feed.close());
-    await h.store.claim("noticed", "other", 15_000);
+    const other = await h.store.claim("noticed", "other", 15_000);
+    if (!other.won) throw new Error("setup: the claim failed");
     const held = new HoldingStore(h.store);
     const b = h.elector(clock, { key: "noticed", holder: "b", store: held, releases: feed });
     b.e.start();
     await until(clock, () => b.ticks.length === 1, "first look");
     expect(b.ticks[0]).toMatchObject({ action: "claim", outcome: "held-by-other" });
-    // Anyone who can connect can send one: here, nobody released anything.
-    await h.pool.query("SELECT pg_notify($1, $2)", [h.store.table.channel, "noticed"]);
-    await until(clock, () => b.ticks.length === 2, "the notice is heard");
-    expect(b.ticks[1]).toMatchObject({ action: "read", outcome: "held-by-other" });
-    expect(held.calls.claim).toBe(1);
+    // Anyone who can connect can send one: here, nobody released anything. The claim it leads
+    // to is conditional on the server, fails, and answers who holds the lease.
+    for (let i = 0; i < 3; i++) {
+      await h.pool.query("SELECT pg_notify($1, $2)", [h.store.table.channel, "noticed"]);
+      await until(clock, () => b.ticks.length === 2 + i, "the forged notice is heard");
+      expect(b.ticks[1 + i]).toMatchObject({ action: "claim", outcome: "held-by-other" });
+      expect(b.e.isLeader()).toBe(false);
+      expect(b.terms).toHaveLength(0);
+    }
+    expect(await h.store.read("noticed")).toMatchObject({ holder: "other", fence: other.fence });
+    expect(held.calls.read).toBe(0);
     expect(clock.now()).toBe(0);
 
-    await h.store.forceRelease("noticed"); // a real release: the read finds it free, and claims
-    await until(clock, () => b.ticks.length === 3, "the release is heard");
-    expect(b.ticks[2]).toMatchObject({ action: "read", outcome: "acquired" });
-    expect(held.calls.claim).toBe(2);
+    await h.store.forceRelease("noticed"); // a real release: the claim it leads to wins
+    await until(clock, () => b.ticks.length === 5, "the release is heard");
+    expect(b.ticks[4]).toMatchObject({ action: "claim", outcome: "acquired" });
+    expect(b.e.status().fence).toBeGreaterThan(other.fence);
   });
 
-  it("a follower reads at once when the release feed reconnects: notices may have been missed", async () => {
+  it("a feed found dead makes a follower read at once and poll; its reconnection makes it read again", async () => {
     const clock = new ManualClock();
     let reconnections = 0;
     const feed = new PgReleaseFeed({
@@ -137,9 +144,12 @@ describe("release notices", () => {
     b.e.start();
     await until(clock, () => b.ticks.length === 1, "first look");
     expect(await dropListeners(h.db.url)).toBe(1);
-    await until(clock, () => b.ticks.length === 2, "a look after the reconnection");
+    await until(clock, () => b.ticks.length === 3, "a look when the feed drops, one after the reconnection");
     expect(reconnections).toBe(1);
-    expect(b.ticks[1]).toMatchObject({ action: "read", outcome: "held-by-other" });
+    expect(b.ticks.slice(1).map((t) => [t.action, t.outcome])).toEqual([
+      ["read", "held-by-other"],
+      ["read", "held-by-other"],
+    ]);
     expect(clock.now()).toBe(0);
   });
 });

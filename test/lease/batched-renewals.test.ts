@@ -120,7 +120,96 @@ it("electors that acquired at different moments renew together: a statement per 
     expect(store.renewCalls).toBe(0);
     expect(store.renewManyCalls).toEqual([50, 50]);
   } finally {
-    await Promise.all(electors.map((e) => e.stop()));
+    // The releases wait for the batcher's turn on the manual clock.
+    let stopped = false;
+    void Promise.all(electors.map((e) => e.stop())).then(() => {
+      stopped = true;
+    });
+    await until(clock, () => stopped, "every elector stopped");
+  }
+});
+
+it("timers that fire early (Node's count from the loop's cached time) still renew once per interval", async () => {
+  // Node starts a timer's countdown from the event loop's cached time, which lags while the loop
+  // is busy (10,000 electors' ticks): a renewal timer then fires before its grid instant on the
+  // monotonic clock. This clock fires every timer of 10 ms or more 3 ms early, as such a loop does.
+  const manual = new ManualClock();
+  const early = {
+    now: () => manual.now(),
+    setTimer: (delayMs: number, fire: () => void) =>
+      manual.setTimer(delayMs >= 10 ? delayMs - 3 : delayMs, fire),
+  };
+  const batched = new BatchedRenewals(store, { clock: manual });
+  const electors: Elector[] = [];
+  try {
+    for (let i = 0; i < 20; i++) {
+      const e = new Elector({
+        key: `early-${i}`,
+        holder: "early",
+        store: batched,
+        clock: early,
+        leaseDurationMs: 30_000,
+      });
+      e.start();
+      electors.push(e);
+      await until(manual, () => e.isLeader(), `early-${i} acquires`);
+      manual.advance(300);
+    }
+    store.renewCalls = 0;
+    store.renewManyCalls = [];
+    for (const tick of [1, 2]) {
+      manual.advance(tick * 10_000 + 20 - manual.now());
+      await until(manual, () => store.renewManyCalls.length >= tick, `renewal ${tick}`);
+      // Whatever a renewal that ran before its instant would have scheduled has had its turn.
+      for (let i = 0; i < 20; i++) {
+        manual.advance(1);
+        await delay(2);
+      }
+    }
+    expect(store.renewCalls).toBe(0);
+    expect(store.renewManyCalls).toEqual([20, 20]);
+  } finally {
+    let stopped = false;
+    void Promise.all(electors.map((e) => e.stop())).then(() => {
+      stopped = true;
+    });
+    await until(manual, () => stopped, "every elector stopped");
+  }
+});
+
+it("releases asked for in one turn go out as one statement, each row checked against its own holder and fence", async () => {
+  const released = new Map<string, number>();
+  const terms: Array<{ key: string; fence: number }> = [];
+  for (let i = 0; i < 120; i++) {
+    const claim = await store.claim(`release-${i}`, "r", 10_000);
+    if (!claim.won) throw new Error("claim failed");
+    terms.push({ key: `release-${i}`, fence: claim.fence });
+  }
+  const taken = await store.claim("release-taken", "someone-else", 10_000);
+  if (!taken.won) throw new Error("claim failed");
+  const releaseMany = store.releaseMany.bind(store);
+  const batches: number[] = [];
+  store.releaseMany = (holder, many) => {
+    batches.push(many.length);
+    return releaseMany(holder, many);
+  };
+  try {
+    const batched = new BatchedRenewals(store, { maxBatch: 100 });
+    const answers = await Promise.all([
+      ...terms.map((t, i) => batched.release(t.key, "r", i === 5 ? t.fence + 1 : t.fence)),
+      // Another holder's live term, asked for under this holder's name: not released.
+      batched.release("release-taken", "r", taken.fence),
+    ]);
+    expect(batches).toEqual([100, 21]);
+    expect(answers.filter((a) => !a)).toHaveLength(2);
+    expect(answers[5]).toBe(false);
+    expect(answers.at(-1)).toBe(false);
+    for (const t of terms) released.set(t.key, (await store.read(t.key))?.ttlMs ?? 0);
+    expect(released.get("release-0")).toBeLessThanOrEqual(0);
+    expect(released.get("release-5")).toBeGreaterThan(0);
+    expect((await store.read("release-taken"))?.ttlMs).toBeGreaterThan(0);
+  } finally {
+    store.releaseMany = releaseMany;
   }
 });
 

@@ -153,7 +153,7 @@ export class Checker {
       }
       if (row) this.#rowFence.set(key, Math.max(highest, row.fence));
       const old = before.get(key);
-      if (!row || !old || stmt.request.kind === "release") continue;
+      if (!row || !old || stmt.request.kind === "release" || stmt.request.kind === "releaseMany") continue;
       if (row.holder === old.holder && row.fence === old.fence && row.expiresAt < old.expiresAt) {
         this.fail(
           "expiry-backwards",

@@ -28,8 +28,11 @@ export interface Link {
 }
 
 export interface Notices {
+  /** Notices vanish while the feed still looks healthy (between two pings of a dead connection). */
   lose: number;
   extraDelayUs: number;
+  /** The connection is known down (a failed ping or a drop): notices vanish and the feed says so. */
+  down: number;
 }
 
 export interface Wire {
@@ -77,6 +80,13 @@ export class SimStore implements LeaseStore {
 
   release(key: string, holder: string, fence: number): Promise<boolean> {
     return this.#call({ kind: "release", key, holder, fence });
+  }
+
+  releaseMany(
+    holder: string,
+    terms: ReadonlyArray<{ key: string; fence: number }>,
+  ): Promise<Map<string, number>> {
+    return this.#call({ kind: "releaseMany", holder, terms });
   }
 
   read(key: string): Promise<LeaseView | null> {
@@ -162,12 +172,18 @@ function show(reply: Reply): string {
   return String(answer);
 }
 
-/** LISTEN on one connection per process: notices can be lost, delayed, or sent by anyone. */
+/**
+ * LISTEN on one connection per process: notices can be lost (silently, or with the connection
+ * known down), delayed, or sent by anyone. Healthy unless known down; when it comes back, every
+ * elector is told, as the real feed's reconnection does (release-feed.ts).
+ */
 export class SimFeed implements ReleaseFeed {
   readonly #listeners = new Set<(key: string) => void>();
+  readonly #reconnectListeners = new Set<() => void>();
+  readonly #unhealthyListeners = new Set<() => void>();
   readonly #wire: Wire;
   readonly #owner: Owner;
-  readonly notices: Notices = { lose: 0, extraDelayUs: 0 };
+  readonly notices: Notices = { lose: 0, extraDelayUs: 0, down: 0 };
 
   constructor(wire: Wire, owner: Owner) {
     this.#wire = wire;
@@ -179,10 +195,43 @@ export class SimFeed implements ReleaseFeed {
     return () => this.#listeners.delete(listener);
   }
 
+  subscribeReconnects(listener: () => void): () => void {
+    this.#reconnectListeners.add(listener);
+    return () => this.#reconnectListeners.delete(listener);
+  }
+
+  subscribeUnhealthy(listener: () => void): () => void {
+    this.#unhealthyListeners.add(listener);
+    return () => this.#unhealthyListeners.delete(listener);
+  }
+
+  healthy(): boolean {
+    return this.notices.down === 0;
+  }
+
+  /** The connection is found dead (at once: the ping that finds it is not modelled) or is back. */
+  setDown(down: boolean): void {
+    const { loop, trace } = this.#wire;
+    const wasHealthy = this.healthy();
+    this.notices.down += down ? 1 : -1;
+    if (wasHealthy === this.healthy()) return;
+    trace.add(loop.nowUs, this.#owner.name, down ? "notice feed down" : "notice feed reconnected");
+    const listeners = down ? this.#unhealthyListeners : this.#reconnectListeners;
+    // The process's own event (its socket's): the listeners start promise chains.
+    loop.at(
+      loop.nowUs,
+      this.#owner,
+      () => {
+        for (const listener of listeners) listener();
+      },
+      true,
+    );
+  }
+
   /** A NOTIFY on the channel reaches this listener (or is lost on the way). */
   hear(key: string, source: string): void {
     const { loop, trace, rng } = this.#wire;
-    if (this.notices.lose > 0) {
+    if (this.notices.lose > 0 || this.notices.down > 0) {
       trace.add(loop.nowUs, this.#owner.name, `notice lost: ${source} ${key}`);
       return;
     }

@@ -30,7 +30,7 @@ export function candidateClocks(
   const clocks = [before, after];
   for (const real of realRows) {
     if (real && "durationMs" in request) clocks.push(real.expiresAt - request.durationMs * 1000);
-    if (real && request.kind === "release") clocks.push(real.expiresAt);
+    if (real && (request.kind === "release" || request.kind === "releaseMany")) clocks.push(real.expiresAt);
   }
   // expires_at − ttl is the statement's clock, to the millisecond pg keeps of expires_at.
   const answers = answer instanceof Map ? [...answer.values()] : [answer];
@@ -206,10 +206,11 @@ export function drawRequest(rng: Rng, rows: ReadonlyMap<string, LeaseRow>): Requ
   if (r < 0.67) return { kind: "release", key, holder, fence };
   if (r < 0.8) return { kind: "read", key };
   if (r < 0.95) {
-    // Often the holder of both rows, so one statement renews two.
+    // Often the holder of both rows, so one statement renews (or releases) two.
     const both = rows.get("k1")?.holder === rows.get("k2")?.holder && row ? row.holder : holder;
     const terms = KEYS.map((k) => ({ key: k, fence: rows.get(k)?.fence ?? 1 }));
-    return { kind: "renewMany", holder: both, terms, durationMs };
+    if (r < 0.9) return { kind: "renewMany", holder: both, terms, durationMs };
+    return { kind: "releaseMany", holder: both, terms };
   }
   return { kind: "delete", key };
 }
@@ -219,7 +220,9 @@ export function branch(request: Request, answer: unknown): string {
   if (answer instanceof Error) return `${request.kind}:error`;
   if (request.kind === "claim") return `claim:${(answer as { won: boolean }).won ? "won" : "lost"}`;
   if (request.kind === "renew") return `renew:${(answer as { renewed: boolean }).renewed}`;
-  if (request.kind === "renewMany") return `renewMany:${(answer as Map<string, unknown>).size}`;
+  if (request.kind === "renewMany" || request.kind === "releaseMany") {
+    return `${request.kind}:${(answer as Map<string, unknown>).size}`;
+  }
   return `${request.kind}:${answer === null ? "null" : typeof answer === "object" ? "row" : answer}`;
 }
 

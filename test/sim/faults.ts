@@ -18,7 +18,15 @@ export type Fault =
       forMs: number;
       delayMs: number;
     }
-  | { kind: "notices"; slot: number; mode: "lose" | "delay"; atMs: number; forMs: number; delayMs: number }
+  | {
+      kind: "notices";
+      slot: number;
+      /** lose: silently, the feed still looks healthy; down: the feed knows (a failed ping, a drop). */
+      mode: "lose" | "delay" | "down";
+      atMs: number;
+      forMs: number;
+      delayMs: number;
+    }
   /** Anyone who can connect can NOTIFY the channel. */
   | { kind: "forged-notice"; key: string; atMs: number }
   /** SIGTERM: stop() and exit; not restarted. */
@@ -125,7 +133,7 @@ function drawOne(rng: Rng, kind: FaultKind, space: FaultSpace, stoppable: Set<nu
       return { kind, slot, mode, atMs, forMs, delayMs: mode === "delay" ? rng.int(100, 1500) : 0 };
     }
     case "notices": {
-      const mode = rng.pick(["lose", "delay"] as const);
+      const mode = rng.pick(["lose", "delay", "down"] as const);
       return { kind, slot, mode, atMs, forMs, delayMs: mode === "delay" ? rng.int(100, 3000) : 0 };
     }
     case "forged-notice":

@@ -235,6 +235,30 @@ export function release(ctx: StatementContext, holder: string, fence: number): E
   return { answer: true, write: { ...row, ...ended, released: true } };
 }
 
+/**
+ * UPDATE … FROM unnest($keys, $fences) SET (END_TERM) WHERE key AND fence AND holder AND live, and
+ * pg_notify per released row: the release above per row, in one statement.
+ */
+export function releaseMany(
+  contexts: ReadonlyMap<string, StatementContext>,
+  holder: string,
+  terms: ReadonlyArray<{ key: string; fence: number }>,
+): { answer: Map<string, number>; writes: LeaseRow[] } | { error: string } {
+  const answer = new Map<string, number>();
+  const writes: LeaseRow[] = [];
+  for (const term of terms) {
+    const ctx = contexts.get(term.key);
+    if (!ctx || answer.has(term.key)) continue;
+    const one = release(ctx, holder, term.fence);
+    if ("error" in one) return one;
+    if (one.answer && one.write) {
+      answer.set(term.key, term.fence);
+      writes.push(one.write);
+    }
+  }
+  return { answer, writes };
+}
+
 /** SELECT … WHERE key = $1, with the ttl by the statement's clock: no lock, the snapshot's version. */
 export function read(ctx: StatementContext): Executed<LeaseView | null> {
   const row = ctx.snapshot;

@@ -93,6 +93,8 @@ async function perform(request: Request): Promise<unknown> {
         return await store.renewMany(request.holder, request.terms, request.durationMs);
       case "release":
         return await store.release(request.key, request.holder, request.fence);
+      case "releaseMany":
+        return await store.releaseMany(request.holder, request.terms);
       case "read":
         return await store.read(request.key);
       case "delete": {
@@ -175,6 +177,8 @@ it("random claim, renew, renewMany, release, read and DELETE sequences get the m
     "renewMany:2",
     "release:true",
     "release:false",
+    "releaseMany:0",
+    "releaseMany:1",
     "read:row",
     "read:null",
     "delete:true",

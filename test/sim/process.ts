@@ -49,9 +49,10 @@ export function processClock(loop: EventLoop, owner: Owner, originUs: number): C
 }
 
 /**
- * BatchedRenewals (the store every elector of a real process renews through) times its batching
- * window with the global setTimeout; for the length of each renew() call the global is this
- * process's simulated clock, so the real batcher runs on simulated time.
+ * BatchedRenewals (the store every elector of a real process renews and releases through) times
+ * its renewal window with the global setTimeout; for the length of each renew() call the global is
+ * this process's simulated clock, so the real batcher runs on simulated time. Its releases wait for
+ * the end of the turn, here the process's next event.
  */
 class ProcessStore implements LeaseStore {
   readonly #sim: SimStore;
@@ -63,32 +64,27 @@ class ProcessStore implements LeaseStore {
     this.#sim = sim;
     this.#clock = clock;
     this.#onLoss = onLoss;
-    this.#batched = new BatchedRenewals(sim as unknown as PgLeaseStore);
+    // The end of a turn is the next event of this process on simulated time.
+    this.#batched = new BatchedRenewals(sim as unknown as PgLeaseStore, {
+      afterTurn: (fire) => clock.setTimer(0, fire),
+    });
   }
 
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
     return this.#sim.claim(key, holder, durationMs);
   }
 
-  release(key: string, holder: string, fence: number): Promise<boolean> {
-    return this.#sim.release(key, holder, fence);
-  }
-
   read(key: string): Promise<LeaseView | null> {
     return this.#sim.read(key);
   }
 
+  release(key: string, holder: string, fence: number): Promise<boolean> {
+    return this.#batched.release(key, holder, fence);
+  }
+
   renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {
     const sentAt = this.#clock.now();
-    const saved = globalThis.setTimeout;
-    const simulated = (fire: () => void, ms?: number) => this.#clock.setTimer(ms ?? 0, fire);
-    globalThis.setTimeout = simulated as unknown as typeof setTimeout;
-    let answer: Promise<RenewAnswer>;
-    try {
-      answer = this.#batched.renew(key, holder, fence, durationMs);
-    } finally {
-      globalThis.setTimeout = saved;
-    }
+    const answer = this.#onSimulatedTime(() => this.#batched.renew(key, holder, fence, durationMs));
     answer.then(
       (a) => {
         if (!a.renewed) this.#onLoss(key, fence, sentAt);
@@ -96,6 +92,18 @@ class ProcessStore implements LeaseStore {
       () => {},
     );
     return answer;
+  }
+
+  /** Runs `call` with the global setTimeout pointed at this process's simulated clock. */
+  #onSimulatedTime<T>(call: () => T): T {
+    const saved = globalThis.setTimeout;
+    const simulated = (fire: () => void, ms?: number) => this.#clock.setTimer(ms ?? 0, fire);
+    globalThis.setTimeout = simulated as unknown as typeof setTimeout;
+    try {
+      return call();
+    } finally {
+      globalThis.setTimeout = saved;
+    }
   }
 }
 

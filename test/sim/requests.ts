@@ -7,6 +7,7 @@ import {
   type LeaseRow,
   read,
   release,
+  releaseMany,
   renew,
   renewMany,
   type StatementContext,
@@ -22,6 +23,7 @@ export type Request =
       durationMs: number;
     }
   | { kind: "release"; key: string; holder: string; fence: number }
+  | { kind: "releaseMany"; holder: string; terms: ReadonlyArray<{ key: string; fence: number }> }
   | { kind: "read"; key: string }
   | { kind: "delete"; key: string };
 
@@ -29,7 +31,9 @@ export type Kind = Request["kind"];
 
 /** The rows a request touches, in the order it locks them. */
 export function keysOf(request: Request): string[] {
-  if (request.kind === "renewMany") return [...new Set(request.terms.map((t) => t.key))].sort();
+  if (request.kind === "renewMany" || request.kind === "releaseMany") {
+    return [...new Set(request.terms.map((t) => t.key))].sort();
+  }
   return [request.key];
 }
 
@@ -46,6 +50,11 @@ function single<A>(key: string, executed: Executed<A>): Execution {
 export function execute(request: Request, contexts: Map<string, StatementContext>): Execution {
   if (request.kind === "renewMany") {
     const result = renewMany(contexts, request.holder, request.terms, request.durationMs);
+    if ("error" in result) return result;
+    return { answer: result.answer, writes: new Map(result.writes.map((row) => [row.key, row])) };
+  }
+  if (request.kind === "releaseMany") {
+    const result = releaseMany(contexts, request.holder, request.terms);
     if ("error" in result) return result;
     return { answer: result.answer, writes: new Map(result.writes.map((row) => [row.key, row])) };
   }
@@ -73,6 +82,7 @@ export const judgedOnSnapshot = (request: Request) =>
   request.kind === "renew" ||
   request.kind === "renewMany" ||
   request.kind === "release" ||
+  request.kind === "releaseMany" ||
   request.kind === "delete";
 
 export function describe(request: Request): string {
@@ -85,6 +95,8 @@ export function describe(request: Request): string {
       return `renewMany(${request.holder}, ${request.terms.map((t) => `${t.key}:${t.fence}`).join(" ")})`;
     case "release":
       return `release(${request.key}, ${request.holder}, fence ${request.fence})`;
+    case "releaseMany":
+      return `releaseMany(${request.holder}, ${request.terms.map((t) => `${t.key}:${t.fence}`).join(" ")})`;
     case "read":
       return `read(${request.key})`;
     case "delete":

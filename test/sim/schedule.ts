@@ -245,11 +245,14 @@ function scheduleLinkFault(world: World, fault: Extract<Fault, { kind: "link" | 
     if (!p) return;
     const extra = fault.delayMs * 1000;
     if (fault.kind === "notices") {
-      const n = p.feed.notices;
+      const { feed } = p;
+      const n = feed.notices;
       if (fault.mode === "lose") n.lose++;
+      else if (fault.mode === "down") feed.setDown(true);
       else n.extraDelayUs += extra;
       undo = () => {
         if (fault.mode === "lose") n.lose--;
+        else if (fault.mode === "down") feed.setDown(false);
         else n.extraDelayUs -= extra;
       };
       return;

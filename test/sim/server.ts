@@ -215,6 +215,9 @@ export class Server {
     this.#hooks.committed(stmt, before);
     this.#end(stmt, { answer: execution.answer });
     if (stmt.request.kind === "release" && execution.answer === true) this.#hooks.notify(stmt.request.key);
+    if (stmt.request.kind === "releaseMany") {
+      for (const key of (execution.answer as Map<string, number>).keys()) this.#hooks.notify(key);
+    }
   }
 
   /** Commit or rollback: the locks go, the answer leaves. */
