@@ -53,12 +53,14 @@ function expected(system: SystemId, timing: PeerTiming, pods: number): { stateme
   switch (system) {
     case "pglease":
     case "pglease-no-notify":
+    case "pglease-session-takeover":
       return {
         statements: (perHour(pgleaseRenewMs(timing)) + followers * perHour(timing.retryMs)) / pods,
         api: perHour(PGLEASE_RESYNC_MS) + 2 * perHour(PGLEASE_MEAN_WATCH_MS),
       };
     case "client-go":
     case "client-go-release":
+    case "client-go-same-identity":
       return {
         statements: 0,
         api:
