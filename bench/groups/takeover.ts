@@ -22,7 +22,6 @@ export interface RestartSeries {
   overStart: Spread;
   /** Trials whose new term was the restarted process's. */
   restartedLed: number;
-  restartedAlwaysLed: boolean;
 }
 
 export interface SessionCrashSeries {
@@ -82,7 +81,6 @@ function restartSeries(system: SystemId, lanes: number, trials: RestartTrialResu
     start: spread(trials.map((t) => t.startMs)),
     overStart: spread(trials.map((t) => t.overStartMs)),
     restartedLed: trials.filter((t) => t.restartedLeads).length,
-    restartedAlwaysLed: trials.every((t) => t.restartedLeads),
   };
 }
 
