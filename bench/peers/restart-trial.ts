@@ -22,11 +22,12 @@ export interface RestartTrialResult {
 async function newLeader(
   lane: Lane,
   start: { serverText: string; serverMs: number; wallAt: number; oldFence: number },
-): Promise<{ holdsMs: number; leader: (c: Candidate) => boolean }> {
+): Promise<{ holdsMs: number; leader: (c: Candidate, started: LogLine) => boolean }> {
   const { timer } = lane;
   if (timer) {
     const term = await timer.waitForNewTerm(start.oldFence, start.serverText, lane.timeoutMs, lane.signal);
-    return { holdsMs: term.failoverMs, leader: (c) => c.identity === term.holder };
+    // The start line carries the holder with its restart proof; a warning before it may not.
+    return { holdsMs: term.failoverMs, leader: (_, started) => started.fields.holder === term.holder };
   }
   const taken: LogLine = await lane.firstAcquired(start.wallAt, () => true);
   const holdsMs =
@@ -55,6 +56,6 @@ export async function restartTrial(lane: Lane): Promise<RestartTrialResult> {
     holdsMs: taken.holdsMs,
     startMs,
     overStartMs: taken.holdsMs - startMs,
-    restartedLeads: taken.leader(restarted),
+    restartedLeads: taken.leader(restarted, started),
   };
 }
