@@ -24,7 +24,7 @@ export function readmeTakeover(ref: Reference): string {
   return [
     "| SIGKILL → new leader holds (p50 / p99) | pglease | client-go Lease | advisory lock |",
     "|---|---:|---:|---:|",
-    `| restarted in place (process start in brackets) | **${restartCell(ref, "pglease")}**; over its start **${ref.spread(`${RESTART("pglease")}.overStart`)}** | ` +
+    `| restarted in place (process start in brackets) | **${restartCell(ref, "pglease")}**; over its start **${ref.spread(`${RESTART("pglease")}.overStart`)}**; the restarted process led in ${restartedLed(ref, "pglease")} | ` +
       `${restartCell(ref, "client-go")} with a new identity per process; ${restartCell(ref, "client-go-same-identity")} with the identity kept (no proof of death) | ` +
       `${restartCell(ref, "advisory-lock")} |`,
     `| not restarted | ${ref.spread(`${CRASH("pglease")}.holds`)} by default; **${ref.spread(`${SESSION}.holds`)}** with \`--session-takeover\` | ` +
