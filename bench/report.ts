@@ -22,11 +22,11 @@ export function ratio(subject: string, reference: string, subjectRate: number, r
   return { subject, reference, factor, text: ratioText(factor) };
 }
 
-/** Milliseconds with precision that fits their size: 0.184, 12.4, 1534. */
+/** Milliseconds with precision that fits their size: 0.184, 12.4, 1534, -89.4 (a difference). */
 export function ms(value: number): string {
   if (!Number.isFinite(value)) return "n/a";
-  if (value < 10) return value.toFixed(3);
-  if (value < 100) return value.toFixed(1);
+  if (Math.abs(value) < 10) return value.toFixed(3);
+  if (Math.abs(value) < 100) return value.toFixed(1);
   return value.toFixed(0);
 }
 

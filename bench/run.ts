@@ -21,14 +21,15 @@ import { footprintGroup } from "./groups/footprint.ts";
 import { leaseOpsGroup } from "./groups/lease-ops.ts";
 import { type PeerFigures, peersGroup } from "./groups/peers.ts";
 import { scaleGroup } from "./groups/scale.ts";
+import { takeoverGroup } from "./groups/takeover.ts";
 import { buildKubeApiServer, kubeBackendDescription, stopKubeFixtures } from "./peers/kube-fixture.ts";
 import { renderTable } from "./report.ts";
 import { mergeResults, type ResultsDocument, readResults, resultsDocument, writeResults } from "./results.ts";
 import { targetsTable } from "./targets.ts";
 
-// The registry of figure groups, run in this order; peers, with its child processes, runs last
-// so that the statement timings run on a host nothing else of the bench is using.
-const GROUPS: FigureGroup[] = [leaseOpsGroup, scaleGroup, footprintGroup, peersGroup];
+// The registry of figure groups, run in this order; peers and takeover, with their child
+// processes, run last so that the statement timings run on a host nothing else of the bench is using.
+const GROUPS: FigureGroup[] = [leaseOpsGroup, scaleGroup, footprintGroup, peersGroup, takeoverGroup];
 
 const DEFAULT_JSON = "bench/results/latest.json";
 const SERVER_STOP_BOUND_MS = 15_000;
@@ -163,13 +164,14 @@ async function main(): Promise<void> {
   let database: BenchDatabase | undefined;
   try {
     // Before PostgreSQL starts: a first build takes many minutes.
-    if (flags.groups.includes(peersGroup)) await buildKubeApiServer(progress);
+    const kube = flags.groups.includes(peersGroup) || flags.groups.includes(takeoverGroup);
+    if (kube) await buildKubeApiServer(progress);
     server = await startBenchServer(progress);
     controller.signal.throwIfAborted();
     database = await createBenchDatabase(server.url);
     const info = await describeDatabase(database.url, server.source);
     progress(`PostgreSQL ${info.version} (${info.source}), database ${database.name}, ${mode} run`);
-    if (flags.groups.includes(peersGroup)) progress(`Kubernetes: ${await kubeBackendDescription()}`);
+    if (kube) progress(`Kubernetes: ${await kubeBackendDescription()}`);
     const context: BenchContext = {
       databaseUrl: database.url,
       budget: flags.quick ? QUICK_BUDGET : FULL_BUDGET,

@@ -34,12 +34,30 @@ export interface TargetVerdict extends TargetSpec {
 const PGLEASE_CRASH = "peers.series[event=crash][system=pglease]";
 const ELECTORS_10K = "scale.electors[leases=10000]";
 const PGLEASE_STEADY = "peers.steady[system=pglease]";
+const PGLEASE_RESTART = "takeover.restart[system=pglease]";
 
 export const TARGETS: TargetSpec[] = [
   {
     id: "crash-claim-after-expiry",
     target: "crash: the new claim after the dead leader's server-side expiry, p99",
     figure: `${PGLEASE_CRASH}.expiryToClaim.p99Ms`,
+    unit: "ms",
+    op: "<=",
+    threshold: 100,
+  },
+  {
+    id: "restart-over-start",
+    target: "SIGKILL and restart in place: the new term after the restarted process's start, p99",
+    figure: `${PGLEASE_RESTART}.overStart.p99Ms`,
+    unit: "ms",
+    op: "<=",
+    threshold: 100,
+    note: "process start: spawn → the campaigning line; the kill → spawn gap counts against the target; below zero, the lease expired during the start and a follower took it",
+  },
+  {
+    id: "session-takeover-crash",
+    target: "SIGKILL without restart, --session-takeover: new term after the follower retry interval, p99",
+    figure: "takeover.crash[system=pglease-session-takeover].overRetry.p99Ms",
     unit: "ms",
     op: "<=",
     threshold: 100,
@@ -133,7 +151,7 @@ export function evaluateTargets(
 export function figureText(value: number | boolean | null, unit: string): string {
   if (value === null) return "—";
   if (typeof value === "boolean") return value ? "yes" : "no";
-  if (unit === "ms") return value >= 1000 ? `${(value / 1000).toFixed(1)} s` : `${ms(value)} ms`;
+  if (unit === "ms") return Math.abs(value) >= 1000 ? `${(value / 1000).toFixed(1)} s` : `${ms(value)} ms`;
   const number = Number.isInteger(value) || Math.abs(value) >= 100 ? count(value) : value.toFixed(1);
   return unit ? `${number} ${unit}` : number;
 }

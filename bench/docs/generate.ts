@@ -22,6 +22,7 @@ import {
 import { failover, statements, steady } from "./readme.ts";
 import { Reference } from "./reference.ts";
 import { peersKube, peersTrials, runs, targets } from "./shared.ts";
+import { readmeTakeover, saysTakeover } from "./takeover.ts";
 
 export const REFERENCE = "bench/reference/results.json";
 export const DOCS = ["README.md", "docs/performance.md"];
@@ -38,9 +39,11 @@ function regionRenderers(document: ResultsDocument): Record<string, () => string
     "readme-failover": () => failover(ref),
     "readme-steady": () => steady(ref),
     "readme-statements": () => statements(ref),
+    "readme-takeover": () => readmeTakeover(ref),
     tables: () => tables(document),
     "says-crash": () => saysCrash(ref),
     "says-advisory": () => saysAdvisory(ref),
+    "says-takeover": () => saysTakeover(ref),
     "says-graceful": () => saysGraceful(ref),
     "says-steady": () => saysSteady(ref),
     "says-statements": () => saysStatements(ref),

@@ -6,8 +6,9 @@ import type { ResultsDocument } from "../results.ts";
 
 export const NOT_MEASURED = "not measured";
 
-/** 0.22 ms, 3.2 ms, 14 ms, 570 ms, 1.8 s, 16.4 s. */
+/** 0.22 ms, 3.2 ms, 14 ms, 570 ms, 1.8 s, 16.4 s; −1.3 s for a difference below zero. */
 export function duration(msValue: number): string {
+  if (msValue < 0) return `−${duration(-msValue)}`;
   if (msValue >= 1000) return `${(msValue / 1000).toFixed(1)} s`;
   if (msValue >= 10) return `${Math.round(msValue)} ms`;
   return `${Number(msValue.toPrecision(2))} ms`;

@@ -64,7 +64,7 @@ interface SeriesPlan {
   trials: number;
 }
 
-function spread(values: number[]): Spread {
+export function spread(values: number[]): Spread {
   const stats = latencyStats(values, 1);
   return {
     samples: stats.samples,

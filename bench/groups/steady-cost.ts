@@ -82,12 +82,14 @@ function expected(system: SystemId, timing: PeerTiming, pods: number): { stateme
         api,
       };
     case "pglease-no-notify":
+    case "pglease-session-takeover":
       return {
         statements: (leaderPerHour(system, timing) + followers * perHour(timing.retryMs)) / pods,
         api,
       };
     case "client-go":
     case "client-go-release":
+    case "client-go-same-identity":
       return {
         statements: 0,
         api:

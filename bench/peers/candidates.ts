@@ -63,6 +63,8 @@ export class Candidate {
   readonly child: ChildProcess;
   readonly pid: number;
   readonly exited: Promise<Exit>;
+  /** Date.now() just before the process was spawned. */
+  readonly spawnedAt = Date.now();
   readonly lines: LogLine[] = [];
   /** The identity it campaigns as: pglease's holder, client-go's identity, the pod for the advisory lock. */
   identity: string | null = null;

@@ -135,10 +135,11 @@ export class Lane {
   }
 
   #spawn(pod: string): Candidate {
+    const args = argsFor(this.system, this.timing, LEASE, LOCK_KEY);
     return new Candidate(
       this.system.kind,
       pod,
-      argsFor(this.system, this.timing, LEASE, LOCK_KEY),
+      this.system.podIdentity ? [...args, "--identity", pod] : args,
       this.#childEnv,
       this.system.kind === "client-go" ? this.kube?.clientGoElector : undefined,
     );
@@ -196,7 +197,27 @@ export class Lane {
     return `: ${states.join("; ")}`;
   }
 
-  async #serverClock(): Promise<{ text: string; ms: number }> {
+  /** The lease's term reader (pglease lanes only). */
+  get timer(): FailoverTimer | null {
+    return this.#timer;
+  }
+
+  get signal(): AbortSignal {
+    return this.#env.signal;
+  }
+
+  /** The pod's container started again in place, as the kubelet does: a new process in the same pod. */
+  restart(dead: Candidate): Candidate {
+    const slot = this.candidates.indexOf(dead);
+    if (slot < 0 || dead.running)
+      throw new Error(`${this.name}: ${dead.pod} is not a dead candidate of this lane`);
+    const fresh = this.#spawn(dead.pod);
+    this.candidates[slot] = fresh;
+    return fresh;
+  }
+
+  /** The database server's clock (lanes with a database only). */
+  async serverClock(): Promise<{ text: string; ms: number }> {
     const { rows } = await (this.#admin as pg.Pool).query<{ text: string; ms: number }>(SERVER_CLOCK);
     const row = rows[0];
     if (!row) throw new Error("the server did not tell its clock");
@@ -209,7 +230,7 @@ export class Lane {
     // A uniformly random moment within the renew cycle: a crash right after a renewal waits longest.
     await delay(Math.random() * pgleaseRenewMs(this.timing), undefined, { signal: this.#env.signal });
     const oldFence = this.#timer ? ((await this.#timer.read())?.fence ?? 0) : 0;
-    const server = this.#admin ? await this.#serverClock() : null;
+    const server = this.#admin ? await this.serverClock() : null;
     const wallAt = Date.now();
     const mark = this.kube?.requests.length ?? 0;
     const oldIdentity = leader.identity;
@@ -241,7 +262,7 @@ export class Lane {
     const { signal } = this.#env;
     const after = (at: number, since: number) => at - since;
     if (this.system.kind === "advisory-lock") {
-      const taken = await this.#firstAcquired(start.wallAt, () => true);
+      const taken = await this.firstAcquired(start.wallAt, () => true);
       return {
         lane: this.name,
         holdsMs: after(Number(taken.fields.serverAtMs), start.server?.ms ?? 0),
@@ -250,7 +271,7 @@ export class Lane {
       };
     }
     if (this.system.kind === "client-go") {
-      const taken = await this.#firstAcquired(start.wallAt, (c) => c.identity !== start.oldIdentity);
+      const taken = await this.firstAcquired(start.wallAt, (c) => c.identity !== start.oldIdentity);
       const contenders = this.candidates
         .map((c) => c.identity)
         .filter((id): id is string => id !== null && id !== start.oldIdentity);
@@ -290,7 +311,7 @@ export class Lane {
   }
 
   /** The first acquisition since `since` (Date.now()) by a running candidate that `eligible` accepts. */
-  #firstAcquired(since: number, eligible: (candidate: Candidate) => boolean) {
+  firstAcquired(since: number, eligible: (candidate: Candidate) => boolean) {
     const { signal } = this.#env;
     const contenders = this.candidates.filter((c) => c.running && eligible(c));
     const controller = new AbortController();

@@ -1,7 +1,14 @@
 // The election systems the bench runs side by side, and the timings they run with.
 import type { PeerKind } from "./candidates.ts";
 
-export type SystemId = "pglease" | "pglease-no-notify" | "client-go" | "client-go-release" | "advisory-lock";
+export type SystemId =
+  | "pglease"
+  | "pglease-no-notify"
+  | "pglease-session-takeover"
+  | "client-go"
+  | "client-go-release"
+  | "client-go-same-identity"
+  | "advisory-lock";
 
 export interface SystemSpec {
   id: SystemId;
@@ -11,6 +18,10 @@ export interface SystemSpec {
   notify: boolean;
   /** client-go: ReleaseOnCancel, the opt-in graceful release. */
   releaseOnCancel: boolean;
+  /** pglease: --session-takeover, a follower claims once the holder's LISTEN session is gone. */
+  sessionTakeover?: true;
+  /** client-go: the pod's name as identity, kept by a restarted process (else a new uuid per process). */
+  podIdentity?: true;
 }
 
 export const SYSTEMS: Record<SystemId, SystemSpec> = {
@@ -21,6 +32,14 @@ export const SYSTEMS: Record<SystemId, SystemSpec> = {
     kind: "pglease",
     notify: false,
     releaseOnCancel: false,
+  },
+  "pglease-session-takeover": {
+    id: "pglease-session-takeover",
+    label: "pglease --session-takeover",
+    kind: "pglease",
+    notify: true,
+    releaseOnCancel: false,
+    sessionTakeover: true,
   },
   "client-go": {
     id: "client-go",
@@ -36,6 +55,14 @@ export const SYSTEMS: Record<SystemId, SystemSpec> = {
     kind: "client-go",
     notify: false,
     releaseOnCancel: true,
+  },
+  "client-go-same-identity": {
+    id: "client-go-same-identity",
+    label: "client-go Lease, identity kept across restarts",
+    kind: "client-go",
+    notify: false,
+    releaseOnCancel: false,
+    podIdentity: true,
   },
   "advisory-lock": {
     id: "advisory-lock",
@@ -95,6 +122,7 @@ export function argsFor(system: SystemSpec, timing: PeerTiming, lease: string, l
         "--log-level",
         "info",
         ...(system.notify ? [] : ["--no-notify"]),
+        ...(system.sessionTakeover ? ["--session-takeover"] : []),
       ];
     case "client-go":
       return [

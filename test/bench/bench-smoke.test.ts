@@ -14,6 +14,7 @@ import { runLeaseOps } from "../../bench/groups/lease-ops.ts";
 import type { LeaseOpsFigures } from "../../bench/groups/lease-ops-tables.ts";
 import { type PeerFigures, runPeers } from "../../bench/groups/peers.ts";
 import { runScale } from "../../bench/groups/scale.ts";
+import { runTakeover, type TakeoverFigures } from "../../bench/groups/takeover.ts";
 import type { LatencyStats } from "../../bench/measure.ts";
 import { liveCandidates } from "../../bench/peers/candidates.ts";
 import { stopKubeFixtures } from "../../bench/peers/kube-fixture.ts";
@@ -91,6 +92,7 @@ beforeAll(async () => {
     await runScale(context),
     await runFootprint(context),
     await runPeers(context),
+    await runTakeover(context),
   );
   const path = join(outDir, "results", "latest.json");
   await writeResults(
@@ -105,7 +107,7 @@ beforeAll(async () => {
     }),
   );
   document = JSON.parse(await readFile(path, "utf8")) as ResultsDocument;
-}, 180_000);
+}, 300_000);
 
 afterAll(async () => {
   await stopKubeFixtures();
@@ -118,7 +120,7 @@ describe("bench results document", () => {
     expect(document.schemaVersion).toBe(2);
     const [run] = document.runs;
     expect(document.runs).toHaveLength(1);
-    expect(run?.groups).toEqual(["lease-ops", "scale", "footprint", "peers"]);
+    expect(run?.groups).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover"]);
     expect(run?.machine.cpus).toBeGreaterThan(0);
     expect(run?.machine.cpuModel).not.toBe("");
     expect(run?.machine.node).toBe(process.version);
@@ -126,7 +128,7 @@ describe("bench results document", () => {
     expect(run?.database.version).toMatch(/^\d+/);
     expect(run?.database.settings.synchronous_commit).toBeDefined();
     expect(JSON.stringify(document)).not.toContain(db.url);
-    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint", "peers"]);
+    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover"]);
   });
 
   it("has every lease statement, ours and the advisory lock's, in every setup, with positive figures", () => {
@@ -324,6 +326,38 @@ describe("peers: failover and steady-state cost side by side", () => {
     expect(svg.match(/<circle /g)).toHaveLength(peers().series.reduce((n, s) => n + s.trials.length, 0));
     for (const series of peers().series)
       expect(svg).toContain(series.label.replace(/&/g, "&amp;").slice(0, 10));
+  });
+});
+
+describe("takeover: crash failover without waiting out the lease", () => {
+  const takeover = () => document.groups.takeover as TakeoverFigures;
+  const clientGo = () => takeover().kube.clientGo !== null;
+
+  it("restarts the SIGKILLed leader in place for every system, timing the new term against the restart", () => {
+    expect(takeover().restart.map((s) => s.system)).toEqual(
+      ["pglease", "client-go", "client-go-same-identity", "advisory-lock"].filter(
+        (system) => clientGo() || !system.startsWith("client-go"),
+      ),
+    );
+    for (const series of takeover().restart) {
+      expect(series.trials).toHaveLength(1);
+      const [trial] = series.trials;
+      expect(trial?.holdsMs).toBeGreaterThan(0);
+      expect(trial?.startMs).toBeGreaterThan(0);
+      expect(trial?.overStartMs).toBeCloseTo((trial?.holdsMs ?? 0) - (trial?.startMs ?? 0), 6);
+      expect(series.restartedLed).toBe(trial?.restartedLeads ? 1 : 0);
+    }
+    // With its own identity the restarted client-go renews what it finds as its own: it always leads.
+    const sameIdentity = takeover().restart.find((s) => s.system === "client-go-same-identity");
+    if (clientGo()) expect(sameIdentity?.restartedLed).toBe(1);
+  });
+
+  it("times the session takeover after a SIGKILL without restart against the follower retry interval", () => {
+    const [series] = takeover().crash;
+    expect(series?.system).toBe("pglease-session-takeover");
+    expect(series?.trials).toHaveLength(1);
+    expect(series?.holds.p50Ms).toBeGreaterThan(0);
+    expect(series?.overRetry.p50Ms).toBeCloseTo((series?.holds.p50Ms ?? 0) - TINY.peerTiming.retryMs, 6);
   });
 });
 

@@ -4,6 +4,7 @@
 //
 //	KUBECONFIG=… POD_NAME=web-1 POD_NAMESPACE=shop client-go-elector --lease NAME \
 //	  [--lease-duration 15000] [--renew-deadline 10000] [--retry-period 2000] [--release-on-cancel]
+//	  [--identity ID]
 //
 // One JSON line per event on stdout: started, acquired, new-leader, stopped-leading, released.
 // SIGTERM cancels the election's context, as a controller's shutdown does; SIGKILL is a crash.
@@ -69,6 +70,9 @@ func run() error {
 	renewMs := flag.Int("renew-deadline", 10_000, "RenewDeadline in ms")
 	retryMs := flag.Int("retry-period", 2_000, "RetryPeriod in ms")
 	releaseOnCancel := flag.Bool("release-on-cancel", false, "ReleaseOnCancel")
+	// A restarted process that keeps its predecessor's identity is what client-go treats as the
+	// leader renewing: the bench measures that against a new identity per process, the usual setup.
+	fixedIdentity := flag.String("identity", "", "the identity; default POD_NAME_<random uuid>, new per process")
 	flag.Parse()
 	pod, namespace := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
 	if *lease == "" || pod == "" {
@@ -85,7 +89,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	identity := pod + "_" + uuid.NewString()
+	identity := *fixedIdentity
+	if identity == "" {
+		identity = pod + "_" + uuid.NewString()
+	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: *lease, Namespace: namespace},
 		Client:     client.CoordinationV1(),
