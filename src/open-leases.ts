@@ -11,7 +11,7 @@ import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "./electi
 import type { ReleaseFeed } from "./election/ports.ts";
 import { TimingError } from "./election/timing.ts";
 import { BatchedRenewals } from "./lease/batched-renewals.ts";
-import { isUnreachable } from "./lease/connection-errors.ts";
+import { isTooSlow, isUnreachable } from "./lease/connection-errors.ts";
 import { HistoryPruner } from "./lease/history-pruner.ts";
 import { DEFAULT_RETENTION, type HistoryRetention } from "./lease/history-store.ts";
 import { assertTablePresent, migrate } from "./lease/migrate.ts";
@@ -182,15 +182,19 @@ async function withStartRetry<T>(
     try {
       return await open();
     } catch (error) {
-      if (signal?.aborted && isUnreachable(error)) throw new StartAborted();
+      const transient = isUnreachable(error) || isTooSlow(error);
+      if (signal?.aborted && transient) throw new StartAborted();
       const left = budget - (performance.now() - startedAt);
-      if (!isUnreachable(error) || left <= 0) throw error;
+      if (!transient || left <= 0) throw error;
       const delay = Math.round(Math.min(5_000, 250 * 2 ** (attempt - 1), left));
       const reason = (error as Error).message;
-      log.warn(
-        `cannot reach PostgreSQL yet (${reason}); retrying in ${delay} ms, for up to ${Math.round(left / 1000)} s more`,
-        { err: reason, attempt },
-      );
+      const what = isUnreachable(error)
+        ? "cannot reach PostgreSQL yet"
+        : "PostgreSQL did not answer in time yet";
+      log.warn(`${what} (${reason}); retrying in ${delay} ms, for up to ${Math.round(left / 1000)} s more`, {
+        err: reason,
+        attempt,
+      });
       await sleep(delay, undefined, signal ? { signal } : {}).catch(() => {});
       if (signal?.aborted) throw new StartAborted();
     }

@@ -12,6 +12,16 @@ const UNREACHABLE_CODES = new Set([
   "57P03", // cannot_connect_now: starting up or shutting down
 ]);
 
+// A statement that ran out of time (the server's statement_timeout or lock_timeout, or the
+// client's query timeout): at start a busy or slow server, waited for like an unreachable one.
+const TOO_SLOW_CODES = new Set(["57014", "55P03"]);
+
+export function isTooSlow(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: string }).code ?? "";
+  return TOO_SLOW_CODES.has(code) || error.message === "Query read timeout";
+}
+
 export function isUnreachable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: string }).code ?? "";

@@ -37,6 +37,37 @@ async function proxy(): Promise<FaultProxy> {
   return p;
 }
 
+describe("a PostgreSQL too slow to answer at open", () => {
+  it("is waited for like an unreachable one: a start-up statement cut by the server's timeouts is retried, not fatal", async () => {
+    await openLeases({ connectionString: db.url, restartTakeover: false }).then((l) => l.close());
+    // Another session holds the catalog the start-up check of the table reads: that statement
+    // waits, and the lease connection's lock_timeout (the statement timeout) cuts it.
+    const blocker = new pg.Client({ connectionString: db.url });
+    await blocker.connect();
+    cleanup.push(() => blocker.end());
+    await blocker.query("BEGIN");
+    await blocker.query("LOCK TABLE pg_catalog.pg_trigger IN ACCESS EXCLUSIVE MODE");
+    const logger = recordingLogger();
+    const opening = openLeases({
+      connectionString: db.url,
+      logger,
+      migrate: false,
+      statementTimeoutMs: 300,
+      startTimeoutMs: 60_000,
+      restartTakeover: false,
+    });
+    opening.catch(() => {});
+    await expect.poll(() => logger.warnings.length, { timeout: 20_000 }).toBeGreaterThan(0);
+    expect(logger.warnings[0]).toMatch(
+      /^PostgreSQL did not answer in time yet \(canceling statement due to (statement|lock) timeout\); retrying in \d+ ms, for up to \d+ s more$/,
+    );
+    await blocker.query("ROLLBACK");
+    const leases = await opening;
+    cleanup.push(() => leases.close());
+    expect(leases.notify).toBe(true);
+  });
+});
+
 describe("an unreachable PostgreSQL at open", () => {
   it("is waited for, with a warning per attempt, and the leases open once it answers", async () => {
     const link = await proxy();
