@@ -96,6 +96,8 @@ async function startReal(setup: KubeSetup): Promise<ChaosKube> {
     for (const name of setup.pods) {
       const pod = await createRunningPod(admin, setup.namespace, {
         metadata: { name, labels: setup.labels },
+        // A token is bound only to a pod that runs as its ServiceAccount.
+        spec: { serviceAccountName: serviceAccount, containers: [] },
       });
       const request = await core.createNamespacedServiceAccountToken({
         namespace: setup.namespace,
