@@ -32,7 +32,9 @@ describe("chaos run with PostgreSQL failover", () => {
     expect(claimant, detail).toBeDefined();
     // The new primary never saw that fence: the claimant logged a term the table does not have.
     const lost = outcome.result.violations.filter((v) => v.rule === "fence-not-granted");
-    expect(lost.map((v) => v.detail)).toContainEqual(expect.stringMatching(new RegExp(`logged fence ${fence},`)));
+    expect(lost.map((v) => v.detail)).toContainEqual(
+      expect.stringMatching(new RegExp(`logged fence ${fence},`)),
+    );
     expect(outcome.history.leaseRows.some((r) => r.fence === Number(fence))).toBe(false);
     // Every sidecar started against the primary with its asynchronous standby attached.
     const warned = outcome.warnings.find((w) => ASYNC_WARNING.test(w.message));
