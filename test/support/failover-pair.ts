@@ -9,12 +9,13 @@
 // pg_backup_stop's backup_label), the documented equivalent of what pg_basebackup does.
 import type { ChildProcess } from "node:child_process";
 import { execFile, spawn } from "node:child_process";
-import { chmod, copyFile, mkdir, mkdtemp, open, readdir, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, open, rm, writeFile } from "node:fs/promises";
 import { arch, platform, tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import pg from "pg";
+import { copyDataDirectory } from "./base-backup.ts";
 import { freePort, type RestartMode } from "./embedded-postgres.ts";
 import { type FaultProxy, startFaultProxy } from "./fault-proxy.ts";
 import { accepting, serverUser, stopServer } from "./replica-pair.ts";
@@ -64,37 +65,193 @@ interface Server {
   child: ChildProcess;
 }
 
-// Copied only as empty folders: the server fills them at start (pg_wal from the primary's stream).
-const EMPTY_IN_BACKUP = new Set([
-  "pg_wal",
-  "pg_replslot",
-  "pg_stat_tmp",
-  "pg_dynshmem",
-  "pg_notify",
-  "pg_serial",
-  "pg_snapshots",
-  "pg_subtrans",
-]);
-const NOT_IN_BACKUP = new Set(["postmaster.pid", "postmaster.opts", "standby.signal", "backup_label"]);
+// fast: the backup's checkpoint is taken at once, not spread over checkpoint_timeout.
+const BACKUP_START = "SELECT pg_backup_start('pglease failover standby', true)";
+// false: no WAL archive to wait for; the standby streams the WAL it needs from the primary.
+const BACKUP_STOP = "SELECT labelfile FROM pg_backup_stop(false)";
 
-/** A running data directory; a file removed while it is copied is left out, as pg_basebackup does. */
-async function copyDataDirectory(from: string, to: string, top = true): Promise<void> {
-  await mkdir(to, { mode: 0o700 });
-  const entries = await readdir(from, { withFileTypes: true });
-  await Promise.all(
-    entries.map(async (entry) => {
-      const [source, target] = [join(from, entry.name), join(to, entry.name)];
-      if (top && NOT_IN_BACKUP.has(entry.name)) return;
-      if (entry.isDirectory()) {
-        if (top && EMPTY_IN_BACKUP.has(entry.name)) await mkdir(target, { mode: 0o700 });
-        else await copyDataDirectory(source, target, false);
-      } else if (entry.isFile()) {
-        await copyFile(source, target).catch((error: NodeJS.ErrnoException) => {
-          if (error.code !== "ENOENT") throw error;
-        });
-      }
-    }),
-  );
+/** The servers' folder, binaries, user and settings: how to start one, initdb one, back one up. */
+class Servers {
+  readonly dir: string;
+  readonly #bins: Record<string, string>;
+  readonly #owner: { uid: number; gid: number } | null;
+  readonly #options: FailoverPairOptions;
+  readonly #link: FaultProxy;
+  #built = 0;
+
+  constructor(
+    dir: string,
+    bins: Record<string, string>,
+    owner: { uid: number; gid: number } | null,
+    options: FailoverPairOptions,
+    link: FaultProxy,
+  ) {
+    this.dir = dir;
+    this.#bins = bins;
+    this.#owner = owner;
+    this.#options = options;
+    this.#link = link;
+  }
+
+  get asOwner() {
+    return { ...(this.#owner ?? {}), env: { LC_MESSAGES: "C" } };
+  }
+
+  async chown(path: string): Promise<void> {
+    if (this.#owner) await run("chown", ["-R", `${this.#owner.uid}:${this.#owner.gid}`, path]);
+  }
+
+  #settings(name: string, standby: boolean): string[] {
+    const conninfo = `host=127.0.0.1 port=${this.#link.port} user=postgres password=${PASSWORD} application_name=${name}`;
+    return [
+      "listen_addresses=127.0.0.1",
+      "max_connections=300",
+      "fsync=on",
+      `synchronous_standby_names=${this.#options.replication === "sync" ? "*" : ""}`,
+      // The WAL a new standby needs from its backup's start on stays on the primary until it streams.
+      "wal_keep_size=256MB",
+      // A standby whose link came back streams again within this, not the default 5 s.
+      "wal_retrieve_retry_interval=200ms",
+      ...(standby ? [`primary_conninfo=${conninfo}`] : []),
+    ];
+  }
+
+  async start(name: string, port: number, standby: boolean): Promise<Server> {
+    const data = join(this.dir, name);
+    const log = await open(join(this.dir, `${name}.log`), "a");
+    const flags = this.#settings(name, standby).flatMap((s) => ["-c", s]);
+    const child = spawn(
+      this.#bins.postgres as string,
+      ["-D", data, "-p", String(port), "-k", this.dir, ...flags],
+      {
+        ...this.asOwner,
+        stdio: ["ignore", log.fd, log.fd],
+      },
+    );
+    await log.close();
+    child.on("error", () => {});
+    this.#options.onSpawn?.(child);
+    await accepting(serverUrl(port), Date.now() + READY_BOUND_MS);
+    return { name, dir: data, port, child };
+  }
+
+  async initPrimary(): Promise<Server> {
+    const pwfile = join(this.dir, "pwfile");
+    await writeFile(pwfile, `${PASSWORD}\n`, { mode: 0o644 });
+    const pgdata = join(this.dir, "pg0");
+    const flags = [
+      `--pgdata=${pgdata}`,
+      "--auth=password",
+      "--username=postgres",
+      `--pwfile=${pwfile}`,
+      "--locale=C",
+    ];
+    await run(this.#bins.initdb as string, flags, this.asOwner);
+    return this.start("pg0", await freePort(), false);
+  }
+
+  /** A base backup of the running primary, started as its standby; resolves once it streams. */
+  async buildStandby(primary: Server): Promise<Server> {
+    const name = `pg${++this.#built}`;
+    const client = new pg.Client({ connectionString: serverUrl(primary.port) });
+    client.on("error", () => {});
+    await client.connect();
+    try {
+      await client.query(BACKUP_START);
+      await copyDataDirectory(primary.dir, join(this.dir, name));
+      const { rows } = await client.query<{ labelfile: string }>(BACKUP_STOP);
+      await writeFile(join(this.dir, name, "backup_label"), rows[0]?.labelfile ?? "");
+      await writeFile(join(this.dir, name, "standby.signal"), "");
+      await this.chown(join(this.dir, name));
+      const standby = await this.start(name, await freePort(), true);
+      await streaming(client, name, this.#options.replication);
+      return standby;
+    } finally {
+      await client.end().catch(() => {});
+    }
+  }
+
+  async promote(standby: Server): Promise<void> {
+    await run(this.#bins.pg_ctl as string, ["promote", "-D", standby.dir, "-w", "-t", "60"], this.asOwner);
+  }
+}
+
+const serverUrl = (port: number) => `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/postgres`;
+
+class Pair implements FailoverPair {
+  readonly url: string;
+  readonly port: number;
+  readonly replication: Replication;
+  readonly standbyLink: FaultProxy;
+  failovers = 0;
+  readonly #servers: Servers;
+  readonly #front: FaultProxy;
+  #primary: Server;
+  #standby: Server | null = null;
+  #stopped: Promise<void> | null = null;
+
+  constructor(
+    servers: Servers,
+    primary: Server,
+    front: FaultProxy,
+    link: FaultProxy,
+    replication: Replication,
+  ) {
+    this.#servers = servers;
+    this.#primary = primary;
+    this.#front = front;
+    this.standbyLink = link;
+    this.replication = replication;
+    this.url = front.url(serverUrl(primary.port));
+    this.port = front.port;
+  }
+
+  async addStandby(): Promise<void> {
+    this.#standby = await this.#servers.buildStandby(this.#primary);
+  }
+
+  async failover({ downMs }: { downMs: number }): Promise<FailoverSteps> {
+    const promoted = this.#standby;
+    if (!promoted) throw new Error("failover: no standby (the last rebuild failed)");
+    await crash(this.#primary);
+    const stoppedAt = Date.now();
+    await sleep(downMs);
+    await this.#servers.promote(promoted);
+    const promotedAt = Date.now();
+    const to = { host: "127.0.0.1", port: promoted.port };
+    this.#front.moveTo(to);
+    this.standbyLink.moveTo(to);
+    this.standbyLink.heal();
+    const movedAt = Date.now();
+    const old = this.#primary;
+    this.#primary = promoted;
+    this.#standby = null;
+    await rm(old.dir, { recursive: true, force: true });
+    await this.addStandby();
+    this.failovers++;
+    return { stoppedAt, promotedAt, movedAt, standbyAt: Date.now() };
+  }
+
+  async restart({ mode = "fast", downMs = 0 }: { mode?: RestartMode; downMs?: number } = {}): Promise<void> {
+    const { child, name, port } = this.#primary;
+    if (child.exitCode === null && child.signalCode === null) {
+      const gone = new Promise((resolve) => child.once("exit", resolve));
+      // SIGINT: fast shutdown; SIGQUIT: immediate, recovered from the WAL at the next start.
+      child.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
+      await gone;
+    }
+    await sleep(downMs);
+    this.#primary = await this.#servers.start(name, port, false);
+  }
+
+  stop(): Promise<void> {
+    this.#stopped ??= (async () => {
+      await Promise.all([this.#primary, this.#standby].map((s) => (s ? crash(s) : undefined)));
+      await Promise.all([this.#front.close(), this.standbyLink.close()]);
+      await rm(this.#servers.dir, { recursive: true, force: true });
+    })();
+    return this.#stopped;
+  }
 }
 
 /** Starts the primary and its standby, streaming, in a temporary folder that stop() removes. */
@@ -103,136 +260,29 @@ export async function startFailoverPair(options: FailoverPairOptions): Promise<F
   // The server's user (not root) enters it.
   await chmod(dir, 0o755);
   const bins = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as Record<string, string>;
-  const owner = await serverUser();
-  const asOwner = { ...(owner ?? {}), env: { LC_MESSAGES: "C" } };
-  const chown = async (path: string) => {
-    if (owner) await run("chown", ["-R", `${owner.uid}:${owner.gid}`, path]);
-  };
-  const url = (port: number) => `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/postgres`;
-  const settings = [
-    "listen_addresses=127.0.0.1",
-    "max_connections=300",
-    "fsync=on",
-    `synchronous_standby_names=${options.replication === "sync" ? "*" : ""}`,
-    // The WAL a new standby needs from its backup's start on stays on the primary until it streams.
-    "wal_keep_size=256MB",
-    // A standby whose link came back streams again within this, not the default 5 s.
-    "wal_retrieve_retry_interval=200ms",
-  ];
-  await chown(dir);
-  const standbyLink = await startFaultProxy({ host: "127.0.0.1", port: 1 });
-  const startServer = async (name: string, port: number, standby: boolean): Promise<Server> => {
-    const data = join(dir, name);
-    const log = await open(join(dir, `${name}.log`), "a");
-    const conninfo = `host=127.0.0.1 port=${standbyLink.port} user=postgres password=${PASSWORD} application_name=${name}`;
-    const flags = [...settings, ...(standby ? [`primary_conninfo=${conninfo}`] : [])];
-    const child = spawn(
-      bins.postgres as string,
-      ["-D", data, "-p", String(port), "-k", dir, ...flags.flatMap((s) => ["-c", s])],
-      { ...asOwner, stdio: ["ignore", log.fd, log.fd] },
-    );
-    await log.close();
-    child.on("error", () => {});
-    options.onSpawn?.(child);
-    await accepting(url(port), Date.now() + READY_BOUND_MS);
-    return { name, dir: data, port, child };
-  };
-
+  const link = await startFaultProxy({ host: "127.0.0.1", port: 1 });
+  const servers = new Servers(dir, bins, await serverUser(), options, link);
   let primary: Server;
   try {
-    const pwfile = join(dir, "pwfile");
-    await writeFile(pwfile, `${PASSWORD}\n`, { mode: 0o644 });
-    await run(
-      bins.initdb as string,
-      [
-        `--pgdata=${join(dir, "pg0")}`,
-        "--auth=password",
-        "--username=postgres",
-        `--pwfile=${pwfile}`,
-        "--locale=C",
-      ],
-      asOwner,
-    );
-    primary = await startServer("pg0", await freePort(), false);
+    await servers.chown(dir);
+    primary = await servers.initPrimary();
   } catch (error) {
-    await standbyLink.close();
+    await link.close();
     await rm(dir, { recursive: true, force: true });
     throw error;
   }
-  standbyLink.moveTo({ host: "127.0.0.1", port: primary.port });
-  const front = await startFaultProxy({ host: "127.0.0.1", port: primary.port });
-  let built = 0;
-
-  const buildStandby = async (): Promise<Server> => {
-    const name = `pg${++built}`;
-    const client = new pg.Client({ connectionString: url(primary.port) });
-    client.on("error", () => {});
-    await client.connect();
-    try {
-      await client.query("SELECT pg_backup_start('pglease failover standby', true)");
-      await copyDataDirectory(primary.dir, join(dir, name));
-      const { rows } = await client.query<{ labelfile: string }>(
-        "SELECT labelfile FROM pg_backup_stop(false)",
-      );
-      await writeFile(join(dir, name, "backup_label"), rows[0]?.labelfile ?? "");
-      await writeFile(join(dir, name, "standby.signal"), "");
-      await chown(join(dir, name));
-      const standby = await startServer(name, await freePort(), true);
-      await streaming(client, name, options.replication);
-      return standby;
-    } finally {
-      await client.end().catch(() => {});
-    }
-  };
-  let standby: Server | null = await buildStandby().catch(async (error) => {
-    await stopAll();
+  link.moveTo({ host: "127.0.0.1", port: primary.port });
+  const pair = new Pair(
+    servers,
+    primary,
+    await startFaultProxy({ host: "127.0.0.1", port: primary.port }),
+    link,
+    options.replication,
+  );
+  await pair.addStandby().catch(async (error) => {
+    await pair.stop();
     throw error;
   });
-  let stopped: Promise<void> | null = null;
-  async function stopAll(): Promise<void> {
-    await Promise.all([primary, standby].map((s) => (s ? crash(s) : undefined)));
-    await Promise.all([front.close(), standbyLink.close()]);
-    await rm(dir, { recursive: true, force: true });
-  }
-
-  const pair: FailoverPair = {
-    url: front.url(url(primary.port)),
-    port: front.port,
-    replication: options.replication,
-    standbyLink,
-    failovers: 0,
-    async failover({ downMs }) {
-      if (!standby) throw new Error("failover: no standby (the last rebuild failed)");
-      const promoted: Server = standby;
-      await crash(primary);
-      const stoppedAt = Date.now();
-      await sleep(downMs);
-      await run(bins.pg_ctl as string, ["promote", "-D", promoted.dir, "-w", "-t", "60"], asOwner);
-      const promotedAt = Date.now();
-      front.moveTo({ host: "127.0.0.1", port: promoted.port });
-      standbyLink.moveTo({ host: "127.0.0.1", port: promoted.port });
-      standbyLink.heal();
-      const movedAt = Date.now();
-      const old = primary;
-      primary = promoted;
-      standby = null;
-      await rm(old.dir, { recursive: true, force: true });
-      standby = await buildStandby();
-      pair.failovers++;
-      return { stoppedAt, promotedAt, movedAt, standbyAt: Date.now() };
-    },
-    async restart({ mode = "fast", downMs = 0 } = {}) {
-      const gone = new Promise((resolve) => primary.child.once("exit", resolve));
-      primary.child.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
-      await gone;
-      await sleep(downMs);
-      primary = await startServer(primary.name, primary.port, false);
-    },
-    stop() {
-      stopped ??= stopAll();
-      return stopped;
-    },
-  };
   return pair;
 }
 
