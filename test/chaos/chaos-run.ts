@@ -166,7 +166,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       writeErrors: Object.fromEntries(recorder.writeErrors),
       setup: {
         database: cluster.failover
-          ? `a primary and a ${options.failover === "sync" ? "synchronous" : "asynchronous"} streaming standby, ${cluster.failover.failovers} failovers`
+          ? `a primary and ${options.failover === "sync" ? "a synchronous" : "an asynchronous"} streaming standby, ${cluster.failover.failovers} failovers`
           : "one PostgreSQL server",
         apiServer:
           cluster.kube?.kind === "real"
