@@ -151,6 +151,9 @@ function slotFaults(
 /** Restart allowance for pg-restart: the server's own start time is not in durationMs. */
 const PG_START_ALLOWANCE_MS = 1_500;
 
+/** Allowance for a failover: the promotion, then a new standby's base backup, start and streaming. */
+const FAILOVER_ALLOWANCE_MS = 4_000;
+
 /** What a fault takes beyond durationMs: a server's start, or a promotion and a new standby. */
 function allowanceMs(fault: PlannedFault, leaseMs: number): number {
   if (fault.kind === "pg-restart") return PG_START_ALLOWANCE_MS;
@@ -159,7 +162,6 @@ function allowanceMs(fault: PlannedFault, leaseMs: number): number {
   if (fault.kind === "pg-failover-lagging") return FAILOVER_ALLOWANCE_MS + 2 * leaseMs + 1_000;
   return 0;
 }
-const FAILOVER_ALLOWANCE_MS = 4_000;
 
 export function planSchedule(shape: ScheduleShape): PlannedSlot[] {
   const random = seededRandom(shape.seed);
