@@ -2,12 +2,14 @@
 // slot: its faults, then quiet until recovery is certain to be visible), stop, read the database's
 // change logs, and judge the history. Cleans up on every path, an abort (Ctrl-C) included.
 import { setTimeout as sleep } from "node:timers/promises";
+import type { Replication } from "../support/failover-pair.ts";
 import { type CheckOptions, type CheckResult, checkHistory } from "./checker.ts";
 import { ChaosCluster } from "./cluster.ts";
 import { runFault } from "./faults.ts";
 import type { History, Slot } from "./history.ts";
+import type { ApiServerChoice } from "./kube.ts";
 import { buildHistory, Recorder } from "./recorder.ts";
-import { type FaultKind, type PlannedSlot, planSchedule } from "./schedule.ts";
+import { FAILOVER_FAULT_KINDS, type FaultKind, type PlannedSlot, planSchedule } from "./schedule.ts";
 
 export interface ChaosOptions {
   seed: string;
@@ -20,7 +22,12 @@ export interface ChaosOptions {
   guarded: boolean;
   /** Passed to the checker (tolerance, wake-up grace, liveness bound). */
   check?: CheckOptions;
+  /** Default: every kind, or the failover kinds with `failover`. */
   kinds?: readonly FaultKind[];
+  /** A primary with a streaming standby, replicating synchronously or not (failover.ts). */
+  failover?: Replication;
+  /** Default "auto": the real kube-apiserver when it is built, else the in-process one. */
+  apiServer?: ApiServerChoice;
   signal?: AbortSignal;
   /** Progress, one line at a time. */
   progress?(line: string): void;
@@ -41,6 +48,10 @@ export interface ChaosOutcome {
   /** Things that happened that are not violations but a reader should know (unexpected exits…). */
   notes: string[];
   writeErrors: Record<string, number>;
+  /** What ran: the database (one server, or a pair and its replication) and the API server. */
+  setup: { database: string; apiServer: string };
+  /** The sidecars' distinct warnings (start-up checks among them), with the replicas that logged them. */
+  warnings: { message: string; replicas: string[] }[];
   elapsedMs: number;
 }
 
@@ -66,6 +77,12 @@ async function steadyLeader(cluster: ChaosCluster, signal: AbortSignal): Promise
   }
 }
 
+function distinctWarnings(warnings: Recorder["warnings"]): ChaosOutcome["warnings"] {
+  const byMessage = new Map<string, Set<string>>();
+  for (const w of warnings) byMessage.set(w.message, (byMessage.get(w.message) ?? new Set()).add(w.replica));
+  return [...byMessage].map(([message, replicas]) => ({ message, replicas: [...replicas].sort() }));
+}
+
 export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   const began = Date.now();
   const signal = options.signal ?? new AbortController().signal;
@@ -77,7 +94,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     leaseMs: options.leaseMs,
     renewMs: renewIntervalOf(options.leaseMs),
     blockMs: blockDurationOf(options.leaseMs),
-    kinds: options.kinds,
+    kinds: options.kinds ?? (options.failover ? FAILOVER_FAULT_KINDS : undefined),
   });
   const notes: string[] = [];
   const recorder = new Recorder();
@@ -89,6 +106,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       retryMs: options.retryMs,
       blockMs: blockDurationOf(options.leaseMs),
       guarded: options.guarded,
+      ...(options.failover ? { failover: options.failover } : {}),
+      apiServer: options.apiServer ?? "auto",
       note: (message) => {
         notes.push(message);
         progress(`note: ${message}`);
@@ -145,6 +164,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       result: checkHistory(history, options.check),
       notes,
       writeErrors: Object.fromEntries(recorder.writeErrors),
+      setup: {
+        database: cluster.failover
+          ? `a primary and ${options.failover === "sync" ? "a synchronous" : "an asynchronous"} streaming standby, ${cluster.failover.failovers} failovers`
+          : "one PostgreSQL server",
+        apiServer:
+          cluster.kube?.kind === "real"
+            ? "the real kube-apiserver (through the fault proxy)"
+            : "the in-process API server",
+      },
+      warnings: distinctWarnings(recorder.warnings),
       elapsedMs: Date.now() - began,
     };
   } finally {

@@ -1,21 +1,31 @@
-// The chaos run's world: its own PostgreSQL (restartable without disturbing other tests), the
-// in-process API server with one seeded pod per replica, the label recorder, and the replicas.
-// stop() takes all of it down, whatever state a failed start or a Ctrl-C left it in.
+// The chaos run's world: its own PostgreSQL (restartable without disturbing other tests), or a
+// primary with a streaming standby behind a proxy that follows failovers (--failover); the API
+// server with one pod per replica (kube.ts); the label recorder; and the replicas. stop() takes
+// all of it down, whatever state a failed start or a Ctrl-C left it in.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { createFenceGuard } from "../../src/fence/index.ts";
 import { runPglease } from "../support/cli.ts";
-import { type RestartableServer, startEmbeddedPostgres } from "../support/embedded-postgres.ts";
-import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
-import { type LabelWatch, watchRoleLabels } from "./label-watch.ts";
+import { type RestartMode, startEmbeddedPostgres } from "../support/embedded-postgres.ts";
+import { type FailoverPair, type Replication, startFailoverPair } from "../support/failover-pair.ts";
+import { type ApiServerChoice, type ChaosKube, startChaosKube } from "./kube.ts";
+import type { LabelWatch } from "./label-watch.ts";
+import { track } from "./processes.ts";
 import type { Recorder } from "./recorder.ts";
 import { Replica } from "./replica.ts";
 
 export const NAMESPACE = "chaos";
 export const ROLE_LABEL = "pglease.io/role";
-const TOKEN = "chaos-run-token";
+
+/** The database as the faults see it: one embedded server, or the failover pair's primary. */
+export interface ChaosDatabase {
+  url: string;
+  port: number;
+  restart(options?: { mode?: RestartMode; downMs?: number }): Promise<void>;
+  stop(): Promise<void>;
+}
 
 // The lease table's change log. AFTER ROW runs while the statement holds the row's lock, so seq
 // (drawn here) follows the order in which the claims, renewals and releases committed.
@@ -47,6 +57,9 @@ export interface ClusterSettings {
   retryMs: number;
   blockMs: number;
   guarded: boolean;
+  /** A primary with a standby, replicating synchronously or not; one server when absent. */
+  failover?: Replication;
+  apiServer: ApiServerChoice;
   note(message: string): void;
 }
 
@@ -54,8 +67,10 @@ export class ChaosCluster {
   readonly settings: ClusterSettings;
   readonly recorder: Recorder;
   readonly replicas: Replica[] = [];
-  postgres: RestartableServer | null = null;
-  kube: KubeApiServer | null = null;
+  postgres: ChaosDatabase | null = null;
+  /** The same database as `postgres` when it is a failover pair. */
+  failover: FailoverPair | null = null;
+  kube: ChaosKube | null = null;
   admin: pg.Pool | null = null;
   labels: LabelWatch | null = null;
   #dir: string | null = null;
@@ -79,7 +94,12 @@ export class ChaosCluster {
   async #start(): Promise<void> {
     const s = this.settings;
     this.#dir = await mkdtemp(join(tmpdir(), "pglease-chaos-"));
-    this.postgres = await startEmbeddedPostgres({ exitHooks: false });
+    if (s.failover) {
+      this.failover = await startFailoverPair({ replication: s.failover, onSpawn: track });
+      this.postgres = this.failover;
+    } else {
+      this.postgres = await startEmbeddedPostgres({ exitHooks: false });
+    }
     const migrated = await runPglease(["migrate"], { DATABASE_URL: this.postgres.url });
     if (migrated.code !== 0) throw new Error(`pglease migrate failed: ${migrated.stderr.trim()}`);
     this.admin = new pg.Pool({ connectionString: this.postgres.url, max: 2 });
@@ -88,23 +108,14 @@ export class ChaosCluster {
     await this.admin.query(CREATE_WRITES);
     await createFenceGuard({ pool: this.admin }).migrate();
 
-    this.kube = await startKubeApiServer({ token: TOKEN });
-    for (const pod of this.podNames()) {
-      this.kube.seedPod({
-        metadata: {
-          name: pod,
-          namespace: NAMESPACE,
-          labels: { "app.kubernetes.io/name": "chaos", "app.kubernetes.io/instance": "run" },
-        },
-      });
-    }
-    this.labels = watchRoleLabels({
-      serverUrl: this.kube.url,
-      token: TOKEN,
+    this.kube = await startChaosKube({
+      choice: s.apiServer,
       namespace: NAMESPACE,
-      roleLabel: ROLE_LABEL,
+      pods: this.podNames(),
+      labels: { "app.kubernetes.io/name": "chaos", "app.kubernetes.io/instance": "run" },
+      note: s.note,
     });
-    const apiPort = Number(new URL(this.kube.url).port);
+    this.labels = this.kube.watchLabels(ROLE_LABEL);
     for (const name of this.podNames()) {
       this.replicas.push(
         await Replica.start({
@@ -116,7 +127,12 @@ export class ChaosCluster {
           blockMs: s.blockMs,
           databaseUrl: this.postgres.url,
           database: { host: "127.0.0.1", port: this.postgres.port },
-          api: { host: "127.0.0.1", port: apiPort, token: TOKEN },
+          api: {
+            ...this.kube.address,
+            scheme: this.kube.scheme,
+            caFile: this.kube.caFile,
+            token: this.kube.tokenFor(name),
+          },
           dir: this.#dir,
           guarded: s.guarded,
           recorder: this.recorder,

@@ -3,6 +3,7 @@
 // fault of a pair) is skipped and says so.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ChaosCluster } from "./cluster.ts";
+import { startFailover } from "./failover.ts";
 import type { InjectedFault } from "./history.ts";
 import type { Replica } from "./replica.ts";
 import type { PlannedFault } from "./schedule.ts";
@@ -95,6 +96,18 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
         },
       };
     }
+    case "pg-failover":
+    case "pg-failover-lagging": {
+      const failover = startFailover(cluster, fault, replica);
+      return {
+        ...base,
+        target: failover.target,
+        get detail() {
+          return failover.detail;
+        },
+        heal: () => failover.heal(),
+      };
+    }
     case "api-500": {
       let on = true;
       const matches = aboutPod(replica.name);
@@ -133,6 +146,8 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
   }
 }
 
+const SELF_TIMED = new Set(["pg-restart", "loop-block", "pg-failover", "pg-failover-lagging"]);
+
 /** Waits the fault's delay, injects it, keeps it on for its duration, heals it. */
 export async function runFault(
   cluster: ChaosCluster,
@@ -141,8 +156,8 @@ export async function runFault(
 ): Promise<InjectedFault> {
   await sleep(fault.delayMs, undefined, { signal });
   const active = await inject(cluster, fault);
-  // pg-restart keeps itself down for its duration; the others are held here.
-  if (fault.kind !== "pg-restart" && fault.kind !== "loop-block") {
+  // pg-restart and the failovers keep the server down for their duration; the others are held here.
+  if (!SELF_TIMED.has(fault.kind)) {
     await sleep(fault.durationMs, undefined, { signal }).catch(() => {});
   }
   const healedAt = await active.heal();

@@ -1,7 +1,8 @@
 // Records every change of the pods' role label as the API server stores it: a watch stream is
 // the server's own ordered change feed (resourceVersion order), so no state, however brief, is
 // missed, which polling could not promise. Runs in the chaos process, next to the server.
-import { request } from "node:http";
+import { request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
 import type { LabelChange } from "./history.ts";
 import { jsonLine } from "./recorder.ts";
 
@@ -22,12 +23,15 @@ export function watchRoleLabels(options: {
   token: string;
   namespace: string;
   roleLabel: string;
+  /** The server's CA, for https. */
+  ca?: Buffer;
 }): LabelWatch {
   const changes: LabelChange[] = [];
   const roles = new Map<string, string | null>();
   let lastVersion = "";
   let closed = false;
-  let current: ReturnType<typeof request> | null = null;
+  let current: ReturnType<typeof httpRequest> | null = null;
+  const request = options.serverUrl.startsWith("https:") ? httpsRequest : httpRequest;
 
   const onEvent = (event: WatchEvent) => {
     const metadata = event.object?.metadata;
@@ -49,23 +53,27 @@ export function watchRoleLabels(options: {
     // Resuming from the last version seen replays exactly what was missed.
     const from = lastVersion ? `&resourceVersion=${lastVersion}` : "";
     const url = `${options.serverUrl}/api/v1/namespaces/${options.namespace}/pods?watch=true${from}`;
-    current = request(url, { headers: { authorization: `Bearer ${options.token}` } }, (response) => {
-      let buffer = "";
-      response.setEncoding("utf8");
-      response.on("data", (chunk: string) => {
-        buffer += chunk;
-        let newline = buffer.indexOf("\n");
-        while (newline >= 0) {
-          const line = buffer.slice(0, newline);
-          buffer = buffer.slice(newline + 1);
-          const event = jsonLine(line);
-          if (event) onEvent(event as WatchEvent);
-          newline = buffer.indexOf("\n");
-        }
-      });
-      response.on("end", () => setTimeout(open, 10));
-      response.on("error", () => {});
-    });
+    current = request(
+      url,
+      { headers: { authorization: `Bearer ${options.token}` }, ...(options.ca ? { ca: options.ca } : {}) },
+      (response) => {
+        let buffer = "";
+        response.setEncoding("utf8");
+        response.on("data", (chunk: string) => {
+          buffer += chunk;
+          let newline = buffer.indexOf("\n");
+          while (newline >= 0) {
+            const line = buffer.slice(0, newline);
+            buffer = buffer.slice(newline + 1);
+            const event = jsonLine(line);
+            if (event) onEvent(event as WatchEvent);
+            newline = buffer.indexOf("\n");
+          }
+        });
+        response.on("end", () => setTimeout(open, 10));
+        response.on("error", () => {});
+      },
+    );
     current.on("error", () => setTimeout(open, 50));
     current.end();
   };

@@ -32,6 +32,8 @@ export class Recorder {
   readonly transitions: Transition[] = [];
   readonly pauses: Pause[] = [];
   readonly rejections: RejectedWrite[] = [];
+  /** The sidecars' warnings (the start-up checks' among them), each with its replica. */
+  readonly warnings: { replica: string; time: number; message: string }[] = [];
   /** Workload errors other than refusals, by message: how often the links failed. */
   readonly writeErrors = new Map<string, number>();
   /** Replica name → its current process's last transition. */
@@ -61,6 +63,9 @@ export class Recorder {
         to: Number(line.blockedTo),
       });
       return;
+    }
+    if (line.level === "warn" && typeof line.msg === "string") {
+      this.warnings.push({ replica: incarnation.replica, time, message: line.msg });
     }
     if (typeof line.outcome !== "string" || Number.isNaN(time)) return;
     const fence = typeof line.fence === "number" ? line.fence : null;

@@ -29,7 +29,8 @@ export interface ReplicaSettings {
   /** The database as seen without a proxy; each replica rewrites it to its own proxy. */
   databaseUrl: string;
   database: { host: string; port: number };
-  api: { host: string; port: number; token: string };
+  /** The API server (or the fault proxy before it), its scheme and CA, and this pod's token. */
+  api: { host: string; port: number; scheme: "http" | "https"; caFile?: string; token: string };
   /** Where the replica's kubeconfig file goes. */
   dir: string;
   guarded: boolean;
@@ -85,7 +86,14 @@ export class Replica {
   #kubeConfigText(): string {
     const kc = new KubeConfig();
     kc.loadFromOptions({
-      clusters: [{ name: "chaos", server: `http://127.0.0.1:${this.apiProxy.port}`, skipTLSVerify: true }],
+      clusters: [
+        {
+          name: "chaos",
+          server: `${this.#settings.api.scheme}://127.0.0.1:${this.apiProxy.port}`,
+          // client-node wants skipTLSVerify for plain http (the in-process server); https is verified.
+          ...(this.#settings.api.caFile ? { caFile: this.#settings.api.caFile } : { skipTLSVerify: true }),
+        },
+      ],
       users: [{ name: "pglease", token: this.#settings.api.token }],
       contexts: [{ name: "chaos", cluster: "chaos", user: "pglease", namespace: this.#settings.namespace }],
       currentContext: "chaos",

@@ -1,7 +1,7 @@
 // The chaos run's summary: a table for people, the same figures as JSON for machines.
 import type { ChaosOptions, ChaosOutcome } from "./chaos-run.ts";
 import { renewIntervalOf } from "./chaos-run.ts";
-import { FAULT_KINDS } from "./schedule.ts";
+import { FAILOVER_FAULT_KINDS, FAULT_KINDS } from "./schedule.ts";
 
 export interface KindSummary {
   kind: string;
@@ -33,6 +33,8 @@ export interface Summary {
   violations: ChaosOutcome["result"]["violations"];
   notes: string[];
   writeErrors: Record<string, number>;
+  setup: ChaosOutcome["setup"];
+  warnings: ChaosOutcome["warnings"];
 }
 
 /** Nearest-rank percentile. */
@@ -50,7 +52,7 @@ const spread = (values: number[]) => ({
 
 export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary {
   const { history, result } = outcome;
-  const faults = FAULT_KINDS.map((kind): KindSummary => {
+  const faults = [...FAULT_KINDS, ...FAILOVER_FAULT_KINDS].map((kind): KindSummary => {
     const slots = result.slots.filter((s) => s.kind === kind);
     const failovers = slots.flatMap((s) => (s.failoverMs === null ? [] : [s.failoverMs]));
     const recoveries = slots.flatMap((s) => (s.recoveryMs === null ? [] : [s.recoveryMs]));
@@ -89,6 +91,8 @@ export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary
     violations: result.violations,
     notes: outcome.notes,
     writeErrors: outcome.writeErrors,
+    setup: outcome.setup,
+    warnings: outcome.warnings,
   };
 }
 
@@ -131,6 +135,7 @@ export function formatSummary(s: Summary): string {
   ];
   const lines = [
     header,
+    `on ${s.setup.database}; ${s.setup.apiServer}`,
     "",
     table(rows),
     "",
@@ -150,6 +155,9 @@ export function formatSummary(s: Summary): string {
     ...s.violations.slice(0, 30).map((v) => `  - ${v.rule} at ${new Date(v.at).toISOString()}: ${v.detail}`),
     ...(s.violations.length > 30 ? [`  … and ${s.violations.length - 30} more (see --json)`] : []),
     ...(s.notes.length ? ["notes:", ...s.notes.map((n) => `  - ${n}`)] : []),
+    ...(s.warnings.length
+      ? ["sidecar warnings:", ...s.warnings.map((w) => `  - (${w.replicas.join(", ")}) ${w.message}`)]
+      : []),
   ];
   return lines.join("\n");
 }

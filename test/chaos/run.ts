@@ -7,7 +7,7 @@ import { parseDuration } from "../../src/config/values.ts";
 import { ChaosInterrupted, runChaos } from "./chaos-run.ts";
 import { killAllNow } from "./processes.ts";
 import { formatSummary, summarize } from "./report.ts";
-import { FAULT_KINDS, type FaultKind } from "./schedule.ts";
+import { FAILOVER_FAULT_KINDS, FAULT_KINDS, type FaultKind } from "./schedule.ts";
 
 const USAGE = `Usage: node test/chaos/run.ts --seed S --duration D [--replicas N] [flags]
 
@@ -15,7 +15,11 @@ const USAGE = `Usage: node test/chaos/run.ts --seed S --duration D [--replicas N
   --duration D      length of the fault phase, e.g. 90s, 10m (default 90s)
   --replicas N      pglease replicas, each with its workload and fault proxies (default 3)
   --lease D         lease duration of the replicas (default 2s; renew a third of it, retry 200ms)
-  --faults K,K      only these kinds (${FAULT_KINDS.join(", ")})
+  --faults K,K      only these kinds (${FAULT_KINDS.join(", ")};
+                    with --failover also ${FAILOVER_FAULT_KINDS.join(", ")}, its default)
+  --failover MODE   the database is a primary with a streaming standby behind a proxy that follows
+                    failovers, replicating sync (every commit waits for the standby) or async
+  --api-server S    auto (default: the real kube-apiserver when built, else in-process), real, in-process
   --wake-grace D    how long a process woken from a pause may still believe it leads (default 200ms)
   --unguarded       the deliberately unsafe variant: workloads write without the fence guard
   --json            print the summary as JSON instead of a table
@@ -42,6 +46,8 @@ function parse() {
       lease: { type: "string", default: "2s" },
       faults: { type: "string" },
       unguarded: { type: "boolean", default: false },
+      failover: { type: "string" },
+      "api-server": { type: "string", default: "auto" },
       "wake-grace": { type: "string", default: "200ms" },
       json: { type: "boolean", default: false },
       history: { type: "string" },
@@ -62,9 +68,21 @@ if (args.help) {
 const replicas = Number(args.replicas);
 if (!Number.isInteger(replicas) || replicas < 2 || replicas > 9)
   fail(`--replicas: "${args.replicas}" must be a whole number from 2 to 9`);
+const oneOf = <T extends string>(flag: string, value: string, allowed: readonly T[]): T => {
+  if (!(allowed as readonly string[]).includes(value))
+    fail(`--${flag}: "${value}" must be ${allowed.join(" or ")}`);
+  return value as T;
+};
+const failover =
+  args.failover === undefined ? undefined : oneOf("failover", args.failover, ["sync", "async"]);
+const apiServer = oneOf("api-server", args["api-server"], ["auto", "real", "in-process"]);
 const kinds = args.faults?.split(",").map((k) => k.trim());
-const unknown = kinds?.filter((k) => !(FAULT_KINDS as readonly string[]).includes(k)) ?? [];
-if (unknown.length) fail(`--faults: unknown kind(s) ${unknown.join(", ")}`);
+const known: readonly string[] = failover ? [...FAULT_KINDS, ...FAILOVER_FAULT_KINDS] : FAULT_KINDS;
+const unknown = kinds?.filter((k) => !known.includes(k)) ?? [];
+if (unknown.length)
+  fail(
+    `--faults: unknown kind(s) ${unknown.join(", ")}${failover ? "" : " (the pg-failover kinds need --failover sync|async)"}`,
+  );
 const options = {
   seed: args.seed,
   durationMs: duration("duration", args.duration),
@@ -72,6 +90,8 @@ const options = {
   leaseMs: duration("lease", args.lease),
   retryMs: 200,
   guarded: !args.unguarded,
+  ...(failover ? { failover } : {}),
+  apiServer,
   check: { wakeGraceMs: duration("wake-grace", args["wake-grace"]) },
   ...(kinds ? { kinds: kinds as FaultKind[] } : {}),
 };

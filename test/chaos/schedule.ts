@@ -15,7 +15,10 @@ export const SINGLE_FAULT_KINDS = [
   "api-unreachable",
 ] as const;
 
-export type SingleFaultKind = (typeof SINGLE_FAULT_KINDS)[number];
+/** Only with a primary and a standby (`--failover`, failover.ts); the default kinds there. */
+export const FAILOVER_FAULT_KINDS = ["pg-failover", "pg-failover-lagging"] as const;
+
+export type SingleFaultKind = (typeof SINGLE_FAULT_KINDS)[number] | (typeof FAILOVER_FAULT_KINDS)[number];
 export type FaultKind = SingleFaultKind | "two-at-once";
 export const FAULT_KINDS: readonly FaultKind[] = [...SINGLE_FAULT_KINDS, "two-at-once"];
 
@@ -104,6 +107,9 @@ function planFault(
     "db-blackhole": () => between(random, 500, leaseMs * 2),
     // The pause between the stop and the start; the start itself adds its own time.
     "pg-restart": () => between(random, 0, leaseMs * 0.75),
+    // The primary's downtime before the standby is promoted: how long failure detection took.
+    "pg-failover": () => between(random, 0, leaseMs * 0.5),
+    "pg-failover-lagging": () => between(random, 0, leaseMs * 0.5),
     "api-500": () => between(random, 500, leaseMs * 2),
     "api-hang": () => between(random, 500, leaseMs * 2),
     "api-unreachable": () => between(random, 500, leaseMs * 2),
@@ -145,6 +151,18 @@ function slotFaults(
 /** Restart allowance for pg-restart: the server's own start time is not in durationMs. */
 const PG_START_ALLOWANCE_MS = 1_500;
 
+/** Allowance for a failover: the promotion, then a new standby's base backup, start and streaming. */
+const FAILOVER_ALLOWANCE_MS = 4_000;
+
+/** What a fault takes beyond durationMs: a server's start, or a promotion and a new standby. */
+function allowanceMs(fault: PlannedFault, leaseMs: number): number {
+  if (fault.kind === "pg-restart") return PG_START_ALLOWANCE_MS;
+  if (fault.kind === "pg-failover") return FAILOVER_ALLOWANCE_MS;
+  // The lagging standby's failover first waits (at most twice the lease) for a claim on the primary alone.
+  if (fault.kind === "pg-failover-lagging") return FAILOVER_ALLOWANCE_MS + 2 * leaseMs + 1_000;
+  return 0;
+}
+
 export function planSchedule(shape: ScheduleShape): PlannedSlot[] {
   const random = seededRandom(shape.seed);
   const kinds = shape.kinds ?? FAULT_KINDS;
@@ -158,9 +176,7 @@ export function planSchedule(shape: ScheduleShape): PlannedSlot[] {
   for (let index = 0; ; index++) {
     const kind = queue[index] ?? pick(random, kinds);
     const faults = slotFaults(random, shape, kind, index < queue.length);
-    const healMs = Math.max(
-      ...faults.map((f) => f.delayMs + f.durationMs + (f.kind === "pg-restart" ? PG_START_ALLOWANCE_MS : 0)),
-    );
+    const healMs = Math.max(...faults.map((f) => f.delayMs + f.durationMs + allowanceMs(f, shape.leaseMs)));
     if (startMs + healMs + settleMs > shape.durationMs) break;
     slots.push({ index, kind, startMs, faults, healMs, settleMs });
     startMs += healMs + settleMs;

@@ -83,12 +83,16 @@ function firstAtOrAfter(sorted: readonly number[], t: number): number {
 
 const DATABASE_FAULTS = new Set(["db-cut", "db-delay", "db-blackhole"]);
 
-/** When the replica's database link was under a fault: its own link's faults and every restart. */
+/** The whole database's faults: every replica's link is down while they last. */
+const SERVER_FAULTS = new Set(["pg-restart", "pg-failover", "pg-failover-lagging"]);
+
+/** When the replica's database link was under a fault: its own link's faults, every restart and failover. */
 function linkFaults(history: History, replica: string): Interval[] {
   return history.slots
     .flatMap((s) => s.faults)
     .filter(
-      (f) => f.kind === "pg-restart" || (DATABASE_FAULTS.has(f.kind) && f.target?.split(" ")[0] === replica),
+      (f) =>
+        SERVER_FAULTS.has(f.kind) || (DATABASE_FAULTS.has(f.kind) && f.target?.split(" ")[0] === replica),
     )
     .map((f) => ({ from: f.startedAt, to: f.healedAt }));
 }

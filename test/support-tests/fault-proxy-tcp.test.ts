@@ -5,7 +5,15 @@ import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, expect, it, vi } from "vitest";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { destroyClients, openClient, readToEnd, roundTrip, startTarget, type Target } from "./tcp-peers.ts";
+import {
+  destroyClients,
+  openClient,
+  readToEnd,
+  resetError,
+  roundTrip,
+  startTarget,
+  type Target,
+} from "./tcp-peers.ts";
 
 // A broken proxy tends to hang rather than fail: keep that from costing the default minute.
 vi.setConfig({ testTimeout: 5_000 });
@@ -144,4 +152,21 @@ it("close leaves no timer or handle that would keep a process alive", async () =
   expect(exitCode).toBe(0);
   expect(performance.now() - started).toBeLessThan(4_000);
   expect(JSON.parse(stdout)).toMatchObject({ connections: 2, activeConnections: 0, bytesHeld: 0 });
+});
+
+it("moveTo resets the open connections and sends new ones to the new target", async () => {
+  const other = await startTarget("sink");
+  try {
+    const before = await openClient(proxy.port);
+    expect(await roundTrip(before, "old")).toBe("old");
+    const reset = resetError(before);
+    proxy.moveTo({ host: "127.0.0.1", port: other.port });
+    expect((await reset).code).toBe("ECONNRESET");
+    const after = await openClient(proxy.port);
+    after.write("new");
+    await vi.waitFor(() => expect(Buffer.concat(other.received).toString()).toBe("new"));
+    expect(target.accepted).toHaveLength(1);
+  } finally {
+    await other.close();
+  }
 });

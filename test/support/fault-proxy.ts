@@ -14,6 +14,8 @@
 // - delay(ms): each chunk is held ms before it is written, in both directions, in order;
 //   a later shorter delay never overtakes bytes already held. delay(0) removes it.
 // - heal(): all faults off (delay included): plain forwarding for new and open connections.
+// - moveTo(target): new connections go to another server, open ones are reset, as a proxy in
+//   front of a primary does on failover (the old server is gone or no longer the primary).
 import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 
 export type FaultMode = "forwarding" | "cut" | "blackhole";
@@ -44,6 +46,7 @@ export interface FaultProxy {
   blackhole(): void;
   delay(ms: number): void;
   heal(): void;
+  moveTo(target: { host: string; port: number }): void;
   stats(): FaultProxyStats;
   close(): Promise<void>;
 }
@@ -218,7 +221,8 @@ class ProxiedConnection {
   }
 }
 
-export async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
+export async function startFaultProxy(initial: { host: string; port: number }): Promise<FaultProxy> {
+  let target = { ...initial };
   let mode: FaultMode = "forwarding";
   let delayMs = 0;
   let accepted = 0;
@@ -308,6 +312,10 @@ export async function startFaultProxy(target: { host: string; port: number }): P
       mode = "forwarding";
       delayMs = 0;
       for (const connection of open) if (connection.blackholed) connection.reset();
+    },
+    moveTo(next) {
+      target = { ...next };
+      for (const connection of open) connection.reset();
     },
     stats() {
       return {

@@ -26,13 +26,13 @@ interface Binaries {
 }
 
 /** Who runs the servers: PostgreSQL refuses root, and the embedded server's "postgres" user serves. */
-async function serverUser(): Promise<{ uid: number; gid: number } | null> {
+export async function serverUser(): Promise<{ uid: number; gid: number } | null> {
   if (userInfo().uid !== 0) return null;
   const [uid, gid] = await Promise.all([run("id", ["-u", "postgres"]), run("id", ["-g", "postgres"])]);
   return { uid: Number(uid.stdout), gid: Number(gid.stdout) };
 }
 
-async function accepting(url: string, deadline: number): Promise<void> {
+export async function accepting(url: string, deadline: number): Promise<void> {
   for (;;) {
     const client = new pg.Client({ connectionString: url });
     client.on("error", () => {});
@@ -48,7 +48,7 @@ async function accepting(url: string, deadline: number): Promise<void> {
   }
 }
 
-function stopServer(child: ChildProcess): Promise<void> {
+export function stopServer(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     const force = setTimeout(() => child.kill("SIGKILL"), 10_000);
