@@ -39,3 +39,14 @@ export async function openDatabaseCommand(
 export function databaseHelp(): readonly OptionSpec[] {
   return DATABASE_OPTIONS;
 }
+
+/** Columns padded to their widest cell, two spaces apart, as `kubectl get` prints them. */
+export function textTable(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join("  ")
+      .trimEnd();
+  return `${[line(header), ...rows.map(line)].join("\n")}\n`;
+}

@@ -3,7 +3,7 @@
 import { type OptionSpec, optionHelp } from "../config/options.ts";
 import { parseDuration, parseInteger } from "../config/values.ts";
 import { type HistoryEntry, readHistory } from "../lease/history-store.ts";
-import { databaseHelp, openDatabaseCommand } from "./database-command.ts";
+import { databaseHelp, openDatabaseCommand, textTable } from "./database-command.ts";
 
 const OPTIONS: readonly OptionSpec[] = [
   {
@@ -64,13 +64,7 @@ export function historyText(entries: readonly HistoryEntry[]): string {
     e.previousHolder ?? "-",
     e.reason,
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => c.padEnd(widths[i] ?? 0))
-      .join("  ")
-      .trimEnd();
-  return `${[line(header), ...rows.map(line)].join("\n")}\n`;
+  return textTable(header, rows);
 }
 
 export async function historyCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {

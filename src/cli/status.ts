@@ -3,7 +3,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { type OptionSpec, optionHelp } from "../config/options.ts";
 import { parseDuration } from "../config/values.ts";
 import type { LeaseView } from "../election/ports.ts";
-import { databaseHelp, openDatabaseCommand } from "./database-command.ts";
+import { databaseHelp, openDatabaseCommand, textTable } from "./database-command.ts";
 
 const OPTIONS: readonly OptionSpec[] = [
   { flag: "json", boolean: true, help: "print JSON (stable field names, for scripts)" },
@@ -64,13 +64,7 @@ export function leaseTableText(views: readonly LeaseView[]): string {
     ];
   });
   const header = ["LEASE", "HOLDER", "FENCE", "ACQUIRED", "EXPIRES", "REMAINING", "STATE"];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => c.padEnd(widths[i] ?? 0))
-      .join("  ")
-      .trimEnd();
-  return `${[line(header), ...rows.map(line)].join("\n")}\n`;
+  return textTable(header, rows);
 }
 
 export async function statusCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {

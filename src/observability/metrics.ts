@@ -10,27 +10,20 @@ import { LeaseTimingMetrics } from "./lease-timing-metrics.ts";
 
 export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
-/** Every reason a transition can be counted under: the history's words, then the elector's outcomes. */
-export const TRANSITION_REASONS = [
+/** How leadership is gained: the history's words, then the elector's outcome when the store said none. */
+const GAINED_REASONS = [
   "claim",
   "expiry-takeover",
   "restart-takeover",
   "session-takeover",
   "new-term",
   "acquired",
-  "release",
-  "lost",
-  "stepped-down",
 ] as const;
 
-const GAINED = new Set([
-  "claim",
-  "expiry-takeover",
-  "restart-takeover",
-  "session-takeover",
-  "new-term",
-  "acquired",
-]);
+/** Every reason a transition can be counted under: gains, then how leadership ends. */
+export const TRANSITION_REASONS = [...GAINED_REASONS, "release", "lost", "stepped-down"] as const;
+
+const GAINED = new Set<string>(GAINED_REASONS);
 
 export interface BuildInfo {
   version: string;

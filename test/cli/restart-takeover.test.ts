@@ -5,43 +5,29 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Running, startPglease } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { cliSuite } from "../support/cli-suite.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 
-let db: TestDatabase;
-let admin: pg.Pool;
-const running: Running[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  admin = new pg.Pool({ connectionString: db.url, max: 1 });
-});
-
-afterEach(async () => {
-  for (const r of running.splice(0)) await r.stop("SIGKILL");
-});
-
-afterAll(async () => {
-  await admin.end();
-  await db.drop();
-});
+const suite = cliSuite();
 
 /** A container of pod `name`/`uid`, with a lease far longer than any wait in these tests. */
 async function container(lease: string, pod: { name: string; uid: string }, extra: string[] = []) {
   const port = await freePort();
   const run = startPglease(
     ["run", "--lease", lease, "--http-addr", `127.0.0.1:${port}`, "--duration", "60s", ...extra],
-    { DATABASE_URL: db.url, POD_NAME: pod.name, POD_UID: pod.uid },
+    { DATABASE_URL: suite.db.url, POD_NAME: pod.name, POD_UID: pod.uid },
   );
-  running.push(run);
+  suite.track(run);
   return run;
 }
 
 async function row(lease: string) {
-  const { rows } = await admin.query<{ holder: string; fence: string; acquired_at: Date; expires_at: Date }>(
-    "SELECT holder, fence::text, acquired_at, expires_at FROM pglease_leases WHERE key = $1",
-    [lease],
-  );
+  const { rows } = await suite.admin.query<{
+    holder: string;
+    fence: string;
+    acquired_at: Date;
+    expires_at: Date;
+  }>("SELECT holder, fence::text, acquired_at, expires_at FROM pglease_leases WHERE key = $1", [lease]);
   const [found] = rows;
   if (!found) throw new Error(`no row for ${lease}`);
   return { ...found, fence: Number(found.fence) };

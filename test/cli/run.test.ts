@@ -2,31 +2,15 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Running, runPglease, startPglease, startShortLeaseRun } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { cliSuite } from "../support/cli-suite.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
 
-let db: TestDatabase;
-let admin: pg.Pool;
-const running: Running[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  admin = new pg.Pool({ connectionString: db.url, max: 1 });
-});
-
-afterEach(async () => {
-  for (const r of running.splice(0)) await r.stop("SIGKILL");
-});
-
-afterAll(async () => {
-  await admin.end();
-  await db.drop();
-});
+const suite = cliSuite();
 
 async function replica(lease: string, extra: string[] = []) {
-  const { run: r, port } = await startShortLeaseRun(lease, { DATABASE_URL: db.url }, extra);
-  running.push(r);
+  const { run: r, port } = await startShortLeaseRun(lease, { DATABASE_URL: suite.db.url }, extra);
+  suite.track(r);
   const get = async (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${port}${path}`, init);
   return { r, port, get };
 }
@@ -48,9 +32,9 @@ async function longLeaseReplica(lease: string) {
       "--retry-interval",
       "60s",
     ],
-    { DATABASE_URL: db.url },
+    { DATABASE_URL: suite.db.url },
   );
-  running.push(r);
+  suite.track(r);
   return { r, get: (path: string) => fetch(`http://127.0.0.1:${port}${path}`) };
 }
 
@@ -77,7 +61,7 @@ describe("configuration errors", () => {
 
   it("report inconsistent timing with the flags the user wrote", async () => {
     const out = await runPglease(["run", "--lease", "x", "--duration", "3s", "--renew-interval", "3s"], {
-      DATABASE_URL: db.url,
+      DATABASE_URL: suite.db.url,
     });
     expect(out.code).toBe(2);
     expect(out.stderr).toContain("--renew-interval (3000 ms) must be shorter than --duration (3000 ms)");
@@ -208,11 +192,13 @@ describe("a running controller", () => {
     expect(takenFence).toBeGreaterThan(releasedFence);
     // The row the release ended is the one b took: same key, a higher fence, b's now.
     const { holder } = (await (await b.get("/status")).json()) as { holder: string };
-    const row = await admin.query("SELECT holder, fence::int FROM pglease_leases WHERE key = 'handover'");
+    const row = await suite.admin.query(
+      "SELECT holder, fence::int FROM pglease_leases WHERE key = 'handover'",
+    );
     expect(row.rows).toEqual([{ holder, fence: takenFence }]);
     // The log lines and the history table tell the change of hands in the same words.
     const aHolder = released?.self;
-    expect(aHolder).toMatch(/-[0-9a-f]{8}$/);
+    expect(aHolder).toMatch(/-[0-9a-f]{8}#r:[0-9a-f]{32}\.[0-9]+$/);
     expect(released).toMatchObject({
       key: "handover",
       fence: releasedFence,
@@ -227,7 +213,7 @@ describe("a running controller", () => {
       previous_holder: aHolder,
       reason: "claim",
     });
-    const history = await admin.query(
+    const history = await suite.admin.query(
       "SELECT fence::int, holder, previous_holder, reason FROM pglease_leases_history WHERE key = 'handover' ORDER BY id",
     );
     expect(history.rows.slice(-2)).toEqual([
@@ -247,15 +233,15 @@ describe("a running controller", () => {
 
 describe("start-up while PostgreSQL is unreachable", () => {
   it("waits for it (bounded by --start-timeout) and campaigns once it answers", async () => {
-    const url = new URL(db.url);
+    const url = new URL(suite.db.url);
     const proxy = await startFaultProxy({ host: url.hostname, port: Number(url.port) });
     try {
       proxy.cut();
       const port = await freePort();
       const r = startPglease(["run", "--lease", "late-db", "--http-addr", `127.0.0.1:${port}`], {
-        DATABASE_URL: proxy.url(db.url),
+        DATABASE_URL: proxy.url(suite.db.url),
       });
-      running.push(r);
+      suite.track(r);
       const warning = await r.waitForLog(/^cannot reach PostgreSQL yet \(.*\); retrying in \d+ ms/);
       expect(warning).toMatchObject({ level: "warn", attempt: 1 });
       proxy.heal();
@@ -270,7 +256,7 @@ describe("start-up while PostgreSQL is unreachable", () => {
     const r = startPglease(["run", "--lease", "never", "--http-addr", `127.0.0.1:${port}`], {
       DATABASE_URL: "postgres://nobody:pw@127.0.0.1:1/none",
     });
-    running.push(r);
+    suite.track(r);
     await r.waitForLog(/^cannot reach PostgreSQL yet/);
     const exit = await r.stop("SIGTERM");
     expect(exit.code).toBe(0);
@@ -280,11 +266,11 @@ describe("start-up while PostgreSQL is unreachable", () => {
 
 describe("operator commands", () => {
   it("migrate, status (table and JSON) and a forced release that still bumps the fence", async () => {
-    const env = { DATABASE_URL: db.url };
+    const env = { DATABASE_URL: suite.db.url };
     const migrated = await runPglease(["migrate", "--schema", "ops"], env);
     expect(migrated).toMatchObject({ code: 0 });
     expect(migrated.stdout).toBe("lease table ops.pglease_leases is ready\n");
-    await admin.query(
+    await suite.admin.query(
       "INSERT INTO ops.pglease_leases VALUES ('job', 'pod-1-abcd', 7, clock_timestamp(), clock_timestamp() + interval '1 minute')",
     );
     const table = await runPglease(["status", "--schema", "ops"], env);
@@ -322,13 +308,13 @@ describe("operator commands", () => {
 describe("secrets", () => {
   it("the database password appears in no output, endpoint or error", async () => {
     const password = "s3cr3t-Pa55word";
-    await admin.query(
+    await suite.admin.query(
       `DO $$ BEGIN CREATE ROLE pglease_secret LOGIN PASSWORD '${password}'; EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
     );
-    await admin.query(`GRANT ALL ON SCHEMA public TO pglease_secret`);
-    await admin.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO pglease_secret`);
-    await admin.query(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO pglease_secret`);
-    const url = new URL(db.url);
+    await suite.admin.query(`GRANT ALL ON SCHEMA public TO pglease_secret`);
+    await suite.admin.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO pglease_secret`);
+    await suite.admin.query(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO pglease_secret`);
+    const url = new URL(suite.db.url);
     url.username = "pglease_secret";
     url.password = password;
     const port = await freePort();
@@ -338,7 +324,7 @@ describe("secrets", () => {
         DATABASE_URL: url.toString(),
       },
     );
-    running.push(r);
+    suite.track(r);
     await r.waitForLog(/^acquired lease secret/);
     const bodies = await Promise.all(
       ["/status", "/metrics", "/readyz", "/healthz"].map(async (p) =>

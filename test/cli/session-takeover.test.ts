@@ -5,26 +5,10 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Running, startPglease } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { cliSuite } from "../support/cli-suite.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 
-let db: TestDatabase;
-let admin: pg.Pool;
-const running: Running[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  admin = new pg.Pool({ connectionString: db.url, max: 1 });
-});
-
-afterEach(async () => {
-  for (const r of running.splice(0)) await r.stop("SIGKILL");
-});
-
-afterAll(async () => {
-  await admin.end();
-  await db.drop();
-});
+const suite = cliSuite();
 
 /** A lease far longer than any wait here: a takeover that waited for the expiry would time out. */
 async function pod(lease: string, name: string) {
@@ -42,14 +26,14 @@ async function pod(lease: string, name: string) {
       "200ms",
       "--session-takeover",
     ],
-    { DATABASE_URL: db.url, POD_NAME: name, POD_UID: `uid-${name}` },
+    { DATABASE_URL: suite.db.url, POD_NAME: name, POD_UID: `uid-${name}` },
   );
-  running.push(run);
+  suite.track(run);
   return run;
 }
 
 async function row(lease: string) {
-  const { rows } = await admin.query<{
+  const { rows } = await suite.admin.query<{
     holder: string;
     fence: string;
     acquired_at: Date;
@@ -85,7 +69,7 @@ describe("session takeover", () => {
 
   it("a live leader whose session the server ends steps down, and a follower takes over", async () => {
     const { leader, follower, held } = await leaderAndFollower("dropped");
-    await admin.query("SELECT pg_terminate_backend($1)", [held.session_pid]);
+    await suite.admin.query("SELECT pg_terminate_backend($1)", [held.session_pid]);
     // Which comes first is not guaranteed: that is the window the README documents.
     await leader.waitForLog(/^lost lease dropped/);
     await follower.waitForLog(/^acquired lease dropped/);
