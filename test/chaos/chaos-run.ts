@@ -46,6 +46,7 @@ export interface ChaosOutcome {
 
 const LEASE = "chaos";
 const FIRST_LEADER_TIMEOUT_MS = 30_000;
+const RECOVERY_SEEN_MS = 300;
 
 export const renewIntervalOf = (leaseMs: number) => Math.floor(leaseMs / 3);
 /** Longer than the lease: the others must take over while the loop is stuck. */
@@ -64,6 +65,17 @@ async function steadyLeader(cluster: ChaosCluster, signal: AbortSignal): Promise
     }
     await sleep(20, undefined, { signal });
   }
+}
+
+/** Quiet after a heal: at least minSettleMs, then until a labelled leader runs, at most settleMs. */
+async function settle(cluster: ChaosCluster, planned: PlannedSlot, signal: AbortSignal): Promise<void> {
+  const healed = Date.now();
+  await sleep(planned.minSettleMs, undefined, { signal }).catch(() => {});
+  while (!signal.aborted && cluster.labelledLeader() === null && Date.now() - healed < planned.settleMs) {
+    await sleep(50, undefined, { signal }).catch(() => {});
+  }
+  // The checker sees the leader from the logs a moment after this process did.
+  if (!signal.aborted) await sleep(RECOVERY_SEEN_MS, undefined, { signal }).catch(() => {});
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
@@ -106,6 +118,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     progress(`${cluster.labelledLeader()} leads; ${schedule.length} fault slots planned`);
     for (const planned of schedule) {
       if (signal.aborted) break;
+      if (Date.now() - from + planned.healMs + planned.minSettleMs > options.durationMs) break;
       const faults = await Promise.all(planned.faults.map((f) => runFault(cluster, f, signal)));
       const slot: Slot = {
         index: planned.index,
@@ -120,7 +133,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
         `[${at}s] ${planned.kind}: ${faults.map((f) => `${f.detail} (${f.target ?? "all"})`).join(" + ")}`,
       );
       cluster.kube?.clearRequests();
-      await sleep(planned.settleMs, undefined, { signal }).catch(() => {});
+      await settle(cluster, planned, signal);
     }
     const to = Date.now();
     // Shutdown is judged too: the recording runs until every process has exited.

@@ -7,8 +7,9 @@ import { join } from "node:path";
 import pg from "pg";
 import { createFenceGuard } from "../../src/fence/index.ts";
 import { runPglease } from "../support/cli.ts";
-import { type RestartableServer, startEmbeddedPostgres } from "../support/embedded-postgres.ts";
+import type { RestartableServer } from "../support/embedded-postgres.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { type ServerClock, startChaosPostgres } from "./faketime-postgres.ts";
 import { type LabelWatch, watchRoleLabels } from "./label-watch.ts";
 import type { Recorder } from "./recorder.ts";
 import { Replica } from "./replica.ts";
@@ -55,6 +56,9 @@ export class ChaosCluster {
   readonly recorder: Recorder;
   readonly replicas: Replica[] = [];
   postgres: RestartableServer | null = null;
+  /** Steps the server's clock; null (and clockMissing says why) when it cannot. */
+  clock: ServerClock | null = null;
+  clockMissing: string | null = null;
   kube: KubeApiServer | null = null;
   admin: pg.Pool | null = null;
   labels: LabelWatch | null = null;
@@ -79,7 +83,11 @@ export class ChaosCluster {
   async #start(): Promise<void> {
     const s = this.settings;
     this.#dir = await mkdtemp(join(tmpdir(), "pglease-chaos-"));
-    this.postgres = await startEmbeddedPostgres({ exitHooks: false });
+    ({
+      server: this.postgres,
+      clock: this.clock,
+      clockMissing: this.clockMissing,
+    } = await startChaosPostgres());
     const migrated = await runPglease(["migrate"], { DATABASE_URL: this.postgres.url });
     if (migrated.code !== 0) throw new Error(`pglease migrate failed: ${migrated.stderr.trim()}`);
     this.admin = new pg.Pool({ connectionString: this.postgres.url, max: 2 });

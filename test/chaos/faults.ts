@@ -3,11 +3,10 @@
 // fault of a pair) is skipped and says so.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ChaosCluster } from "./cluster.ts";
+import { type Active, injectDatabaseFault } from "./db-faults.ts";
 import type { InjectedFault } from "./history.ts";
 import type { Replica } from "./replica.ts";
 import type { PlannedFault } from "./schedule.ts";
-
-type Active = Omit<InjectedFault, "healedAt"> & { heal(): Promise<number> };
 
 function targetOf(cluster: ChaosCluster, fault: PlannedFault): Replica {
   const leader = fault.target === "leader" ? cluster.recorder.believedLeader() : null;
@@ -33,6 +32,8 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
   const kube = cluster.kube;
   const postgres = cluster.postgres;
   if (!kube || !postgres) throw new Error("faults: the cluster is not started");
+  const onDatabase = injectDatabaseFault(cluster, fault, base);
+  if (onDatabase) return onDatabase;
   switch (fault.kind) {
     case "sigkill": {
       if (!replica.killSidecar()) return skipped("sidecar not running");
@@ -41,6 +42,31 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
         detail: `SIGKILL, restarted after ${fault.durationMs} ms`,
         heal: async () => {
           replica.startSidecar();
+          return Date.now();
+        },
+      };
+    }
+    case "pod-restart": {
+      const restart = replica.restartPod();
+      if (!restart) return skipped("sidecar not running");
+      return {
+        ...base,
+        detail: `SIGKILL of the pod's sidecar and workload, both started again after ${fault.durationMs} ms`,
+        heal: async () => {
+          restart();
+          return Date.now();
+        },
+      };
+    }
+    case "listen-blackhole": {
+      // The startup packet names the release feed's session: only that connection goes silent.
+      const silenced = replica.dbProxy.blackholeMatching("pglease-listen");
+      if (silenced.count === 0) return skipped("no LISTEN connection open");
+      return {
+        ...base,
+        detail: `LISTEN connection black-holed for ${fault.durationMs} ms`,
+        heal: async () => {
+          silenced.heal();
           return Date.now();
         },
       };
@@ -130,6 +156,8 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
         },
       };
     }
+    default:
+      throw new Error(`faults: no injector for ${fault.kind}`);
   }
 }
 
@@ -152,5 +180,6 @@ export async function runFault(
     startedAt: active.startedAt,
     healedAt,
     detail: active.detail,
+    ...(active.serverEnded?.length ? { serverEnded: active.serverEnded } : {}),
   };
 }

@@ -19,13 +19,13 @@ describe("chaos fault schedule", () => {
     expect([a(), a(), a()]).toEqual([b(), b(), b()]);
   });
 
-  it("plays every kind at the leader at least once in the CI run (seed 1, 90 s) and fits in the duration", () => {
+  it("plans every kind at the leader first in the CI run (seed 1, 90 s), within the duration at the quickest", () => {
     const slots = planSchedule(shape);
     expect(new Set(slots.map((s) => s.kind))).toEqual(new Set(FAULT_KINDS));
     const first = slots.slice(0, FAULT_KINDS.length);
     expect(first.map((s) => s.faults[0]?.target)).toEqual(FAULT_KINDS.map(() => "leader"));
     const last = slots.at(-1);
-    expect((last?.startMs ?? 0) + (last?.healMs ?? 0) + (last?.settleMs ?? 0)).toBeLessThanOrEqual(90_000);
+    expect((last?.startMs ?? 0) + (last?.healMs ?? 0) + (last?.minSettleMs ?? 0)).toBeLessThanOrEqual(90_000);
   });
 
   it("overlaps the two faults of a pair, and keeps pauses longer than the lease", () => {
