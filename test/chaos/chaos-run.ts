@@ -111,6 +111,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   const slots: Slot[] = [];
   try {
     await cluster.start();
+    if (cluster.clockMissing) cluster.settings.note(`clock-step faults are skipped: ${cluster.clockMissing}`);
     await steadyLeader(cluster, signal).catch((error: unknown) => {
       throw signal.aborted ? new ChaosInterrupted() : error;
     });
