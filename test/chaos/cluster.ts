@@ -20,7 +20,7 @@ const TOKEN = "chaos-run-token";
 
 // The lease table's change log. AFTER ROW runs while the statement holds the row's lock, so seq
 // (drawn here) follows the order in which the claims, renewals and releases committed.
-const CREATE_LEASE_LOG = `
+export const CREATE_LEASE_LOG = `
   CREATE TABLE chaos_lease_log (
     seq BIGSERIAL PRIMARY KEY, key TEXT NOT NULL, holder TEXT NOT NULL, fence BIGINT NOT NULL,
     acquired_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL,

@@ -68,15 +68,33 @@ async function session(url: string): Promise<pg.Client> {
 
 const within = (from: number) => ({ from, to: Date.now() });
 
-async function commitStall(admin: pg.Pool, base: Base, fault: PlannedFault): Promise<Active> {
-  for (const statement of [...STALL_COMMITS, RELOAD]) await admin.query(statement);
+/**
+ * Runs statements on a session of its own: a pooled connection may be one a PostgreSQL restart
+ * (another fault) broke while it sat idle.
+ */
+async function once<T>(url: string, run: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = await session(url);
+  try {
+    return await run(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+async function commitStall(url: string, base: Base, fault: PlannedFault): Promise<Active> {
+  await once(url, async (c) => {
+    for (const statement of [...STALL_COMMITS, RELOAD]) await c.query(statement);
+  });
   const active: Active = {
     ...base,
     target: null,
     detail: `commits wait for a missing synchronous standby for ${fault.durationMs} ms`,
     heal: async () => {
-      const waiting = (await admin.query<{ n: number }>(COMMITS_WAITING)).rows[0]?.n ?? 0;
-      for (const statement of [...UNSTALL_COMMITS, RELOAD]) await admin.query(statement);
+      const waiting = await once(url, async (c) => {
+        const n = (await c.query<{ n: number }>(COMMITS_WAITING)).rows[0]?.n ?? 0;
+        for (const statement of [...UNSTALL_COMMITS, RELOAD]) await c.query(statement);
+        return n;
+      });
       active.detail += ` (${waiting} commits waiting at the heal)`;
       return Date.now();
     },
@@ -106,9 +124,12 @@ async function rowLock(url: string, key: string, base: Base, fault: PlannedFault
   return active;
 }
 
-async function rowDelete(admin: pg.Pool, key: string, base: Base): Promise<Active> {
+async function rowDelete(url: string, key: string, base: Base): Promise<Active> {
+  const client = await session(url);
   const sent = Date.now();
-  const { rows } = await admin.query<{ holder: string; fence: string }>(DELETE_ROW, [key]);
+  const { rows } = await client
+    .query<{ holder: string; fence: string }>(DELETE_ROW, [key])
+    .finally(() => client.end().catch(() => {}));
   const gone = rows[0];
   return {
     ...base,
@@ -121,9 +142,9 @@ async function rowDelete(admin: pg.Pool, key: string, base: Base): Promise<Activ
 
 let attached = false;
 
-async function tableDrop(url: string, admin: pg.Pool, base: Base, fault: PlannedFault): Promise<Active> {
+async function tableDrop(url: string, base: Base, fault: PlannedFault): Promise<Active> {
   if (!attached) {
-    await admin.query(ATTACH_LOG_ON_CREATE);
+    await once(url, (c) => c.query(ATTACH_LOG_ON_CREATE));
     attached = true;
   }
   const client = await session(url);
@@ -155,8 +176,8 @@ async function tableDrop(url: string, admin: pg.Pool, base: Base, fault: Planned
   return active;
 }
 
-async function listenKill(admin: pg.Pool, base: Base): Promise<Active> {
-  const { rowCount } = await admin.query(END_LISTENERS);
+async function listenKill(url: string, base: Base): Promise<Active> {
+  const { rowCount } = await once(url, (c) => c.query(END_LISTENERS));
   return {
     ...base,
     target: null,
@@ -201,20 +222,20 @@ export function injectDatabaseFault(
   fault: PlannedFault,
   base: Base,
 ): Promise<Active> | null {
-  const { admin, postgres } = cluster;
-  if (!admin || !postgres) throw new Error("faults: the cluster is not started");
+  const url = cluster.postgres?.url;
+  if (!url) throw new Error("faults: the cluster is not started");
   const key = cluster.settings.lease;
   switch (fault.kind) {
     case "commit-stall":
-      return commitStall(admin, base, fault);
+      return commitStall(url, base, fault);
     case "row-lock":
-      return rowLock(postgres.url, key, base, fault);
+      return rowLock(url, key, base, fault);
     case "row-delete":
-      return rowDelete(admin, key, base);
+      return rowDelete(url, key, base);
     case "table-drop":
-      return tableDrop(postgres.url, admin, base, fault);
+      return tableDrop(url, base, fault);
     case "listen-kill":
-      return listenKill(admin, base);
+      return listenKill(url, base);
     case "clock-step":
       return clockStep(cluster, base, fault);
     default:

@@ -168,12 +168,26 @@ export async function runFault(
   signal: AbortSignal,
 ): Promise<InjectedFault> {
   await sleep(fault.delayMs, undefined, { signal });
-  const active = await inject(cluster, fault);
+  const startedAt = Date.now();
+  // A fault that cannot be injected (its session refused while the other fault of a pair
+  // restarts PostgreSQL, say) is skipped and says why; the run goes on.
+  const active = await inject(cluster, fault).catch(
+    (error: Error): Active => ({
+      kind: fault.kind,
+      target: null,
+      startedAt,
+      detail: `skipped: could not inject: ${error.message}`,
+      heal: async () => Date.now(),
+    }),
+  );
   // pg-restart keeps itself down for its duration; the others are held here.
   if (fault.kind !== "pg-restart" && fault.kind !== "loop-block") {
     await sleep(fault.durationMs, undefined, { signal }).catch(() => {});
   }
-  const healedAt = await active.heal();
+  const healedAt = await active.heal().catch((error: Error) => {
+    active.detail += ` (heal failed: ${error.message})`;
+    return Date.now();
+  });
   return {
     kind: active.kind,
     target: active.target,
