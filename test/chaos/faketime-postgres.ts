@@ -111,6 +111,28 @@ interface ServerFiles {
   offsetFile: string;
 }
 
+/** Starts the postmaster and resolves once it accepts connections. */
+async function spawnReady(binary: string, args: string[], options: Ids & { env: NodeJS.ProcessEnv }) {
+  const started = track(spawn(binary, args, { ...options, stdio: ["ignore", "pipe", "pipe"] }));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error("PostgreSQL under libfaketime: not ready in time")),
+      START_BOUND_MS,
+    );
+    const done = (error?: Error) => {
+      clearTimeout(timer);
+      if (error) reject(error);
+      else resolve();
+    };
+    createInterface({ input: started.stderr as NodeJS.ReadableStream }).on("line", (line) => {
+      if (line.includes(READY)) done();
+    });
+    started.stdout?.resume();
+    started.once("exit", (code) => done(new Error(`PostgreSQL under libfaketime exited (${code}) at start`)));
+  });
+  return started;
+}
+
 function faketimeServer(files: ServerFiles): RestartableServer {
   let child: ChildProcess | undefined;
   let stopped = false;
@@ -129,28 +151,7 @@ function faketimeServer(files: ServerFiles): RestartableServer {
   ];
   const start = async () => {
     const args = ["-D", files.data, "-p", String(files.port), ...settings.flatMap((s) => ["-c", s])];
-    const started = track(
-      spawn(files.postgres, args, { ...files.ids, env, stdio: ["ignore", "pipe", "pipe"] }),
-    );
-    child = started;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error("PostgreSQL under libfaketime: not ready in time")),
-        START_BOUND_MS,
-      );
-      const done = (error?: Error) => {
-        clearTimeout(timer);
-        if (error) reject(error);
-        else resolve();
-      };
-      createInterface({ input: started.stderr as NodeJS.ReadableStream }).on("line", (line) => {
-        if (line.includes(READY)) done();
-      });
-      started.stdout?.resume();
-      started.once("exit", (code) =>
-        done(new Error(`PostgreSQL under libfaketime exited (${code}) at start`)),
-      );
-    });
+    child = await spawnReady(files.postgres, args, { ...files.ids, env });
   };
   const halt = async (how: NodeJS.Signals) => {
     const running = child;

@@ -24,28 +24,14 @@ const aboutPod = (pod: string) => (request: { path: string }) =>
 
 const healedNow = async () => Date.now();
 
-async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Active> {
-  const replica = targetOf(cluster, fault);
-  const role = roleOf(cluster, replica);
-  const base = { kind: fault.kind, target: `${replica.name} (${role})`, startedAt: Date.now() };
-  const skipped = (why: string): Active => ({ ...base, detail: `skipped: ${why}`, heal: healedNow });
-  const kube = cluster.kube;
-  const postgres = cluster.postgres;
-  if (!kube || !postgres) throw new Error("faults: the cluster is not started");
-  const onDatabase = injectDatabaseFault(cluster, fault, base);
-  if (onDatabase) return onDatabase;
+/** The container-restart analogue and the LISTEN connection's black hole; null for other kinds. */
+function injectPodFault(
+  replica: Replica,
+  fault: PlannedFault,
+  base: Pick<InjectedFault, "kind" | "target" | "startedAt">,
+  skipped: (why: string) => Active,
+): Active | null {
   switch (fault.kind) {
-    case "sigkill": {
-      if (!replica.killSidecar()) return skipped("sidecar not running");
-      return {
-        ...base,
-        detail: `SIGKILL, restarted after ${fault.durationMs} ms`,
-        heal: async () => {
-          replica.startSidecar();
-          return Date.now();
-        },
-      };
-    }
     case "pod-restart": {
       const restart = replica.restartPod();
       if (!restart) return skipped("sidecar not running");
@@ -67,6 +53,35 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
         detail: `LISTEN connection black-holed for ${fault.durationMs} ms`,
         heal: async () => {
           silenced.heal();
+          return Date.now();
+        },
+      };
+    }
+    default:
+      return null;
+  }
+}
+
+async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Active> {
+  const replica = targetOf(cluster, fault);
+  const role = roleOf(cluster, replica);
+  const base = { kind: fault.kind, target: `${replica.name} (${role})`, startedAt: Date.now() };
+  const skipped = (why: string): Active => ({ ...base, detail: `skipped: ${why}`, heal: healedNow });
+  const kube = cluster.kube;
+  const postgres = cluster.postgres;
+  if (!kube || !postgres) throw new Error("faults: the cluster is not started");
+  const onDatabase = injectDatabaseFault(cluster, fault, base);
+  if (onDatabase) return onDatabase;
+  const onPod = injectPodFault(replica, fault, base, skipped);
+  if (onPod) return onPod;
+  switch (fault.kind) {
+    case "sigkill": {
+      if (!replica.killSidecar()) return skipped("sidecar not running");
+      return {
+        ...base,
+        detail: `SIGKILL, restarted after ${fault.durationMs} ms`,
+        heal: async () => {
+          replica.startSidecar();
           return Date.now();
         },
       };
