@@ -6,7 +6,7 @@
 import type { History, Pause } from "./history.ts";
 import { fenceViolations, termOverlaps } from "./lease-rules.ts";
 import type { FaultKind } from "./schedule.ts";
-import { type Belief, beliefs, LeadershipView } from "./timeline.ts";
+import { type Belief, beliefs, type Interval, LeadershipView } from "./timeline.ts";
 import type { Violation } from "./violation.ts";
 import { QUIET_BOUND_MS } from "./workload-timing.ts";
 import { quietWorkloads, staleWrites, writesNotGranted } from "./write-rules.ts";
@@ -44,6 +44,12 @@ export interface CheckOptions {
   livenessBoundMs?: number;
   /** A leader with a healthy database link must get a write accepted at least this often. */
   quietBoundMs?: number;
+  /**
+   * How long a holder whose term the server ended behind its back (row DELETE, DROP TABLE, a
+   * forward clock step past the margin) may go on believing: its next renew is sent within a renew
+   * interval and answered within the statement timeout. Default half the lease (lease/3 + lease/6).
+   */
+  serverEndGraceMs?: number;
 }
 
 export const DEFAULT_TOLERANCE_MS = 2;
@@ -56,8 +62,21 @@ export const DEFAULT_TOLERANCE_MS = 2;
  */
 export const DEFAULT_WAKE_GRACE_MS = 200;
 
-/** No two processes that could act believed they led at the same instant. */
-export function overlappingBeliefs(list: readonly Belief[], toleranceMs: number): Violation[] {
+/** Windows in which the server ended a live term without telling its holder. */
+function serverEnds(history: History): Interval[] {
+  return history.slots.flatMap((s) => s.faults.flatMap((f) => f.serverEnded ?? []));
+}
+
+/**
+ * No two processes that could act believed they led at the same instant; except a holder whose
+ * term the server ended behind its back (`serverEnded`), until `graceMs` after that.
+ */
+export function overlappingBeliefs(
+  list: readonly Belief[],
+  toleranceMs: number,
+  serverEnded: readonly Interval[] = [],
+  graceMs = 0,
+): Violation[] {
   const intervals = list
     .flatMap((b) => b.running.map((i) => ({ ...i, who: b.incarnation })))
     .sort((a, b) => a.from - b.from);
@@ -70,6 +89,7 @@ export function overlappingBeliefs(list: readonly Belief[], toleranceMs: number)
       if (!b || b.from >= a.to) break;
       const overlap = Math.min(a.to, b.to) - b.from;
       if (a.who.pid === b.who.pid || overlap <= toleranceMs) continue;
+      if (serverEnded.some((w) => a.from < w.to && b.from >= w.from && a.to <= w.to + graceMs)) continue;
       out.push({
         rule: "two-believers",
         at: b.from,
@@ -80,8 +100,17 @@ export function overlappingBeliefs(list: readonly Belief[], toleranceMs: number)
   return out;
 }
 
-/** At every state the API server went through, at most one pod carried the leader label. */
-export function overlappingLabels(history: History): Violation[] {
+/**
+ * At every state the API server went through, at most one pod carried the leader label; except
+ * while a holder whose term the server ended behind its back may still believe (and so label).
+ */
+export function overlappingLabels(
+  history: History,
+  serverEnded: readonly Interval[] = [],
+  graceMs = 0,
+): Violation[] {
+  const excused = (from: number, to: number) =>
+    serverEnded.some((w) => from >= w.from && to <= w.to + graceMs);
   const out: Violation[] = [];
   const roles = new Map<string, string | null>();
   let published = false;
@@ -94,6 +123,10 @@ export function overlappingLabels(history: History): Violation[] {
       open ??= { at: change.time, pods: new Set() };
       for (const pod of leaders) open.pods.add(pod);
     } else if (open) {
+      if (excused(open.at, change.time)) {
+        open = null;
+        continue;
+      }
       out.push({
         rule: "two-labelled",
         at: open.at,
@@ -137,6 +170,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   const wakeGraceMs = options.wakeGraceMs ?? DEFAULT_WAKE_GRACE_MS;
   const bound = options.livenessBoundMs ?? history.leaseMs + 1_000;
   const quietBoundMs = options.quietBoundMs ?? QUIET_BOUND_MS;
+  const serverEndGraceMs = options.serverEndGraceMs ?? Math.round(history.leaseMs / 2);
   const list = beliefs(history, wakeGraceMs);
   const view = new LeadershipView(history, list);
   const quiet = quietWorkloads(history, list, quietBoundMs);
@@ -146,8 +180,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     ...quiet.violations,
     ...fenceViolations(history),
     ...termOverlaps(history),
-    ...overlappingBeliefs(list, toleranceMs),
-    ...overlappingLabels(history),
+    ...overlappingBeliefs(list, toleranceMs, serverEnds(history), serverEndGraceMs),
+    ...overlappingLabels(history, serverEnds(history), serverEndGraceMs),
   ];
   const slots = [...history.slots].sort((a, b) => a.startedAt - b.startedAt);
   const outcomes = slots.map((slot, i): SlotOutcome => {
@@ -178,6 +212,6 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     writesRejected: history.rejections.filter((r) => inWindow(r.time)).length,
     staleWakeups: staleWakeups(history, list),
     longestWriteGapMs: quiet.longestGapMs,
-    bounds: { toleranceMs, wakeGraceMs, livenessBoundMs: bound, quietBoundMs },
+    bounds: { toleranceMs, wakeGraceMs, livenessBoundMs: bound, quietBoundMs, serverEndGraceMs },
   };
 }

@@ -8,8 +8,9 @@ import { join } from "node:path";
 import pg from "pg";
 import { createFenceGuard } from "../../src/fence/index.ts";
 import { runPglease } from "../support/cli.ts";
-import { type RestartMode, startEmbeddedPostgres } from "../support/embedded-postgres.ts";
+import type { RestartMode } from "../support/embedded-postgres.ts";
 import { type FailoverPair, type Replication, startFailoverPair } from "../support/failover-pair.ts";
+import { type ServerClock, startChaosPostgres } from "./faketime-postgres.ts";
 import { type ApiServerChoice, type ChaosKube, startChaosKube } from "./kube.ts";
 import type { LabelWatch } from "./label-watch.ts";
 import { track } from "./processes.ts";
@@ -29,7 +30,7 @@ export interface ChaosDatabase {
 
 // The lease table's change log. AFTER ROW runs while the statement holds the row's lock, so seq
 // (drawn here) follows the order in which the claims, renewals and releases committed.
-const CREATE_LEASE_LOG = `
+export const CREATE_LEASE_LOG = `
   CREATE TABLE chaos_lease_log (
     seq BIGSERIAL PRIMARY KEY, key TEXT NOT NULL, holder TEXT NOT NULL, fence BIGINT NOT NULL,
     acquired_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL,
@@ -70,6 +71,9 @@ export class ChaosCluster {
   postgres: ChaosDatabase | null = null;
   /** The same database as `postgres` when it is a failover pair. */
   failover: FailoverPair | null = null;
+  /** Steps the server's clock; null (and clockMissing says why) when it cannot. */
+  clock: ServerClock | null = null;
+  clockMissing: string | null = null;
   kube: ChaosKube | null = null;
   admin: pg.Pool | null = null;
   labels: LabelWatch | null = null;
@@ -97,8 +101,12 @@ export class ChaosCluster {
     if (s.failover) {
       this.failover = await startFailoverPair({ replication: s.failover, onSpawn: track });
       this.postgres = this.failover;
+      this.clockMissing = "the failover pair runs without libfaketime";
     } else {
-      this.postgres = await startEmbeddedPostgres({ exitHooks: false });
+      const started = await startChaosPostgres();
+      this.postgres = started.server;
+      this.clock = started.clock;
+      this.clockMissing = started.clockMissing;
     }
     const migrated = await runPglease(["migrate"], { DATABASE_URL: this.postgres.url });
     if (migrated.code !== 0) throw new Error(`pglease migrate failed: ${migrated.stderr.trim()}`);

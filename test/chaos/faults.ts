@@ -3,12 +3,11 @@
 // fault of a pair) is skipped and says so.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ChaosCluster } from "./cluster.ts";
+import { type Active, injectDatabaseFault } from "./db-faults.ts";
 import { startFailover } from "./failover.ts";
 import type { InjectedFault } from "./history.ts";
 import type { Replica } from "./replica.ts";
 import type { PlannedFault } from "./schedule.ts";
-
-type Active = Omit<InjectedFault, "healedAt"> & { heal(): Promise<number> };
 
 function targetOf(cluster: ChaosCluster, fault: PlannedFault): Replica {
   const leader = fault.target === "leader" ? cluster.recorder.believedLeader() : null;
@@ -26,6 +25,44 @@ const aboutPod = (pod: string) => (request: { path: string }) =>
 
 const healedNow = async () => Date.now();
 
+/** The container-restart analogue and the LISTEN connection's black hole; null for other kinds. */
+function injectPodFault(
+  replica: Replica,
+  fault: PlannedFault,
+  base: Pick<InjectedFault, "kind" | "target" | "startedAt">,
+  skipped: (why: string) => Active,
+): Active | null {
+  switch (fault.kind) {
+    case "pod-restart": {
+      const restart = replica.restartPod();
+      if (!restart) return skipped("sidecar not running");
+      return {
+        ...base,
+        detail: `SIGKILL of the pod's sidecar and workload, both started again after ${fault.durationMs} ms`,
+        heal: async () => {
+          restart();
+          return Date.now();
+        },
+      };
+    }
+    case "listen-blackhole": {
+      // The startup packet names the release feed's session: only that connection goes silent.
+      const silenced = replica.dbProxy.blackholeMatching("pglease-listen");
+      if (silenced.count === 0) return skipped("no LISTEN connection open");
+      return {
+        ...base,
+        detail: `LISTEN connection black-holed for ${fault.durationMs} ms`,
+        heal: async () => {
+          silenced.heal();
+          return Date.now();
+        },
+      };
+    }
+    default:
+      return null;
+  }
+}
+
 async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Active> {
   const replica = targetOf(cluster, fault);
   const role = roleOf(cluster, replica);
@@ -34,6 +71,10 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
   const kube = cluster.kube;
   const postgres = cluster.postgres;
   if (!kube || !postgres) throw new Error("faults: the cluster is not started");
+  const onDatabase = injectDatabaseFault(cluster, fault, base);
+  if (onDatabase) return onDatabase;
+  const onPod = injectPodFault(replica, fault, base, skipped);
+  if (onPod) return onPod;
   switch (fault.kind) {
     case "sigkill": {
       if (!replica.killSidecar()) return skipped("sidecar not running");
@@ -143,6 +184,8 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
         },
       };
     }
+    default:
+      throw new Error(`faults: no injector for ${fault.kind}`);
   }
 }
 
@@ -155,17 +198,32 @@ export async function runFault(
   signal: AbortSignal,
 ): Promise<InjectedFault> {
   await sleep(fault.delayMs, undefined, { signal });
-  const active = await inject(cluster, fault);
+  const startedAt = Date.now();
+  // A fault that cannot be injected (its session refused while the other fault of a pair
+  // restarts PostgreSQL, say) is skipped and says why; the run goes on.
+  const active = await inject(cluster, fault).catch(
+    (error: Error): Active => ({
+      kind: fault.kind,
+      target: null,
+      startedAt,
+      detail: `skipped: could not inject: ${error.message}`,
+      heal: async () => Date.now(),
+    }),
+  );
   // pg-restart and the failovers keep the server down for their duration; the others are held here.
   if (!SELF_TIMED.has(fault.kind)) {
     await sleep(fault.durationMs, undefined, { signal }).catch(() => {});
   }
-  const healedAt = await active.heal();
+  const healedAt = await active.heal().catch((error: Error) => {
+    active.detail += ` (heal failed: ${error.message})`;
+    return Date.now();
+  });
   return {
     kind: active.kind,
     target: active.target,
     startedAt: active.startedAt,
     healedAt,
     detail: active.detail,
+    ...(active.serverEnded?.length ? { serverEnded: active.serverEnded } : {}),
   };
 }

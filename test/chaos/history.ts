@@ -75,6 +75,12 @@ export interface InjectedFault {
   startedAt: number;
   healedAt: number;
   detail: string;
+  /**
+   * When the server ended the live term without its holder hearing of it (the row deleted or its
+   * table dropped, the server clock stepped forward past the safety margin): from just before the
+   * statement was sent to just after its answer. The holder learns it from its next answer.
+   */
+  serverEnded?: { from: number; to: number }[];
 }
 
 export interface Slot {

@@ -54,6 +54,7 @@ export class Replica {
   #sidecar: Running | null = null;
   #workload: ChildProcess | null = null;
   #killed = new Set<number>();
+  #killedWorkloads = new WeakSet<ChildProcess>();
   #stopping = false;
   #stopped: Promise<void> | null = null;
   #blockDone: ((window: { from: number; to: number } | null) => void) | null = null;
@@ -174,7 +175,7 @@ export class Replica {
       });
     }
     child.once("exit", (code, sig) => {
-      if (this.#stopping) return;
+      if (this.#stopping || this.#killedWorkloads.has(child)) return;
       s.note(
         `${this.name}: workload exited by itself (${sig ?? `code ${code}`}): ${stderr.trim().slice(-300)}`,
       );
@@ -192,6 +193,24 @@ export class Replica {
     this.#killed.add(pid);
     this.#settings.recorder.sidecarEnded(pid, Date.now());
     return signal(child, "SIGKILL");
+  }
+
+  /**
+   * A container restart: SIGKILL of the sidecar and the workload; the answer starts both again
+   * under the same pod name (the sidecar with a new holder identity). Null when the sidecar is down.
+   */
+  restartPod(): (() => void) | null {
+    if (!this.killSidecar()) return null;
+    const workload = this.#workload;
+    if (workload) {
+      this.#killedWorkloads.add(workload);
+      signal(workload, "SIGKILL");
+    }
+    return () => {
+      if (this.#stopping) return;
+      this.startSidecar();
+      this.#startWorkload();
+    };
   }
 
   /** SIGSTOP of the sidecar, or of the whole pod (sidecar and workload). Null when the sidecar is down. */

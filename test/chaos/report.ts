@@ -1,11 +1,16 @@
 // The chaos run's summary: a table for people, the same figures as JSON for machines.
 import type { ChaosOptions, ChaosOutcome } from "./chaos-run.ts";
 import { renewIntervalOf } from "./chaos-run.ts";
+import type { InjectedFault } from "./history.ts";
 import { FAILOVER_FAULT_KINDS, FAULT_KINDS } from "./schedule.ts";
 
 export interface KindSummary {
   kind: string;
   slots: number;
+  /** Faults of this kind injected, alone or in a pair; a pair counts here once per slot. */
+  injected: number;
+  /** Faults of this kind whose target was down or missing (a kill a moment before, no row yet…). */
+  skipped: number;
   /** Slots in which, for a while, no running process both believed it led and was labelled. */
   disrupted: number;
   failoverMs: { p50: number | null; p99: number | null; max: number | null };
@@ -52,19 +57,23 @@ const spread = (values: number[]) => ({
 
 export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary {
   const { history, result } = outcome;
+  const injected = history.slots.flatMap((s) => s.faults);
+  const skippedFault = (f: InjectedFault) => f.detail.startsWith("skipped");
   const faults = [...FAULT_KINDS, ...FAILOVER_FAULT_KINDS].map((kind): KindSummary => {
     const slots = result.slots.filter((s) => s.kind === kind);
+    const ofKind = kind === "two-at-once" ? [] : injected.filter((f) => f.kind === kind);
     const failovers = slots.flatMap((s) => (s.failoverMs === null ? [] : [s.failoverMs]));
     const recoveries = slots.flatMap((s) => (s.recoveryMs === null ? [] : [s.recoveryMs]));
     return {
       kind,
       slots: slots.length,
+      injected: kind === "two-at-once" ? slots.length : ofKind.filter((f) => !skippedFault(f)).length,
+      skipped: ofKind.filter(skippedFault).length,
       disrupted: failovers.length,
       failoverMs: spread(failovers),
       recoveryMs: spread(recoveries),
     };
   });
-  const injected = history.slots.flatMap((s) => s.faults);
   const byReplica: Record<string, number> = {};
   for (const w of history.writes) byReplica[w.replica] = (byReplica[w.replica] ?? 0) + 1;
   const acquisitions = history.transitions.filter(
@@ -80,8 +89,8 @@ export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary
     faultPhaseMs: history.window.to - history.window.from,
     elapsedMs: outcome.elapsedMs,
     faults,
-    faultsInjected: injected.filter((f) => !f.detail.startsWith("skipped")).length,
-    faultsSkipped: injected.filter((f) => f.detail.startsWith("skipped")).length,
+    faultsInjected: injected.filter((f) => !skippedFault(f)).length,
+    faultsSkipped: injected.filter(skippedFault).length,
     writes: { accepted: result.writesAccepted, rejected: result.writesRejected, byReplica },
     acquisitions: acquisitions.length,
     highestFence: Math.max(0, ...history.leaseRows.map((r) => r.fence)),
@@ -113,6 +122,8 @@ export function formatSummary(s: Summary): string {
     [
       "fault",
       "slots",
+      "injected",
+      "skipped",
       "disrupted",
       "failover p50",
       "failover p99",
@@ -121,10 +132,12 @@ export function formatSummary(s: Summary): string {
       "recovery max",
     ],
     ...s.faults
-      .filter((f) => f.slots > 0)
+      .filter((f) => f.slots > 0 || f.injected > 0 || f.skipped > 0)
       .map((f) => [
         f.kind,
         String(f.slots),
+        String(f.injected),
+        String(f.skipped),
         String(f.disrupted),
         seconds(f.failoverMs.p50),
         seconds(f.failoverMs.p99),
@@ -139,8 +152,8 @@ export function formatSummary(s: Summary): string {
     "",
     table(rows),
     "",
-    "failover: from the first instant with no running, labelled leader to the next one with; recovery: from the heal to a running, labelled leader (bound: lease + 1 s)",
-    `faults injected: ${s.faultsInjected}${s.faultsSkipped ? ` (${s.faultsSkipped} skipped: target down)` : ""}; acquisitions: ${s.acquisitions}; highest fence: ${s.highestFence}`,
+    "slots: the kind alone; injected: alone or in a pair (two-at-once: its slots); failover: from the first instant with no running, labelled leader to the next one with; recovery: from the heal to a running, labelled leader (bound: lease + 1 s)",
+    `faults injected: ${s.faultsInjected}${s.faultsSkipped ? ` (${s.faultsSkipped} skipped: target down or missing)` : ""}; acquisitions: ${s.acquisitions}; highest fence: ${s.highestFence}`,
     `writes accepted: ${s.writes.accepted} (${Object.entries(s.writes.byReplica)
       .map(([r, n]) => `${r} ${n}`)
       .join(", ")}); rejected by the guard as stale: ${s.writes.rejected}`,
@@ -150,7 +163,7 @@ export function formatSummary(s: Summary): string {
       .map(([kind, w]) => `${kind} ${w.count}× ≤ ${w.maxMs} ms`)
       .join(", ")} (grace ${s.bounds.wakeGraceMs} ms)`,
     `longest a leader with a healthy database link went without an accepted write: ${s.longestWriteGapMs} ms (bound ${s.bounds.quietBoundMs} ms)`,
-    `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal`,
+    `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal; a holder whose term the server ended behind its back may believe ${s.bounds.serverEndGraceMs} ms longer`,
     `violations: ${s.violations.length}`,
     ...s.violations.slice(0, 30).map((v) => `  - ${v.rule} at ${new Date(v.at).toISOString()}: ${v.detail}`),
     ...(s.violations.length > 30 ? [`  … and ${s.violations.length - 30} more (see --json)`] : []),

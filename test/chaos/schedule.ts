@@ -13,6 +13,14 @@ export const SINGLE_FAULT_KINDS = [
   "api-500",
   "api-hang",
   "api-unreachable",
+  "pod-restart",
+  "commit-stall",
+  "row-lock",
+  "row-delete",
+  "table-drop",
+  "listen-kill",
+  "listen-blackhole",
+  "clock-step",
 ] as const;
 
 /** Only with a primary and a standby (`--failover`, failover.ts); the default kinds there. */
@@ -37,6 +45,8 @@ export interface PlannedFault {
   latencyMs: number;
   /** pg-restart: a crash-like immediate stop (recovered from the WAL) or a fast shutdown. */
   restartMode: "fast" | "immediate";
+  /** clock-step: the server clock's step at the start (undone at the heal), ms; negative: back. */
+  stepMs: number;
 }
 
 export interface PlannedSlot {
@@ -47,8 +57,12 @@ export interface PlannedSlot {
   faults: PlannedFault[];
   /** When the last fault of the slot heals, from the slot's start. */
   healMs: number;
-  /** Quiet time after the heal: the liveness bound plus a margin, so each recovery is seen alone. */
+  /**
+   * Quiet time after the heal, at most: the liveness bound plus a margin. The run goes on sooner,
+   * after `minSettleMs`, once it sees a labelled, running leader: each recovery is still seen alone.
+   */
   settleMs: number;
+  minSettleMs: number;
 }
 
 export interface ScheduleShape {
@@ -113,6 +127,17 @@ function planFault(
     "api-500": () => between(random, 500, leaseMs * 2),
     "api-hang": () => between(random, 500, leaseMs * 2),
     "api-unreachable": () => between(random, 500, leaseMs * 2),
+    // A kubelet restarts a dead container at once: the new holder finds the old term still live.
+    "pod-restart": () => between(random, 50, 300),
+    "commit-stall": () => between(random, 500, leaseMs * 2),
+    "row-lock": () => between(random, 500, leaseMs * 2),
+    "row-delete": () => 0,
+    // How long the table stays gone before the migration makes it again.
+    "table-drop": () => between(random, 100, leaseMs),
+    "listen-kill": () => 0,
+    // Past the feed's ping interval (5 s) plus its timeout, sometimes: it must notice by itself.
+    "listen-blackhole": () => between(random, leaseMs, 8_000),
+    "clock-step": () => between(random, leaseMs, leaseMs * 2),
   };
   const durationMs = durations[kind]();
   // Most faults hit the leader, where they hurt; some hit any replica, which must not hurt at all.
@@ -127,7 +152,32 @@ function planFault(
     // Above the renew interval each way: every renew round trip misses its tick.
     latencyMs: renewMs + between(random, 50, renewMs),
     restartMode: random() < 0.5 ? "immediate" : "fast",
+    // Half beyond the safety margin (one renew interval), a few seconds; half well within it.
+    stepMs:
+      (random() < 0.5 ? -1 : 1) *
+      (random() < 0.5 ? between(random, 2_000, 4_000) : between(random, 100, renewMs * 0.6)),
   };
+}
+
+const INSTANT = new Set<SingleFaultKind>(["row-delete", "listen-kill"]);
+
+/** Faults of the one shared database: two at once would mostly test each other. */
+const SHARED_DATABASE = new Set<SingleFaultKind>([
+  "pg-restart",
+  "commit-stall",
+  "row-lock",
+  "row-delete",
+  "table-drop",
+  "clock-step",
+]);
+/** End a term on the server without telling its holder, which learns it at its next renew. */
+export const ABRUPT_ENDS = new Set<SingleFaultKind>(["row-delete", "table-drop", "clock-step"]);
+/** They hold the holder's next renew back, so it would learn of an abrupt end later than that. */
+const SLOW_RENEW = new Set<SingleFaultKind>(["db-cut", "db-delay", "db-blackhole"]);
+
+export function pairable(a: SingleFaultKind, b: SingleFaultKind): boolean {
+  if (a === b || (SHARED_DATABASE.has(a) && SHARED_DATABASE.has(b))) return false;
+  return !((ABRUPT_ENDS.has(a) && SLOW_RENEW.has(b)) || (ABRUPT_ENDS.has(b) && SLOW_RENEW.has(a)));
 }
 
 /** One fault, or two that overlap in time; `atLeader` aims the (first) one at the leader. */
@@ -138,10 +188,10 @@ function slotFaults(
   atLeader: boolean,
 ): PlannedFault[] {
   if (kind !== "two-at-once") return [planFault(random, shape, kind, 0, atLeader)];
-  const [first, second] = shuffled(random, SINGLE_FAULT_KINDS).slice(0, 2) as [
-    SingleFaultKind,
-    SingleFaultKind,
-  ];
+  const order = shuffled(random, SINGLE_FAULT_KINDS);
+  // An instant fault (over when injected) comes second, inside the first one's time.
+  const first = order.find((kind) => !INSTANT.has(kind)) as SingleFaultKind;
+  const second = order.find((kind) => pairable(first, kind)) as SingleFaultKind;
   const a = planFault(random, shape, first, 0, atLeader);
   // The second starts while the first is still on.
   const b = planFault(random, shape, second, between(random, 0, Math.floor(a.durationMs / 2)), false);
@@ -163,23 +213,34 @@ function allowanceMs(fault: PlannedFault, leaseMs: number): number {
   return 0;
 }
 
+/** Share of the slots after the first pass that are two faults at once. */
+const PAIR_SHARE = 0.3;
+
+/**
+ * Slots until the duration would be over if every recovery were as quick as `minSettleMs` allows:
+ * the run plays them in order and stops at the first that no longer fits in the time it has left.
+ */
 export function planSchedule(shape: ScheduleShape): PlannedSlot[] {
   const random = seededRandom(shape.seed);
   const kinds = shape.kinds ?? FAULT_KINDS;
   if (kinds.length === 0) throw new Error("schedule: at least one fault kind is needed");
   const settleMs = shape.leaseMs + 1_000 + 1_500;
+  // Long enough for a holder whose term was ended on the server to hear of it at its next renew.
+  const minSettleMs = Math.round(shape.leaseMs / 2);
+  const singles = kinds.filter((k): k is SingleFaultKind => k !== "two-at-once");
   const slots: PlannedSlot[] = [];
   // Every kind once at the leader, in a seeded order, then seeded picks at any target: a short
   // run still sees each kind where it hurts.
   const queue = shuffled(random, kinds);
   let startMs = 0;
   for (let index = 0; ; index++) {
-    const kind = queue[index] ?? pick(random, kinds);
+    const pair = kinds.includes("two-at-once") && (singles.length === 0 || random() < PAIR_SHARE);
+    const kind = queue[index] ?? (pair ? "two-at-once" : pick(random, singles));
     const faults = slotFaults(random, shape, kind, index < queue.length);
     const healMs = Math.max(...faults.map((f) => f.delayMs + f.durationMs + allowanceMs(f, shape.leaseMs)));
-    if (startMs + healMs + settleMs > shape.durationMs) break;
-    slots.push({ index, kind, startMs, faults, healMs, settleMs });
-    startMs += healMs + settleMs;
+    if (startMs + healMs + minSettleMs > shape.durationMs) break;
+    slots.push({ index, kind, startMs, faults, healMs, settleMs, minSettleMs });
+    startMs += healMs + minSettleMs;
   }
   return slots;
 }

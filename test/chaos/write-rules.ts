@@ -82,17 +82,17 @@ function firstAtOrAfter(sorted: readonly number[], t: number): number {
 }
 
 const DATABASE_FAULTS = new Set(["db-cut", "db-delay", "db-blackhole"]);
+/** Faults that hold every replica's writes back: the server down, or its commits waiting. */
+const SHARED_DATABASE_FAULTS = new Set(["pg-restart", "commit-stall", "pg-failover", "pg-failover-lagging"]);
 
-/** The whole database's faults: every replica's link is down while they last. */
-const SERVER_FAULTS = new Set(["pg-restart", "pg-failover", "pg-failover-lagging"]);
-
-/** When the replica's database link was under a fault: its own link's faults, every restart and failover. */
+/** When the replica's database link was under a fault: its own link's faults, restarts, failovers and stalls. */
 function linkFaults(history: History, replica: string): Interval[] {
   return history.slots
     .flatMap((s) => s.faults)
     .filter(
       (f) =>
-        SERVER_FAULTS.has(f.kind) || (DATABASE_FAULTS.has(f.kind) && f.target?.split(" ")[0] === replica),
+        SHARED_DATABASE_FAULTS.has(f.kind) ||
+        (DATABASE_FAULTS.has(f.kind) && f.target?.split(" ")[0] === replica),
     )
     .map((f) => ({ from: f.startedAt, to: f.healedAt }));
 }

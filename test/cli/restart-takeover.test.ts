@@ -1,9 +1,4 @@
-// Crash failover in restart time: `pglease run` processes on a real PostgreSQL, killed and started
-// again the way the kubelet restarts a container in the same pod. A process that binds its pod's
-// restart lock has proven its predecessor dead and takes the live lease at once; anything that
-// cannot prove it (a second process beside a live one, a pod recreated under the same name) waits.
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type Running, startPglease } from "../support/cli.ts";
 import { cliSuite } from "../support/cli-suite.ts";
 import { freePort } from "../support/embedded-postgres.ts";

@@ -1,7 +1,5 @@
-// `pglease run` as a pod runs it: a child process on a real PostgreSQL, probed over HTTP.
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Running, runPglease, startPglease, startShortLeaseRun } from "../support/cli.ts";
+import { describe, expect, it } from "vitest";
+import { runPglease, startPglease, startShortLeaseRun } from "../support/cli.ts";
 import { cliSuite } from "../support/cli-suite.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";

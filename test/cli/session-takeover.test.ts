@@ -1,10 +1,5 @@
-// Session takeover on real `pglease run` processes: with --session-takeover a leader records its
-// notice session with its term; when the process dies without a restart, or the server ends that
-// session while the process lives, a follower takes the lease long before its expiry, and the
-// old leader (if alive) has already stepped down.
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Running, startPglease } from "../support/cli.ts";
+import { describe, expect, it } from "vitest";
+import { startPglease } from "../support/cli.ts";
 import { cliSuite } from "../support/cli-suite.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 

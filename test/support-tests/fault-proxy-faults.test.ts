@@ -123,3 +123,28 @@ it("resetSocket closes a socket whose FIN is still queued, where a reset is refu
   resetSocket(client);
   await closed;
 });
+
+it("blackholeMatching silences only the connections whose first bytes carry the marker", async () => {
+  const listen = await openClient(proxy.port);
+  expect(await roundTrip(listen, "startup application_name pglease-listen")).toBe(
+    "startup application_name pglease-listen",
+  );
+  const pool = await openClient(proxy.port);
+  expect(await roundTrip(pool, "startup application_name pglease")).toBe("startup application_name pglease");
+  const onListen = vi.fn();
+  listen.on("data", onListen);
+
+  const silenced = proxy.blackholeMatching("pglease-listen");
+  expect(silenced.count).toBe(1);
+  listen.write("ping");
+  await vi.waitFor(() => expect(proxy.stats().bytesDropped).toBe("ping".length));
+  expect(onListen).not.toHaveBeenCalled();
+  // The other connection, and the proxy as a whole, go on forwarding.
+  expect(await roundTrip(pool, "renew")).toBe("renew");
+  expect(proxy.stats().mode).toBe("forwarding");
+
+  const reset = resetError(listen);
+  silenced.heal();
+  expect((await reset).code).toBe("ECONNRESET");
+  expect(await roundTrip(pool, "still")).toBe("still");
+});

@@ -45,6 +45,11 @@ export interface FaultProxy {
   cut(): void;
   blackhole(): void;
   delay(ms: number): void;
+  /**
+   * Black-holes only the open connections whose first bytes from the client (a PostgreSQL startup
+   * packet, with its application_name) contain `marker`; their heal() resets them, as heal() does.
+   */
+  blackholeMatching(marker: string): { count: number; heal(): void };
   heal(): void;
   moveTo(target: { host: string; port: number }): void;
   stats(): FaultProxyStats;
@@ -170,6 +175,8 @@ class ProxiedConnection {
   readonly #toTarget: Link | undefined;
   readonly #toClient: Link | undefined;
   blackholed: boolean;
+  /** The first chunk the client sent: for PostgreSQL, its startup packet. */
+  firstBytes: Buffer | null = null;
 
   constructor(client: Socket, upstream: Socket | undefined, delayMs: () => number, counters: Counters) {
     this.client = client;
@@ -179,6 +186,7 @@ class ProxiedConnection {
       counters.bytesDropped += bytes;
     };
     client.on("data", (chunk: Buffer) => {
+      this.firstBytes ??= chunk;
       if (this.blackholed || this.#toTarget === undefined) dropped(chunk.length);
       else this.#toTarget.push(chunk);
     });
@@ -307,6 +315,17 @@ export async function startFaultProxy(initial: { host: string; port: number }): 
         throw new Error(`fault proxy delay(ms): ms must be a finite number >= 0, got ${ms}`);
       }
       delayMs = ms;
+    },
+    blackholeMatching(marker) {
+      const needle = Buffer.from(marker);
+      const hit = [...open].filter((c) => !c.blackholed && c.firstBytes?.includes(needle));
+      for (const connection of hit) connection.blackhole();
+      return {
+        count: hit.length,
+        heal: () => {
+          for (const connection of hit) if (connection.blackholed) connection.reset();
+        },
+      };
     },
     heal() {
       mode = "forwarding";
