@@ -48,8 +48,9 @@ describe("chaos run with PostgreSQL failover", () => {
       kinds: ["pg-failover-lagging", "pg-failover"],
       durationMs: 26_000,
     });
-    const kinds = outcome.history.slots.map((s) => s.kind).sort();
-    expect(kinds).toEqual(["pg-failover", "pg-failover-lagging"]);
+    // Both kinds, and maybe one more slot where the duration has room for it.
+    const kinds = new Set(outcome.history.slots.map((s) => s.kind));
+    expect(kinds).toEqual(new Set(["pg-failover", "pg-failover-lagging"]));
     const lagging = outcome.history.slots.find((s) => s.kind === "pg-failover-lagging");
     // Every commit waits for the standby it was cut from: no claim is acknowledged on the primary alone.
     expect(lagging?.faults[0]?.detail).toMatch(/no claim acknowledged within/);
