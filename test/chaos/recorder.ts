@@ -53,7 +53,11 @@ export class Recorder {
   sidecarLine(pid: number, line: Record<string, unknown>): void {
     const incarnation = this.#incarnation(pid);
     if (!incarnation) return;
-    if (incarnation.holder === null && typeof line.holder === "string") incarnation.holder = line.holder;
+    // The process's own identity: `self` on transition lines (their `holder` is who holds after
+    // the change), `holder` on the others. The latest wins: once the lease stack opens it appends
+    // the restart proof, and the table knows the holder only by that name.
+    const self = typeof line.self === "string" ? line.self : line.holder;
+    if (typeof self === "string") incarnation.holder = self;
     const time = typeof line.time === "string" ? Date.parse(line.time) : Number.NaN;
     if (line.chaos === "loop-block") {
       this.pauses.push({

@@ -1,0 +1,24 @@
+// The recorder names each process by the identity the lease table knows it by: log lines before
+// the lease stack opens carry the identity without its restart proof, and transition lines name
+// the process `self` (their `holder` is who holds after the change). A process named by its first
+// line made the checker report its own fences as never granted.
+import { expect, it } from "vitest";
+import { Recorder } from "./recorder.ts";
+
+it("names a process by its last own identity: the one with the restart proof, never a transition's holder", () => {
+  const recorder = new Recorder();
+  recorder.sidecarStarted("chaos-1", 42, 1_000);
+  const time = new Date(2_000).toISOString();
+  const proof = `chaos-1-b50ca926#r:${"a".repeat(32)}.7`;
+  recorder.sidecarLine(42, { time, holder: "chaos-1-b50ca926", msg: "cannot reach PostgreSQL yet" });
+  recorder.sidecarLine(42, { time, holder: proof, msg: "campaigning for chaos as …" });
+  recorder.sidecarLine(42, {
+    time,
+    self: proof,
+    holder: "chaos-2-00000000",
+    previous_holder: proof,
+    outcome: "held-by-other",
+    msg: "lease chaos is held by chaos-2-00000000",
+  });
+  expect(recorder.incarnations[0]?.holder).toBe(proof);
+});
