@@ -3,6 +3,7 @@ import { handleSelfAccessReview, isSelfAccessReview } from "./access-review.ts";
 import { handleEvents } from "./events.ts";
 import { Abandoned, type FaultPlan, type FaultRequest } from "./faults.ts";
 import type { HandlerRequest, HandlerResult } from "./handler-types.ts";
+import { handleLeases } from "./leases.ts";
 import { handlePods } from "./pods.ts";
 import { authorize, type normalizeRole } from "./rbac.ts";
 import { isWatch, type ResourceRequest, resolveResource } from "./routes.ts";
@@ -76,6 +77,7 @@ function dispatch(store: ObjectStore, request: HandlerRequest): HandlerResult {
   // Ignoring dryRun would persist what the caller meant only to try, so refuse it loudly instead.
   if (request.query.has("dryRun")) throw badRequest("dryRun is not modelled by the test API server");
   if (request.target.resource === "pods") return handlePods(store, request);
+  if (request.target.resource === "leases") return handleLeases(store, request);
   return handleEvents(store, request);
 }
 

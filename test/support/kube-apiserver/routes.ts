@@ -22,6 +22,7 @@ const KNOWN_RESOURCES: readonly KnownResource[] = [
   { group: "", version: "v1", resource: "pods", subresources: ["status"] },
   { group: "", version: "v1", resource: "events", subresources: [] },
   { group: "events.k8s.io", version: "v1", resource: "events", subresources: [] },
+  { group: "coordination.k8s.io", version: "v1", resource: "leases", subresources: [] },
   ACCESS_REVIEW_RESOURCE,
 ];
 
