@@ -184,10 +184,10 @@ export class Candidate {
     } catch {
       return;
     }
-    if (this.identity === null) {
-      const identity = this.kind === "pglease" ? fields.holder : fields.identity;
-      if (typeof identity === "string") this.identity = identity;
-    }
+    // The latest wins: pglease appends its restart proof once its lease stack opens (transition
+    // lines name the process `self`), and client-go campaigns again under a new identity after a loss.
+    const identity = this.kind === "pglease" ? (fields.self ?? fields.holder) : fields.identity;
+    if (typeof identity === "string") this.identity = identity;
     const line: LogLine = { receivedAt: Date.now(), event: eventOf(this.kind, fields), fields };
     this.lines.push(line);
     for (const listener of [...this.#listeners]) listener(line);

@@ -89,17 +89,35 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	identity := *fixedIdentity
-	if identity == "" {
-		identity = pod + "_" + uuid.NewString()
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	// A controller that lost its lease exits non-zero and the kubelet starts it again: here the
+	// same process campaigns again at once, under a new identity unless one was given, so an
+	// election on a loaded host does not shrink by one candidate at each lost renew deadline.
+	for {
+		identity := *fixedIdentity
+		if identity == "" {
+			identity = pod + "_" + uuid.NewString()
+		}
+		if err := campaign(ctx, client, namespace, *lease, identity, timing{*leaseMs, *renewMs, *retryMs}, *releaseOnCancel); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		emit("restarting", map[string]any{"reason": "lost"})
 	}
+}
+
+type timing struct{ leaseMs, renewMs, retryMs int }
+
+// campaign runs one client-go elector until it stops leading or ctx ends.
+func campaign(ctx context.Context, client kubernetes.Interface, namespace, lease, identity string, t timing, releaseOnCancel bool) error {
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: *lease, Namespace: namespace},
+		LeaseMeta:  metav1.ObjectMeta{Name: lease, Namespace: namespace},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer cancel()
 	var led atomic.Bool
 	stopped := func() {
 		// client-go calls this however Run ends, leading or not; the bench's line means "was leading".
@@ -114,10 +132,10 @@ func run() error {
 	}
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            releaseObserver{lock},
-		LeaseDuration:   time.Duration(*leaseMs) * time.Millisecond,
-		RenewDeadline:   time.Duration(*renewMs) * time.Millisecond,
-		RetryPeriod:     time.Duration(*retryMs) * time.Millisecond,
-		ReleaseOnCancel: *releaseOnCancel,
+		LeaseDuration:   time.Duration(t.leaseMs) * time.Millisecond,
+		RenewDeadline:   time.Duration(t.renewMs) * time.Millisecond,
+		RetryPeriod:     time.Duration(t.retryMs) * time.Millisecond,
+		ReleaseOnCancel: releaseOnCancel,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
 				led.Store(true)
@@ -130,12 +148,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	emit("started", map[string]any{"identity": identity, "releaseOnCancel": *releaseOnCancel})
+	emit("started", map[string]any{"identity": identity, "releaseOnCancel": releaseOnCancel})
 	elector.Run(ctx)
-	// Run returns when the context is cancelled (a shutdown) or the lease was lost; a controller
-	// that lost it exits non-zero and is restarted.
-	if ctx.Err() == nil {
-		os.Exit(1)
-	}
 	return nil
 }
