@@ -97,6 +97,15 @@ export const TARGETS: TargetSpec[] = [
     threshold: true,
   },
   {
+    id: "close-10k",
+    target: "10,000 leases in one process: close() releases them all (one statement)",
+    figure: `${ELECTORS_10K}.closeAllMs`,
+    unit: "ms",
+    op: "<",
+    threshold: 200,
+    note: "most of it is the JavaScript of 10,000 elector stops before the one release statement",
+  },
+  {
     id: "pinned-connections",
     target: "connections pinned per pod: none from the pool, only the optional LISTEN",
     figure: `${PGLEASE_STEADY}.connections.pinnedPerPod`,
