@@ -55,7 +55,7 @@ export function steady(ref: Reference): string {
     "| steady state, per pod per hour | pglease | client-go Lease | advisory lock |",
     "|---|---:|---:|---:|",
     `| database statements | ${ref.count(`${STEADY("pglease")}.statements.perPodPerHour`)} | — | ${ref.count(`${STEADY("advisory-lock")}.statements.perPodPerHour`)} |`,
-    `| API server requests | **${ref.count(requests("pglease"))}** | ${clientGoRequests === NOT_MEASURED ? NOT_MEASURED : `${clientGoRequests} (${more} more)`} | — |`,
+    `| API server requests | **${ref.count(requests("pglease"))}** | ${clientGoRequests === NOT_MEASURED ? NOT_MEASURED : more === NOT_MEASURED ? clientGoRequests : `${clientGoRequests} (${more} more)`} | — |`,
     `| connections pinned / total | ${pinned("pglease")} (the pinned one: LISTEN) | — | ${pinned("advisory-lock")} |`,
     `| resident memory of the process | ${rss("pglease")} in the quiet election (publishing); \`pglease run\` idle: ${idle(0)} outside a cluster, ${idle(1)} publishing | ${rss("client-go")} | ${rss("advisory-lock")} |`,
   ].join("\n");
