@@ -1,19 +1,17 @@
+// Crash failover in restart time: `pglease run` processes on a real PostgreSQL, killed and started
+// again the way the kubelet restarts a container in the same pod. A process that binds its pod's
+// restart lock has proven its predecessor dead and takes the live lease at once; anything that
+// cannot prove it (a second process beside a live one, a pod recreated under the same name) waits.
 import { describe, expect, it } from "vitest";
-import { type Running, startPglease } from "../support/cli.ts";
+import { type Running, startLeaseRun } from "../support/cli.ts";
 import { cliSuite } from "../support/cli-suite.ts";
-import { freePort } from "../support/embedded-postgres.ts";
 
 const suite = cliSuite();
 
 /** A container of pod `name`/`uid`, with a lease far longer than any wait in these tests. */
 async function container(lease: string, pod: { name: string; uid: string }, extra: string[] = []) {
-  const port = await freePort();
-  const run = startPglease(
-    ["run", "--lease", lease, "--http-addr", `127.0.0.1:${port}`, "--duration", "60s", ...extra],
-    { DATABASE_URL: suite.db.url, POD_NAME: pod.name, POD_UID: pod.uid },
-  );
-  suite.track(run);
-  return run;
+  const env = { DATABASE_URL: suite.db.url, POD_NAME: pod.name, POD_UID: pod.uid };
+  return suite.track((await startLeaseRun(lease, "60s", env, extra)).run);
 }
 
 async function row(lease: string) {

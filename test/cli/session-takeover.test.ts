@@ -1,30 +1,17 @@
+// Session takeover on real `pglease run` processes: with --session-takeover a leader records its
+// notice session with its term; when the process dies without a restart, or the server ends that
+// session while the process lives, a follower takes the lease long before its expiry, and the
+// old leader (if alive) has already stepped down.
 import { describe, expect, it } from "vitest";
-import { startPglease } from "../support/cli.ts";
+import { startLeaseRun } from "../support/cli.ts";
 import { cliSuite } from "../support/cli-suite.ts";
-import { freePort } from "../support/embedded-postgres.ts";
 
 const suite = cliSuite();
 
 /** A lease far longer than any wait here: a takeover that waited for the expiry would time out. */
 async function pod(lease: string, name: string) {
-  const port = await freePort();
-  const run = startPglease(
-    [
-      "run",
-      "--lease",
-      lease,
-      "--http-addr",
-      `127.0.0.1:${port}`,
-      "--duration",
-      "60s",
-      "--retry-interval",
-      "200ms",
-      "--session-takeover",
-    ],
-    { DATABASE_URL: suite.db.url, POD_NAME: name, POD_UID: `uid-${name}` },
-  );
-  suite.track(run);
-  return run;
+  const env = { DATABASE_URL: suite.db.url, POD_NAME: name, POD_UID: `uid-${name}` };
+  return suite.track((await startLeaseRun(lease, "60s", env, ["--session-takeover"])).run);
 }
 
 async function row(lease: string) {

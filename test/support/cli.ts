@@ -119,27 +119,20 @@ export function startPglease(args: readonly string[], env: NodeJS.ProcessEnv = {
   };
 }
 
-/** `pglease run` for one lease on a free loopback port, with a short lease so tests move fast. */
-export async function startShortLeaseRun(
+/** `pglease run` for one lease on a free loopback port, followers looking every 200 ms. */
+export async function startLeaseRun(
   lease: string,
+  duration: string,
   env: NodeJS.ProcessEnv,
   extra: readonly string[] = [],
 ): Promise<{ run: Running; port: number }> {
   const port = await freePort();
-  const run = startPglease(
-    [
-      "run",
-      "--lease",
-      lease,
-      "--http-addr",
-      `127.0.0.1:${port}`,
-      "--duration",
-      "3s",
-      "--retry-interval",
-      "200ms",
-      ...extra,
-    ],
-    env,
-  );
+  const args = ["run", "--lease", lease, "--http-addr", `127.0.0.1:${port}`, "--duration", duration];
+  const run = startPglease([...args, "--retry-interval", "200ms", ...extra], env);
   return { run, port };
+}
+
+/** With a short lease, so tests move fast. */
+export function startShortLeaseRun(lease: string, env: NodeJS.ProcessEnv, extra: readonly string[] = []) {
+  return startLeaseRun(lease, "3s", env, extra);
 }
