@@ -50,7 +50,8 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;
   try {
-    leases = await openLeases(leaseOptions(config, holder, log, signal));
+    // Through a getter: the lease stack's later warnings carry the identity it settled on.
+    leases = await openLeases(leaseOptions(config, holder, () => log, signal));
     holder = leases.holder;
     log = logger.child({ holder });
     // Transition lines use holder in the history table's sense (who holds after the change), so
@@ -101,7 +102,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
 function leaseOptions(
   config: RunConfig,
   holder: string,
-  log: Logger,
+  log: () => Logger,
   signal: AbortSignal | undefined,
 ): OpenLeasesOptions {
   return {
@@ -123,7 +124,10 @@ function leaseOptions(
     statementTimeoutMs: config.timing.callTimeoutMs,
     startTimeoutMs: config.startTimeoutMs,
     ...(signal ? { signal } : {}),
-    logger: leaseLogger(log),
+    logger: {
+      info: (message, fields) => leaseLogger(log()).info(message, fields),
+      warn: (message, fields) => leaseLogger(log()).warn(message, fields),
+    },
   };
 }
 

@@ -20,5 +20,7 @@ it("names a process by its last own identity: the one with the restart proof, ne
     outcome: "held-by-other",
     msg: "lease chaos is held by chaos-2-00000000",
   });
+  // A line that still carries the identity without its proof does not take it back.
+  recorder.sidecarLine(42, { time, holder: "chaos-1-b50ca926", msg: "release notices interrupted" });
   expect(recorder.incarnations[0]?.holder).toBe(proof);
 });

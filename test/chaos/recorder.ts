@@ -57,7 +57,8 @@ export class Recorder {
     // the change), `holder` on the others. The latest wins: once the lease stack opens it appends
     // the restart proof, and the table knows the holder only by that name.
     const self = typeof line.self === "string" ? line.self : line.holder;
-    if (typeof self === "string") incarnation.holder = self;
+    const settled = incarnation.holder?.includes("#r:") === true;
+    if (typeof self === "string" && (!settled || self.includes("#r:"))) incarnation.holder = self;
     const time = typeof line.time === "string" ? Date.parse(line.time) : Number.NaN;
     if (line.chaos === "loop-block") {
       this.pauses.push({

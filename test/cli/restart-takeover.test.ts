@@ -83,6 +83,17 @@ describe("restart takeover", () => {
     expect(await row("recreated")).toEqual(held);
   });
 
+  it("logs under the identity the table knows: the lease stack's later warnings carry the restart proof", async () => {
+    const run = await container("logged", { name: "orders-4", uid: "uid-logged" });
+    await run.waitForLog(/^acquired lease logged/);
+    const { holder } = await row("logged");
+    await suite.admin.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pglease-listen' AND datname = current_database()",
+    );
+    const warning = await run.waitForLog(/^release notices interrupted/);
+    expect(warning.holder).toBe(holder);
+  });
+
   it("--no-restart-takeover carries no proof and takes nothing over", async () => {
     const pod = { name: "orders-3", uid: "uid-off" };
     const first = await container("off", pod);
