@@ -42,23 +42,28 @@ export interface Hints {
   noticed: boolean;
   /** The notice feed is known healthy (Context.noticesHealthy). */
   noticesHealthy: boolean;
+  /** Why this process may not lead now (its campaign gate), or null. */
+  unfit: string | null;
 }
 
-const NO_HINTS: Hints = { noticed: false, noticesHealthy: false };
+const NO_HINTS: Hints = { noticed: false, noticesHealthy: false, unfit: null };
 
 /**
  * What the next tick does:
- * 1. a leader renews (the deadline timer handles a passed deadline);
- * 2. a follower knowing nothing yet, or told of a release, claims: the claim is conditional on the
+ * 1. a leader renews (the deadline timer handles a passed deadline), or hands over when it may not
+ *    lead (its campaign gate is closed);
+ * 2. a follower that may not lead only reads, whatever it heard: it claims nothing;
+ * 3. a follower knowing nothing yet, or told of a release, claims: the claim is conditional on the
  *    server (another holder's live lease is never taken), so a forged notice costs one claim that
  *    fails and answers who holds the lease, the same outcome as a read, one write dearer;
- * 3. a follower past the observed expiry claims when it polls (its observation is at most one
+ * 4. a follower past the observed expiry claims when it polls (its observation is at most one
  *    retry interval old), and reads first when it waits on notices (its observation is up to a
  *    lease old, and the holder has most likely renewed since): a failed claim is still a write;
- * 4. any other follower only reads, including one that lost a race without learning who won.
+ * 5. any other follower only reads, including one that lost a race without learning who won.
  */
 export function nextAction(state: ElectionState, now: number, hints: Hints = NO_HINTS): Action {
-  if (state.role === "leader") return "renew";
+  if (state.role === "leader") return hints.unfit === null ? "renew" : "resign";
+  if (hints.unfit !== null) return "read";
   if (state.observed === null || hints.noticed) return "claim";
   const expiry = state.observed.localExpiry;
   // Lost a race without learning the winner: look before writing again.
@@ -149,13 +154,31 @@ function heldByOther(
  * A follower's read. Null means "claim now": the lease is free, expired, held in this holder's
  * name by a claim whose answer never arrived (settled before this read, see the elector), or held
  * by a predecessor this process has proven dead (same restart lock); the claim that follows wins
- * a term of its own, and only its answer can start work.
+ * a term of its own, and only its answer can start work. A follower that may not lead (`unfit`)
+ * claims nothing: it only notes who leads.
  */
-export function afterRead(ctx: Context, view: LeaseView | null, receivedAt: number): Decision | null {
+export function afterRead(
+  ctx: Context,
+  view: LeaseView | null,
+  receivedAt: number,
+  unfit: string | null = null,
+): Decision | null {
+  if (unfit !== null) return notCampaigning(ctx, view, receivedAt, unfit);
   if (view === null || view.ttlMs <= 0 || view.holder === ctx.holder) return null;
   // Proven over: the same restart lock (its holder died), or its recorded server session is gone.
   if (provenDeadPredecessor(ctx.holder, view.holder) || view.sessionGone) return null;
   return heldByOther(ctx, view, receivedAt);
+}
+
+function notCampaigning(ctx: Context, view: LeaseView | null, receivedAt: number, unfit: string): Decision {
+  const live = view !== null && view.ttlMs > 0;
+  const seen = live
+    ? view
+    : { holder: null, fence: view?.fence ?? null, expiresAt: null, ttlMs: null };
+  const watched = heldByOther(ctx, seen, receivedAt);
+  const who = live ? `held by ${view.holder} with fence ${view.fence}` : "free";
+  // It looks again when a follower would: the gate opening triggers a look of its own.
+  return { ...watched, outcome: "not-campaigning", sentence: `not campaigning for lease ${ctx.key} (${who}): ${unfit}` };
 }
 
 /**

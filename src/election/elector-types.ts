@@ -1,6 +1,7 @@
 // What the elector takes and tells: its options, its status and its events, and the rule that a
 // throwing listener never breaks the election (it would otherwise end a tick half-applied).
 import type { EventEmitter } from "node:events";
+import type { CampaignGate } from "./campaign-gate.ts";
 import type { Clock } from "./clock.ts";
 import type { Action, Decision, Outcome } from "./decide.ts";
 import type { LeaseStore, ReleaseFeed } from "./ports.ts";
@@ -40,6 +41,12 @@ export interface ElectorOptions extends TimingInput {
    * openLeases({ sessionTakeover }), which sets both.
    */
   sessionTakeover?: boolean;
+  /**
+   * Whether this process may lead now (the application's health, a drain, a no-lead mode). While
+   * it says no, a follower claims nothing and a leader hands over as stop() would, then stays a
+   * follower. Without it the elector always campaigns. See CampaignSwitch for a simple one.
+   */
+  campaign?: CampaignGate;
 }
 
 export interface TickReport extends Decision {
@@ -69,6 +76,8 @@ export interface ElectorStatus {
   since: Date;
   /** Local time left before this leader steps down on its own, ms; null for a follower. */
   deadlineInMs: number | null;
+  /** Why this process does not campaign now (its campaign gate is closed); null while it does. */
+  notCampaigning: string | null;
 }
 
 export type ElectorEvents = {

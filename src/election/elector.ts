@@ -20,6 +20,7 @@ import {
   refusedReleaseFailed,
   releaseFailed,
   releasing,
+  resigned,
   serverClockJumped,
   stepDown,
   strayTerm,
@@ -128,6 +129,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
     if (feed) this.#unsubscribe.push(feed.subscribe(noticed));
     if (feed?.subscribeReconnects) this.#unsubscribe.push(feed.subscribeReconnects(look));
     if (feed?.subscribeUnhealthy) this.#unsubscribe.push(feed.subscribeUnhealthy(look));
+    // The gate closing makes a leader hand over at once; opening makes a follower look, and claim.
+    if (this.#opts.campaign) this.#unsubscribe.push(this.#opts.campaign.subscribe(look));
     this.#schedule(this.#clock.now());
   }
 
@@ -154,6 +157,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
       lastOutcome: this.#lastOutcome,
       since: this.#since,
       deadlineInMs: term ? Math.max(0, term.deadline - this.#clock.now()) : null,
+      notCampaigning: this.#opts.campaign?.reasonNotToLead() ?? null,
     };
   }
 
@@ -190,15 +194,17 @@ export class Elector extends EventEmitter<ElectorEvents> {
     const generation = this.#generation;
     const sentAt = this.#clock.now();
     const ctx = this.#tickContext();
+    const unfit = this.#opts.campaign?.reasonNotToLead() ?? null;
     const action = nextAction(this.#state, sentAt, {
       noticed: this.#noticed,
       noticesHealthy: ctx.noticesHealthy === true,
+      unfit,
     });
     this.#noticed = false;
     this.#lookAgain = false;
     let decision: Decision;
     try {
-      decision = await this.#perform(ctx, action, sentAt);
+      decision = await this.#perform(ctx, action, sentAt, unfit);
     } catch (error) {
       decision = afterError(ctx, this.#state, action, error, this.#clock.now());
     }
@@ -220,9 +226,10 @@ export class Elector extends EventEmitter<ElectorEvents> {
     return healthy ? { ...this.#ctx, noticesHealthy: true } : this.#ctx;
   }
 
-  async #perform(ctx: Context, action: Action, sentAt: number): Promise<Decision> {
+  async #perform(ctx: Context, action: Action, sentAt: number, unfit: string | null): Promise<Decision> {
     const { store } = this.#opts;
     const { leaseDurationMs } = this.timing;
+    if (action === "resign") return this.#handOver(unfit ?? "its campaign gate closed");
     if (action === "renew") {
       const term = this.#state.term;
       if (!term) throw new Error("renew without a term");
@@ -237,7 +244,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
       const view = await this.#call(store.read(this.key));
       const receivedAt = this.#clock.now();
       if (view) this.#observeServer(view, sentAt, receivedAt);
-      const decision = afterRead(ctx, view, receivedAt);
+      // Asked again: the gate may have closed while the read was out, and a claim follows at once.
+      const decision = afterRead(ctx, view, receivedAt, this.#opts.campaign?.reasonNotToLead() ?? null);
       // Free, expired or ours: claim in the same tick.
       if (decision) return decision;
       sentAt = receivedAt;
@@ -247,6 +255,20 @@ export class Elector extends EventEmitter<ElectorEvents> {
     const receivedAt = this.#clock.now();
     this.#observeServer(answer, sentAt, receivedAt);
     return afterClaim(ctx, answer, sentAt, receivedAt, this.#handedOut);
+  }
+
+  /**
+   * The campaign gate closed while leading: as stop() does, the work ends and beforeRelease runs
+   * (bounded, and never past the deadline), then a write still queued on the server settles, so no
+   * renew revives the term after its release. The caller applies the decision, then releases.
+   */
+  async #handOver(reason: string): Promise<Decision> {
+    const term = this.#state.term;
+    if (!term) throw new Error("a hand-over without a term");
+    this.#work?.abort(`handing over lease ${this.key}: ${reason}`);
+    await this.#drain(term);
+    await this.#unanswered.settled();
+    return resigned(this.#ctx, term.fence, reason, this.#clock.now());
   }
 
   /** A store call bounded on the elector's own clock, so a hung pool or socket costs one tick. */

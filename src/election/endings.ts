@@ -46,6 +46,20 @@ export function releasing(ctx: Context, fence: number, now: number): Decision {
   };
 }
 
+/**
+ * The campaign gate closed while leading: the work has ended and beforeRelease ran (as for stop()),
+ * and the term ends here before the release statement goes out, scoped to its fence.
+ */
+export function resigned(ctx: Context, fence: number, reason: string, now: number): Decision {
+  return {
+    outcome: "resigned",
+    sentence: `handed over lease ${ctx.key} (fence ${fence}): ${reason}`,
+    state: initialState,
+    wakeAt: now + ctx.timing.retryIntervalMs,
+    release: fence,
+  };
+}
+
 /** Stopping, the release itself failed: the term, no longer led, ends on the server at its expiry. */
 export function releaseFailed(ctx: Context, fence: number, error: unknown, now: number): Decision {
   const reason = error instanceof Error ? error.message : String(error);

@@ -16,6 +16,10 @@
  *   A reconnection of the notice feed, or the feed no longer known healthy, leads to a read.
  * - A follower on a healthy feed sends nothing between notices and reads at the observed expiry;
  *   a lost notice costs at most that one expiry. Without a healthy feed it polls every retry.
+ * - With a campaign gate (ElectorOptions.campaign), no claim is sent while the gate is closed (it is
+ *   asked at each tick and again before a claim that follows a read); a leader whose gate closes
+ *   hands over as stop() does: work aborted and awaited, beforeRelease, queued writes settled, then
+ *   the release. A claim already out when the gate closes may still win: that term is handed over.
  * - A claim or renew that timed out may still commit: stop() waits for it (bounded by the call
  *   timeout plus a second) before releasing, and releases a term such a write left in its name.
  *
@@ -34,6 +38,7 @@
  * signal outlives its term. Only a resource that rejects stale fences closes these windows: see
  * src/fence.
  */
+export { type CampaignGate, CampaignSwitch } from "./campaign-gate.ts";
 export { type Clock, ManualClock, monotonicClock, type Timer } from "./clock.ts";
 export type { Decision, ElectionState, Outcome } from "./decide.ts";
 export {

@@ -9,6 +9,10 @@ export type Outcome =
   | "lost"
   | "stepped-down"
   | "released"
+  /** A leader whose campaign gate closed handed its term over: work ended, pod demoted, released. */
+  | "resigned"
+  /** A follower whose campaign gate is closed looked and did not claim. */
+  | "not-campaigning"
   /** A claim won a term this elector will not lead (answered too late, stale fence, stopping); it releases it. */
   | "refused"
   | "transient-error";
@@ -64,7 +68,7 @@ export interface Context {
   noticesHealthy?: boolean;
 }
 
-export type Action = "renew" | "claim" | "read";
+export type Action = "renew" | "claim" | "read" | "resign";
 
 export const initialState: ElectionState = { role: "follower", term: null, observed: null };
 

@@ -81,10 +81,21 @@ describe("a follower", () => {
     expect(nextAction(raced.state, raced.wakeAt)).toBe("read");
   });
 
-  it("only reads when told of a release: the notice is a hint, the read decides", () => {
-    // nextAction takes no notice at all; a notice only makes the tick come sooner.
+  it("claims when told of a release (the claim is conditional on the server), and reads otherwise", () => {
     const held = afterClaim(ctx, lostTo("other", 7, 9_000), 0, 0, 0);
     expect(nextAction(held.state, 1)).toBe("read");
+    expect(nextAction(held.state, 1, { noticed: true, noticesHealthy: true, unfit: null })).toBe("claim");
+  });
+
+  it("claims nothing while its campaign gate is closed, whatever it heard, and says why after a read", () => {
+    const unfit = { noticed: true, noticesHealthy: false, unfit: "application unready" };
+    expect(nextAction(initialState, 0, unfit)).toBe("read");
+    const held = afterClaim(ctx, lostTo("other", 7, 9_000), 0, 0, 0);
+    expect(nextAction(held.state, 9_001, unfit)).toBe("read");
+    const free = afterRead(ctx, null, 100, "application unready");
+    expect(free).toMatchObject({ outcome: "not-campaigning", state: { role: "follower" } });
+    expect(free?.sentence).toBe("not campaigning for lease orders-sync (free): application unready");
+    expect(free?.wakeAt).toBe(100 + timing.retryIntervalMs);
   });
 
   it("claims in the same tick when a read finds the lease free, expired or its own", () => {
@@ -210,6 +221,14 @@ describe("a leader", () => {
       "held-by-other",
       "acquired",
     ]);
+  });
+});
+
+describe("a leader whose campaign gate closed", () => {
+  it("hands over instead of renewing", () => {
+    const d = afterClaim(ctx, won(4), 0, 10, 0);
+    expect(nextAction(d.state, 5_000, { noticed: false, noticesHealthy: false, unfit: "draining" })).toBe("resign");
+    expect(nextAction(d.state, 5_000)).toBe("renew");
   });
 });
 

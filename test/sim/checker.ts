@@ -19,6 +19,7 @@ export const VIOLATION_KINDS = [
   "fence-backwards",
   "statement-outlived-timeout",
   "claim-after-exit",
+  "claimed-while-unfit",
   "no-leader",
 ] as const;
 
@@ -132,6 +133,13 @@ export class Checker {
         "write-without-belief",
         `guard accepted fence ${fence} on ${key} from ${proc.name}, which does not believe it leads`,
       );
+    }
+  }
+
+  /** A claim goes out: never while the process's campaign gate is closed. */
+  claimSent(proc: SimProcess, key: string): void {
+    if (proc.gateClosed()) {
+      this.fail("claimed-while-unfit", `${proc.name} sent a claim of ${key} while its campaign gate was closed`);
     }
   }
 

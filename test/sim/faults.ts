@@ -36,7 +36,9 @@ export type Fault =
   /** The database server's wall clock steps (family "clock"). */
   | { kind: "clock-step"; atMs: number; byMs: number }
   /** An operator DELETEs the lease row (family "delete"). */
-  | { kind: "row-delete"; key: string; atMs: number };
+  | { kind: "row-delete"; key: string; atMs: number }
+  /** The process's campaign gate closes (its application turns unready), then opens again. */
+  | { kind: "unfit"; slot: number; atMs: number; forMs: number };
 
 export type FaultKind = Fault["kind"];
 
@@ -51,7 +53,7 @@ export const DEFAULT_FAMILIES: readonly FaultKind[] = [
   "stop",
   "crash",
 ];
-export const OPTIONAL_FAMILIES = ["clock-step", "row-delete", "shared-holder"] as const;
+export const OPTIONAL_FAMILIES = ["clock-step", "row-delete", "unfit", "shared-holder"] as const;
 export type Family = FaultKind | "shared-holder";
 
 /** When the fault is over: liveness is judged from the last of these. */
@@ -81,6 +83,7 @@ const WEIGHTS: Record<FaultKind, number> = {
   crash: 1,
   "clock-step": 2,
   "row-delete": 1,
+  unfit: 2,
 };
 
 export interface FaultSpace {
@@ -151,6 +154,8 @@ function drawOne(rng: Rng, kind: FaultKind, space: FaultSpace, stoppable: Set<nu
       return { kind, atMs, byMs: (rng.chance(0.5) ? -1 : 1) * rng.int(100, 5000) };
     case "row-delete":
       return { kind, key, atMs };
+    case "unfit":
+      return { kind, slot, atMs, forMs };
   }
 }
 
@@ -177,5 +182,7 @@ export function describeFault(fault: Fault): string {
       return `server clock steps ${fault.byMs > 0 ? "+" : ""}${fault.byMs} ms ${at}`;
     case "row-delete":
       return `DELETE row ${fault.key} ${at}`;
+    case "unfit":
+      return `campaign gate of slot ${fault.slot} closed ${at} for ${fault.forMs} ms`;
   }
 }

@@ -1,6 +1,7 @@
 // A simulated `pglease` process: one real Elector per key (src/election/elector.ts), all sharing
 // one holder, one store and one release feed as openLeases() wires them, on a clock that is
 // this process's view of simulated time. Its leader work writes through a fence guard model.
+import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
 import type { Clock } from "../../src/election/clock.ts";
 import { Elector, type LeaderTerm, type TickReport } from "../../src/election/elector.ts";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
@@ -17,6 +18,8 @@ export interface ProcessWatcher {
   leadStarted(proc: SimProcess, key: string, fence: number): void;
   /** The work wrote through the guard with this fence. */
   wrote(proc: SimProcess, key: string, fence: number): void;
+  /** A claim is sent (checked against the process's campaign gate). */
+  claimSent(proc: SimProcess, key: string): void;
   /** A renew answered "zero rows" while the elector still waited for it. */
   lossAnswered(proc: SimProcess, key: string, fence: number): void;
   /** Each tick of an elector, as it reports it. */
@@ -29,6 +32,8 @@ export interface ProcessConfig {
   keys: readonly string[];
   stopTimeoutMs: number;
   workIntervalMs: number;
+  /** The electors consult the process's campaign gate (off only to show what the gate buys). */
+  gated: boolean;
   rng: Rng;
   watcher: ProcessWatcher;
 }
@@ -59,11 +64,18 @@ class ProcessStore implements LeaseStore {
   readonly #batched: BatchedRenewals;
   readonly #clock: Clock;
   readonly #onLoss: (key: string, fence: number, sentAt: number) => void;
+  readonly #onClaim: (key: string) => void;
 
-  constructor(sim: SimStore, clock: Clock, onLoss: (key: string, fence: number, sentAt: number) => void) {
+  constructor(
+    sim: SimStore,
+    clock: Clock,
+    onLoss: (key: string, fence: number, sentAt: number) => void,
+    onClaim: (key: string) => void,
+  ) {
     this.#sim = sim;
     this.#clock = clock;
     this.#onLoss = onLoss;
+    this.#onClaim = onClaim;
     // The end of a turn is the next event of this process on simulated time.
     this.#batched = new BatchedRenewals(sim as unknown as PgLeaseStore, {
       afterTurn: (fire) => clock.setTimer(0, fire),
@@ -71,6 +83,7 @@ class ProcessStore implements LeaseStore {
   }
 
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
+    this.#onClaim(key);
     return this.#sim.claim(key, holder, durationMs);
   }
 
@@ -120,6 +133,8 @@ export class SimProcess implements Owner {
   readonly feed: SimFeed;
   readonly clock: Clock;
   readonly electors = new Map<string, Elector>();
+  /** Opened and closed by the "unfit" fault: its application's health. */
+  readonly #campaign = new CampaignSwitch();
   readonly #config: ProcessConfig;
 
   constructor(config: ProcessConfig, slot: number, name: string, holder: string, originUs: number) {
@@ -131,10 +146,15 @@ export class SimProcess implements Owner {
     this.clock = processClock(wire.loop, this, originUs);
     this.feed = new SimFeed(wire, this);
     const sim = new SimStore(wire, this, this.link);
-    const store = new ProcessStore(sim, this.clock, (key, fence, sentAt) => {
-      // The elector stops waiting at its call timeout; an answer after that is not its to act on.
-      if (this.clock.now() < sentAt + timing.callTimeoutMs) watcher.lossAnswered(this, key, fence);
-    });
+    const store = new ProcessStore(
+      sim,
+      this.clock,
+      (key, fence, sentAt) => {
+        // The elector stops waiting at its call timeout; an answer after that is not its to act on.
+        if (this.clock.now() < sentAt + timing.callTimeoutMs) watcher.lossAnswered(this, key, fence);
+      },
+      (key) => watcher.claimSent(this, key),
+    );
     for (const key of config.keys) {
       const elector = new Elector({
         ...timing,
@@ -144,6 +164,7 @@ export class SimProcess implements Owner {
         releases: this.feed,
         clock: this.clock,
         stopTimeoutMs: config.stopTimeoutMs,
+        ...(config.gated ? { campaign: this.#campaign } : {}),
         lead: (term) => this.#lead(term),
       });
       elector.on("tick", (report) => {
@@ -152,6 +173,18 @@ export class SimProcess implements Owner {
       });
       this.electors.set(key, elector);
     }
+  }
+
+  closeGate(reason: string): void {
+    this.#campaign.unfit(reason);
+  }
+
+  openGate(): void {
+    this.#campaign.fit();
+  }
+
+  gateClosed(): boolean {
+    return this.#campaign.reasonNotToLead() !== null;
   }
 
   start(): void {

@@ -16,6 +16,8 @@ export interface SimOptions {
   ignore: readonly ViolationKind[];
   /** A restart lock that a live process does not keep from the next one: what its exclusivity buys. */
   restartLockNotExclusive?: boolean;
+  /** Electors not given their process's campaign gate: what the gate buys under the "unfit" fault. */
+  campaignGateIgnored?: boolean;
 }
 
 export interface Scenario {

@@ -38,6 +38,7 @@ class World {
   readonly #restartProofs: boolean;
   readonly #lockNotExclusive: boolean;
   readonly #restartLocks = new Map<number, SimProcess>();
+  readonly #gateIgnored: boolean;
   #generation = 0;
 
   constructor(scenario: Scenario, options: SimOptions, traceOn: boolean) {
@@ -45,6 +46,7 @@ class World {
     this.#scenario = scenario;
     this.#restartProofs = options.sem.restartTakeover;
     this.#lockNotExclusive = options.restartLockNotExclusive ?? false;
+    this.#gateIgnored = options.campaignGateIgnored ?? false;
     this.loop = new EventLoop(Rng.stream(seed, "wake-order"));
     this.trace = new Trace(traceOn);
     this.checker = new Checker(this.loop, this.trace, {
@@ -96,6 +98,7 @@ class World {
         keys: s.keys,
         stopTimeoutMs: s.stopTimeoutMs,
         workIntervalMs: s.workIntervalMs,
+        gated: !this.#gateIgnored,
         rng: Rng.stream(s.seed, `work:${name}`),
         watcher: this.checker,
       },
@@ -165,6 +168,7 @@ function scheduleFault(world: World, fault: Fault): void {
     case "pause":
     case "stop":
     case "crash":
+    case "unfit":
       scheduleProcessFault(world, fault);
       return;
     case "link":
@@ -207,7 +211,7 @@ function scheduleFault(world: World, fault: Fault): void {
 /** Aimed at whichever process runs in the slot when the fault strikes. */
 function scheduleProcessFault(
   world: World,
-  fault: Extract<Fault, { kind: "pause" | "stop" | "crash" }>,
+  fault: Extract<Fault, { kind: "pause" | "stop" | "crash" | "unfit" }>,
 ): void {
   const { loop, trace } = world;
   const at = fault.atMs * 1000;
@@ -233,6 +237,20 @@ function scheduleProcessFault(
       loop.at(at, null, () => slot()?.crash());
       loop.at(at + fault.restartAfterMs * 1000, null, () => world.spawn(fault.slot));
       return;
+    case "unfit": {
+      // The process's own events: the gate's listeners start promise chains in it.
+      let target: SimProcess | undefined;
+      loop.at(at, null, () => {
+        target = slot();
+        const p = target;
+        if (p && !p.dead) loop.at(loop.nowUs, p, () => p.closeGate("application unready"));
+      });
+      loop.at(at + fault.forMs * 1000, null, () => {
+        const p = target;
+        if (p && !p.dead) loop.at(loop.nowUs, p, () => p.openGate());
+      });
+      return;
+    }
   }
 }
 
