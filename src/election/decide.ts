@@ -172,13 +172,15 @@ export function afterRead(
 
 function notCampaigning(ctx: Context, view: LeaseView | null, receivedAt: number, unfit: string): Decision {
   const live = view !== null && view.ttlMs > 0;
-  const seen = live
-    ? view
-    : { holder: null, fence: view?.fence ?? null, expiresAt: null, ttlMs: null };
+  const seen = live ? view : { holder: null, fence: view?.fence ?? null, expiresAt: null, ttlMs: null };
   const watched = heldByOther(ctx, seen, receivedAt);
   const who = live ? `held by ${view.holder} with fence ${view.fence}` : "free";
   // It looks again when a follower would: the gate opening triggers a look of its own.
-  return { ...watched, outcome: "not-campaigning", sentence: `not campaigning for lease ${ctx.key} (${who}): ${unfit}` };
+  return {
+    ...watched,
+    outcome: "not-campaigning",
+    sentence: `not campaigning for lease ${ctx.key} (${who}): ${unfit}`,
+  };
 }
 
 /**

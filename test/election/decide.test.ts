@@ -227,7 +227,9 @@ describe("a leader", () => {
 describe("a leader whose campaign gate closed", () => {
   it("hands over instead of renewing", () => {
     const d = afterClaim(ctx, won(4), 0, 10, 0);
-    expect(nextAction(d.state, 5_000, { noticed: false, noticesHealthy: false, unfit: "draining" })).toBe("resign");
+    expect(nextAction(d.state, 5_000, { noticed: false, noticesHealthy: false, unfit: "draining" })).toBe(
+      "resign",
+    );
     expect(nextAction(d.state, 5_000)).toBe("renew");
   });
 });

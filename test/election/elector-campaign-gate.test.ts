@@ -42,7 +42,9 @@ describe("a follower whose gate is closed", () => {
     a.e.start();
     await until(clock, () => a.ticks.length === 1, "first look");
     expect(a.ticks[0]).toMatchObject({ action: "read", outcome: "not-campaigning" });
-    expect(a.ticks[0]?.sentence).toBe(`not campaigning for lease gate-held (held by b with fence ${b.fence}): draining`);
+    expect(a.ticks[0]?.sentence).toBe(
+      `not campaigning for lease gate-held (held by b with fence ${b.fence}): draining`,
+    );
     expect(a.e.status()).toMatchObject({ leader: "b", leaderFence: b.fence });
   });
 });
@@ -73,12 +75,21 @@ describe("a leader whose gate closes", () => {
     const fence = terms[0]?.fence;
 
     gate.unfit("application unready");
-    await until(clock, () => a.outcomes().includes("resigned"), "hands over as the gate closes, no time passing");
+    await until(
+      clock,
+      () => a.outcomes().includes("resigned"),
+      "hands over as the gate closes, no time passing",
+    );
     await settle(() => held.answers.release === 1, "the release answered");
     expect((await h.store.read("gate-leader"))?.ttlMs).toBeLessThanOrEqual(0);
-    expect(steps).toEqual(["work aborted", `beforeRelease: row held by a with fence ${fence} (term ${fence})`]);
+    expect(steps).toEqual([
+      "work aborted",
+      `beforeRelease: row held by a with fence ${fence} (term ${fence})`,
+    ]);
     expect(a.transitions.map((t) => t.outcome)).toEqual(["acquired", "resigned"]);
-    expect(a.transitions[1]?.sentence).toBe(`handed over lease gate-leader (fence ${fence}): application unready`);
+    expect(a.transitions[1]?.sentence).toBe(
+      `handed over lease gate-leader (fence ${fence}): application unready`,
+    );
     expect(a.e.isLeader()).toBe(false);
 
     // Free on the server, and it stays out while the gate is closed.

@@ -139,7 +139,10 @@ export class Checker {
   /** A claim goes out: never while the process's campaign gate is closed. */
   claimSent(proc: SimProcess, key: string): void {
     if (proc.gateClosed()) {
-      this.fail("claimed-while-unfit", `${proc.name} sent a claim of ${key} while its campaign gate was closed`);
+      this.fail(
+        "claimed-while-unfit",
+        `${proc.name} sent a claim of ${key} while its campaign gate was closed`,
+      );
     }
   }
 

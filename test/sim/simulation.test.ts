@@ -112,9 +112,15 @@ it("a work timer and the deadline timer due on the same microsecond: the write t
 
 it("campaign gates closing and opening (application unready) break no invariant; electors that ignore the gate claim while unfit", async () => {
   const withUnfit: SimOptions = { ...shipped, families: new Set([...DEFAULT_FAMILIES, "unfit"]) };
-  const result = await runBatch({ from: 1, count: 300, options: { ...withUnfit, families: [...withUnfit.families] } });
+  const result = await runBatch({
+    from: 1,
+    count: 300,
+    options: { ...withUnfit, families: [...withUnfit.families] },
+  });
   expect(result.failures).toEqual({});
-  expect(await count("claimed-while-unfit", { ...withUnfit, campaignGateIgnored: true }, 300)).toBeGreaterThan(0);
+  expect(
+    await count("claimed-while-unfit", { ...withUnfit, campaignGateIgnored: true }, 300),
+  ).toBeGreaterThan(0);
   // The gate closed while a follower's read was out, and the claim that followed the read went out
   // on the answer the tick began with: the elector now asks the gate again before claiming.
   const closedDuringRead = await runSchedule(makeScenario(1550, withUnfit), withUnfit, { trace: false });
