@@ -5,6 +5,7 @@ import { decidePublishing, type PublishingDecision } from "../kube/environment.t
 import { type PublishConfigField, validatePublishConfig } from "../kube/publish-config.ts";
 import { DEFAULT_RETENTION, type HistoryRetention } from "../lease/history-store.ts";
 import { type DatabaseConfig, readDatabaseConfig } from "./database.ts";
+import { type HealthConfig, readHealthConfig } from "./health-config.ts";
 import { noArguments, optionReader, type RawOptions, readOptions, UsageError } from "./options.ts";
 import { RUN_OPTIONS } from "./run-options.ts";
 import {
@@ -48,6 +49,8 @@ export interface RunConfig {
   sessionTakeover: boolean;
   /** Whether this process publishes to its pod, decided from the environment once, here. */
   publishing: PublishingDecision;
+  /** Leadership follows the application's health (the health gate). */
+  health: HealthConfig;
 }
 
 const TIMING_FLAGS: Record<keyof Timing, string> = {
@@ -90,6 +93,7 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
   const timing = readTiming(raw, get, problems);
   const publish = readPublish(raw, env, problems, get("peer-demotion", parseBoolean) ?? true);
   const database = readDatabaseConfig(raw, env, problems);
+  const publishing = decidePublishing(env);
   const config: RunConfig = {
     leases: leases ?? [],
     publishLease,
@@ -115,7 +119,8 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
     },
     restartTakeover: get("restart-takeover", parseBoolean) ?? true,
     sessionTakeover: get("session-takeover", parseBoolean) ?? false,
-    publishing: decidePublishing(env),
+    publishing,
+    health: readHealthConfig(raw, get, problems, timing, publishing),
   };
   if (config.sessionTakeover && !config.notify) {
     problems.push(

@@ -2,6 +2,7 @@
 
 import { PEER_SELECTOR_LABELS, POD_CONTRACT } from "../kube/pod-contract.ts";
 import { DATABASE_OPTIONS } from "./database.ts";
+import { HEALTH_OPTIONS } from "./health-config.ts";
 import type { OptionSpec } from "./options.ts";
 
 export const RUN_OPTIONS: readonly OptionSpec[] = [
@@ -160,6 +161,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     help: "a follower takes a live lease once its holder's notice session is gone (a crash without restart): faster failover, at the cost of two believers for up to a renew interval plus the statement timeout when the server drops a live holder's session (see the README); needs --notify",
     defaultText: "false",
   },
+  ...HEALTH_OPTIONS,
   {
     flag: "start-timeout",
     env: "PGLEASE_START_TIMEOUT",

@@ -31,7 +31,7 @@ export interface ElectorOptions extends TimingInput {
    */
   lead?: (term: LeaderTerm) => unknown;
   /** Awaited (bounded) before a graceful release: demote the pod first, so there is a gap, never an overlap. */
-  beforeRelease?: (term: { key: string; fence: number }) => Promise<unknown>;
+  beforeRelease?: (term: { key: string; fence: number; reason: string }) => Promise<unknown>;
   /** Bound on waiting for leader work, and for beforeRelease, when stopping or starting a new term. */
   stopTimeoutMs?: number;
   /**

@@ -266,7 +266,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
     const term = this.#state.term;
     if (!term) throw new Error("a hand-over without a term");
     this.#work?.abort(`handing over lease ${this.key}: ${reason}`);
-    await this.#drain(term);
+    await this.#drain(term, reason);
     await this.#unanswered.settled();
     return resigned(this.#ctx, term.fence, reason, this.#clock.now());
   }
@@ -378,7 +378,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#work?.abort(`stopping: releasing lease ${this.key}`);
     await this.#inflight;
     const term = this.#state.role === "leader" ? this.#state.term : null;
-    if (term) await this.#drain(term);
+    if (term) await this.#drain(term, "stopping");
     else await this.#work?.ended(this.#stopTimeoutMs);
     // A write still queued on the server could commit after the release: a renew would revive the
     // term, a claim would take one nobody leads. The server's statement timeout bounds the wait.
@@ -389,13 +389,13 @@ export class Elector extends EventEmitter<ElectorEvents> {
   }
 
   /** Waits for the work, then beforeRelease: each bounded, and never past the local deadline. */
-  async #drain(term: Term): Promise<void> {
+  async #drain(term: Term, reason: string): Promise<void> {
     // The deadline timer stays armed and steps down if a wait runs that long.
     const bound = () => Math.max(0, Math.min(this.#stopTimeoutMs, term.deadline - this.#clock.now()));
     await this.#work?.ended(bound());
     const demote = this.#opts.beforeRelease;
     if (demote) {
-      const demoted = Promise.resolve().then(() => demote({ key: this.key, fence: term.fence }));
+      const demoted = Promise.resolve().then(() => demote({ key: this.key, fence: term.fence, reason }));
       await settledWithin(this.#clock, bound(), demoted);
     }
   }

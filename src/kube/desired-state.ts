@@ -11,6 +11,8 @@ export interface LeadershipState {
   fence: number | null;
   /** Who holds the lease as far as this pod knows; "" when unknown. */
   holder: string;
+  /** Why this pod stops leading, when it is not a plain loss (a health handover): the Event says it. */
+  why?: string;
 }
 
 export interface DesiredCondition {

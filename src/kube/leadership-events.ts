@@ -39,7 +39,8 @@ export function leadershipTransitions(
   const wasLeader = previous?.role === "leader";
   if (wasLeader && (next.role !== "leader" || previous.fence !== next.fence)) {
     const fence = previous.fence === null ? "" : ` (fence ${previous.fence})`;
-    out.push({ reason: "LeadershipLost", message: `${podName} lost lease ${previous.lease}${fence}` });
+    const why = next.role !== "leader" && next.why ? `: ${next.why}` : "";
+    out.push({ reason: "LeadershipLost", message: `${podName} lost lease ${previous.lease}${fence}${why}` });
   }
   if (next.role === "leader" && (!wasLeader || previous.fence !== next.fence)) {
     const fence = next.fence === null ? "" : ` with fence ${next.fence}`;

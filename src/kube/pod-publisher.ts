@@ -105,10 +105,10 @@ class KubePodPublisher implements PodPublisher {
     }
   }
 
-  async demote(timeoutMs: number): Promise<boolean> {
+  async demote(timeoutMs: number, why?: string): Promise<boolean> {
     const desired = this.#state.desired;
     if (!desired) return false;
-    this.setDesired({ ...desired.state, role: "follower", fence: null });
+    this.setDesired({ ...desired.state, role: "follower", fence: null, ...(why ? { why } : {}) });
     return this.#tracker.waitFor(
       () => (this.#state.desired?.state.role !== "follower" ? false : podShowsDesired(this.#state) || null),
       timeoutMs,
@@ -119,6 +119,14 @@ class KubePodPublisher implements PodPublisher {
   state(): { published: boolean; lastError?: string } {
     const { lastError } = this.#state;
     return { published: podShowsDesired(this.#state), ...(lastError === undefined ? {} : { lastError }) };
+  }
+
+  async listPeers(): Promise<Pod[]> {
+    const pod = this.#state.pod ?? (await this.#api.listOwnPod()).items[0];
+    const selector = peerSelectorFor(this.#opts.config, pod?.metadata?.labels);
+    if (selector === null) return [];
+    const peers = await this.#api.listPods(selector);
+    return peers.filter((peer) => peer.metadata?.name !== this.#opts.config.podName);
   }
 
   stop(): Promise<void> {
@@ -208,6 +216,7 @@ class KubePodPublisher implements PodPublisher {
 
   #seen(next: Pod): void {
     this.#state.pod = next;
+    this.#opts.onPod?.(next);
     const desired = this.#state.desired;
     if (desired && podShowsDesired(this.#state)) {
       const reported = this.#tracker.shown(desired.state.role);

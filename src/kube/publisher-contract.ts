@@ -3,6 +3,7 @@
 import type { Logger } from "pino";
 import type { Clock } from "../election/clock.ts";
 import type { BackoffTiming } from "./backoff.ts";
+import type { Pod } from "./client/api-types.ts";
 import type { KubeConnection } from "./client/connection.ts";
 import type { LeadershipState } from "./desired-state.ts";
 import type { PublishConfig } from "./publish-config.ts";
@@ -58,6 +59,8 @@ export interface PodPublisherOptions {
    * stops there. Without it only the newest setDesired() counts.
    */
   stillLeads?: (term: LeadershipState) => boolean;
+  /** Every version of this pod the publisher sees (its watch, its patches): the health gate reads it. */
+  onPod?: (pod: Pod) => void;
 }
 
 /** start() rejects with a PublishConfigError (publish-config.ts) when the pod's peers cannot be found. */
@@ -71,8 +74,10 @@ export interface StartResult {
 export interface PodPublisher {
   start(initial: LeadershipState): Promise<StartResult>;
   setDesired(state: LeadershipState): void;
-  /** Sets follower and waits, at most timeoutMs, until the pod shows it. */
-  demote(timeoutMs: number): Promise<boolean>;
+  /** Sets follower and waits, at most timeoutMs, until the pod shows it; `why` goes into the Event. */
+  demote(timeoutMs: number, why?: string): Promise<boolean>;
   state(): { published: boolean; lastError?: string };
+  /** The other pods of this lease (the peer selector), as the API server lists them now. */
+  listPeers(): Promise<Pod[]>;
   stop(): Promise<void>;
 }

@@ -21,7 +21,7 @@ const GAINED_REASONS = [
 ] as const;
 
 /** Every reason a transition can be counted under: gains, then how leadership ends. */
-export const TRANSITION_REASONS = [...GAINED_REASONS, "release", "lost", "stepped-down"] as const;
+export const TRANSITION_REASONS = [...GAINED_REASONS, "release", "resigned", "lost", "stepped-down"] as const;
 
 const GAINED = new Set<string>(GAINED_REASONS);
 
@@ -161,6 +161,28 @@ export class SidecarMetrics {
     });
   }
 
+  /** The health gate's input and its handovers, read at each scrape. */
+  watchHealth(view: () => { ready: boolean | null; handovers: number }): void {
+    new client.Gauge({
+      name: "pglease_application_ready",
+      help: "The health gate's input: 1 when the application is ready, 0 when not, -1 before the first report",
+      registers: [this.registry],
+      collect() {
+        const ready = view().ready;
+        this.set(ready === null ? -1 : ready ? 1 : 0);
+      },
+    });
+    new client.Counter({
+      name: "pglease_health_handovers_total",
+      help: "Handovers because the application stayed unready past the grace period with a healthy candidate seen",
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(view().handovers);
+      },
+    });
+  }
+
   observeNotice(key: string): void {
     this.#notices.inc({ lease: this.#leases.has(key) ? key : "other" });
   }
@@ -184,6 +206,7 @@ function transitionReason(tick: TickReport): (typeof TRANSITION_REASONS)[number]
     }
     case "released":
       return "release";
+    case "resigned":
     case "lost":
     case "stepped-down":
       return tick.outcome;

@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Address } from "../config/values.ts";
 import type { Elector } from "../election/elector.ts";
+import type { AppHealthView } from "./health-gate.ts";
 
 export interface HttpSources {
   /** Empty while the sidecar is starting (waiting for PostgreSQL). */
@@ -11,6 +12,8 @@ export interface HttpSources {
   /** Changes once, when the lease stack opens and appends the restart proof. */
   holder(): string;
   pod: { namespace: string; name: string } | null;
+  /** The health gate's input (the application's readiness and its age); null without a gate. */
+  health?: () => (AppHealthView & { source: string }) | null;
   /** Null when healthy; otherwise why the loop counts as stalled. Starting counts as healthy. */
   stalled(): string | null;
   /** Null when ready; otherwise what is missing. */
@@ -21,6 +24,8 @@ export interface HttpSources {
 export interface StatusDocument {
   holder: string;
   pod: { namespace: string; name: string } | null;
+  /** The health gate's input; null when leadership does not follow the application's health. */
+  health: (AppHealthView & { source: string }) | null;
   leases: Array<{
     lease: string;
     role: "leader" | "follower";
@@ -31,13 +36,18 @@ export interface StatusDocument {
     expiresAt: string | null;
     lastOutcome: string | null;
     since: string;
+    /** Why this process does not campaign for the lease now (the health gate); null while it does. */
+    notCampaigning: string | null;
   }>;
 }
 
-export function statusDocument(sources: Pick<HttpSources, "electors" | "holder" | "pod">): StatusDocument {
+export function statusDocument(
+  sources: Pick<HttpSources, "electors" | "holder" | "pod" | "health">,
+): StatusDocument {
   return {
     holder: sources.holder(),
     pod: sources.pod,
+    health: sources.health?.() ?? null,
     leases: sources.electors().map((e) => {
       const s = e.status();
       return {
@@ -49,6 +59,7 @@ export function statusDocument(sources: Pick<HttpSources, "electors" | "holder" 
         expiresAt: s.expiresAt?.toISOString() ?? null,
         lastOutcome: s.lastOutcome,
         since: s.since.toISOString(),
+        notCampaigning: s.notCampaigning,
       };
     }),
   };

@@ -3,6 +3,7 @@
 import type { Logger } from "pino";
 import { UsageError } from "../config/options.ts";
 import type { RunConfig } from "../config/run-config.ts";
+import type { Pod } from "../kube/client/api-types.ts";
 import type { LeadershipState } from "../kube/desired-state.ts";
 import { PublishConfigError, validatePublishConfig } from "../kube/publish-config.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
@@ -15,6 +16,8 @@ export async function startPublisher(
   onShown: () => void,
   /** Asked between listing peers and patching them: does this process still lead that term? */
   stillLeads: (term: LeadershipState) => boolean,
+  /** Each version of this pod seen: the health gate's input. */
+  onPod: (pod: Pod) => void,
 ): Promise<PodPublisher | null> {
   const decision = config.publishing;
   if (!decision.enabled) {
@@ -47,6 +50,7 @@ export async function startPublisher(
       metrics.observePublished(e);
     },
     stillLeads,
+    onPod,
   });
   const started = await publisher
     .start({ lease: config.publishLease, role: "follower", fence: null, holder: "" })

@@ -13,6 +13,7 @@ import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
 import { type TransitionFields, transitionFields } from "../observability/transition-log.ts";
 import { type Leases, type OpenLeasesOptions, openLeases } from "../open-leases.ts";
+import { type AppHealth, startAppHealth } from "./app-health.ts";
 import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
 import { startHttpServer } from "./http-server.ts";
 import { startPublisher } from "./publishing.ts";
@@ -44,7 +45,14 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     podShown: null,
     readyOnce: false,
   };
-  const http = await serveHttp(config, () => holder, view, metrics);
+  const appHealth = startAppHealth(
+    config.health,
+    logger.child({ component: "health" }),
+    () => (view.electors ?? []).some((e) => e.isLeader()),
+    { annotation: config.publish.leaseAnnotation, name: config.publishLease },
+  );
+  if (appHealth) metrics.watchHealth(() => appHealth.gate.view());
+  const http = await serveHttp(config, () => holder, view, metrics, appHealth);
   const closeHttp = () => closeServer(http.server);
   let transitionLog = logger.child({ self: holder });
   let leases: Leases | null = null;
@@ -69,14 +77,25 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
         const elector = view.electors?.find((e) => e.key === term.lease);
         return elector !== undefined && elector.isLeader() && elector.status().fence === term.fence;
       },
+      (pod) => appHealth?.onPod(pod),
     );
+    appHealth?.usePublisher(publisher);
   } catch (error) {
+    appHealth?.stop();
     await leases?.close();
     await closeHttp();
     throw error;
   }
   leases.releases?.subscribe((key) => metrics.observeNotice(key));
-  const electors = campaign(config, { log, transitionLog }, leases, publisher, metrics, view);
+  const shutdown = { started: false };
+  const electors = campaign(
+    config,
+    { log, transitionLog },
+    leases,
+    { publisher, appHealth, shutdown },
+    metrics,
+    view,
+  );
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
     `campaigning for ${config.leases.join(", ")} as ${holder}`,
@@ -89,7 +108,9 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     httpPort: http.port,
     stop() {
       stopping ??= (async () => {
+        shutdown.started = true;
         await opened.close();
+        appHealth?.stop();
         await publisher?.stop().catch(() => {});
         await closeHttp();
         log.info("stopped");
@@ -131,9 +152,16 @@ function leaseOptions(
   };
 }
 
-function serveHttp(config: RunConfig, holder: () => string, view: HealthView, metrics: SidecarMetrics) {
+function serveHttp(
+  config: RunConfig,
+  holder: () => string,
+  view: HealthView,
+  metrics: SidecarMetrics,
+  appHealth: AppHealth | null,
+) {
   const stallAfterMs = stallBound(config.timing);
   return startHttpServer(config.http, {
+    health: () => (appHealth ? { source: config.health.source, ...appHealth.gate.view() } : null),
     electors: () => view.electors ?? [],
     holder,
     pod:
@@ -149,39 +177,42 @@ function serveHttp(config: RunConfig, holder: () => string, view: HealthView, me
   });
 }
 
-/** One elector per lease, each wired to metrics, logs and (for the published lease) the pod. */
+/**
+ * One elector per lease, each wired to metrics, logs, the health gate and (for the published
+ * lease) the pod.
+ */
 function campaign(
   config: RunConfig,
   logs: { log: Logger; transitionLog: Logger },
   leases: Leases,
-  publisher: PodPublisher | null,
+  {
+    publisher,
+    appHealth,
+    shutdown,
+  }: { publisher: PodPublisher | null; appHealth: AppHealth | null; shutdown: { started: boolean } },
   metrics: SidecarMetrics,
   view: HealthView,
 ): Elector[] {
-  // Once the pod is demoted for shutdown, nothing may label it leader again.
-  let demotedForShutdown = false;
   const stepBudget = Math.floor(config.gracePeriodMs / 4);
   view.campaigningSince = performance.now();
   const electors = config.leases.map((key) => {
     const published = publisher !== null && key === config.publishLease;
+    let self: Elector | undefined;
     const elector = leases.campaign(key, {
       ...config.timing,
       stopTimeoutMs: stepBudget,
-      ...(published
-        ? {
-            beforeRelease: () => {
-              demotedForShutdown = true;
-              return publisher.demote(stepBudget);
-            },
-          }
-        : {}),
+      // A health handover demotes the pod as a shutdown does, before the release.
+      ...(published ? { beforeRelease: ({ reason }) => publisher.demote(stepBudget, reason) } : {}),
+      ...(appHealth ? { campaign: appHealth.gate.gateFor(() => self?.isLeader() ?? false) } : {}),
     });
+    self = elector;
     // Listeners go on before the first tick, which runs on a timer after campaign() returns.
     observe(elector, logs, metrics, view);
     if (published) {
       const publish = () => {
         const s = elector.status();
-        if (demotedForShutdown && s.role === "leader") return;
+        // Once shutting down (the pod is being demoted), nothing may label it leader again.
+        if (shutdown.started && s.role === "leader") return;
         publisher.setDesired({ lease: s.key, role: s.role, fence: s.fence, holder: s.leader ?? "" });
       };
       elector.on("transition", publish);

@@ -132,6 +132,46 @@ describe("pglease run configuration", () => {
     ]);
   });
 
+  it("reads the health gate: off by default, url with --health-url, every inconsistency at once", () => {
+    expect(readRunConfig(["--lease", "orders"], db).health).toMatchObject({ source: "off", graceMs: 5_000 });
+    expect(
+      readRunConfig(["--lease", "orders", "--health-url", "http://127.0.0.1:8080/healthz"], db).health,
+    ).toMatchObject({
+      source: "url",
+      intervalMs: 1_000,
+      settleMs: 30_000,
+      strict: false,
+      waitAtStart: true,
+    });
+    const inPod = { ...db, POD_NAME: "orders-0", POD_NAMESPACE: "shop", KUBECONFIG: "/k" };
+    expect(
+      readRunConfig(["--lease", "orders", "--health-gate", "pod", "--app-containers", "web,worker"], inPod)
+        .health,
+    ).toMatchObject({ source: "pod", appContainers: ["web", "worker"], sidecarContainer: "pglease" });
+    expect(
+      problemsOf(
+        ["--lease", "orders", "--health-gate", "pod", "--health-grace", "1s", "--health-settle", "500ms"],
+        db,
+      ),
+    ).toEqual([
+      "--health-gate pod reads the pod's container statuses, but pod publishing is off: POD_NAME and POD_NAMESPACE not set (set them from the downward API: fieldRef metadata.name / metadata.namespace); use --health-gate url with --health-url, or off",
+      "--health-grace (1000 ms) is shorter than the retry interval (2000 ms): followers would not see the lease free before the leader gives it up again; raise it",
+      "--health-settle (500 ms) must be at least --health-grace (1000 ms)",
+    ]);
+    expect(
+      problemsOf(["--lease", "orders", "--health-gate", "url", "--app-containers", "Web_1"], db),
+    ).toEqual([
+      '--app-containers: "Web_1" is not a container name (lower-case letters, digits, -)',
+      "--health-gate url needs --health-url: the URL the sidecar probes",
+    ]);
+    expect(
+      problemsOf(["--lease", "orders", "--health-url", "ftp://x", "--health-gate", "maybe"], db),
+    ).toEqual([
+      "--health-url: is not an http:// or https:// URL, e.g. http://127.0.0.1:8080/healthz",
+      '--health-gate: "maybe" is not a health gate; use off, pod or url',
+    ]);
+  });
+
   it("rejects a publish lease it does not campaign for", () => {
     expect(problemsOf(["--lease", "a", "--publish-lease", "b"], db)).toEqual([
       '--publish-lease "b" is not one of the leases given with --lease',

@@ -8,6 +8,8 @@ export interface ObjectMeta {
   resourceVersion?: string;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
+  /** Set once the pod is being deleted; a string from the server (a Date from other clients). */
+  deletionTimestamp?: unknown;
 }
 
 export interface PodCondition {
@@ -23,7 +25,15 @@ export interface Pod {
   apiVersion?: string;
   kind?: string;
   metadata?: ObjectMeta;
-  status?: { conditions?: PodCondition[] };
+  status?: { conditions?: PodCondition[]; containerStatuses?: ContainerStatus[] };
+}
+
+/** What the kubelet reports of one container: `ready` is its readiness probe's verdict. */
+export interface ContainerStatus {
+  name: string;
+  ready: boolean;
+  restartCount?: number;
+  state?: { running?: unknown; waiting?: { reason?: string }; terminated?: { reason?: string } };
 }
 
 export interface PodList {

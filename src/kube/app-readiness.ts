@@ -1,0 +1,49 @@
+// The application's health as the kubelet reports it on the pod: the `ready` flag of the
+// application's containers (every container but the sidecar's own, unless they are named). It is
+// read from pods the publisher already sees (its own pod's watch, the peer list): no extra request.
+import type { ContainerStatus, Pod } from "./client/api-types.ts";
+
+export interface ReadinessRule {
+  /** The application's containers; null: every container but the sidecar's. */
+  appContainers: readonly string[] | null;
+  /** This sidecar's own container, never judged as the application. */
+  sidecarContainer: string;
+}
+
+export interface Readiness {
+  ready: boolean;
+  /** Which containers are not ready and why, or what was judged ready: the log line's words. */
+  detail: string;
+}
+
+export function applicationReadiness(pod: Pod, rule: ReadinessRule): Readiness {
+  const statuses = pod.status?.containerStatuses ?? [];
+  const named = rule.appContainers;
+  const judged = named
+    ? statuses.filter((c) => named.includes(c.name))
+    : statuses.filter((c) => c.name !== rule.sidecarContainer);
+  const missing = named ? named.filter((name) => !statuses.some((c) => c.name === name)) : [];
+  if (missing.length > 0)
+    return { ready: false, detail: `no status yet for container ${missing.join(", ")}` };
+  if (judged.length === 0) {
+    return statuses.length === 0
+      ? { ready: false, detail: "no container status yet" }
+      : { ready: true, detail: "no application container besides the sidecar" };
+  }
+  const unready = judged.filter((c) => !c.ready);
+  if (unready.length === 0) return { ready: true, detail: `${judged.map((c) => c.name).join(", ")} ready` };
+  return { ready: false, detail: unready.map(describe).join("; ") };
+}
+
+/** A peer that could lead in this pod's place: not going away, its application and its sidecar up. */
+export function isHealthyCandidate(pod: Pod, rule: ReadinessRule): boolean {
+  if (pod.metadata?.deletionTimestamp) return false;
+  const sidecar = pod.status?.containerStatuses?.find((c) => c.name === rule.sidecarContainer);
+  if (!sidecar?.state?.running) return false;
+  return applicationReadiness(pod, rule).ready;
+}
+
+function describe(c: ContainerStatus): string {
+  const why = c.state?.waiting?.reason ?? c.state?.terminated?.reason;
+  return `container ${c.name} not ready${why ? ` (${why})` : ""}`;
+}

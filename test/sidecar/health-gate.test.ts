@@ -1,0 +1,173 @@
+// Leadership follows the application's health, on real `pglease run` processes, a real
+// PostgreSQL and an API server (the real kube-apiserver and the in-process one). The test plays
+// the kubelet: it writes the application container's `ready` into each pod's status.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { V1Pod } from "@kubernetes/client-node";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import type { StatusDocument } from "../../src/sidecar/http-server.ts";
+import { type Running, startShortLeaseRun } from "../support/cli.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import type { TestKube } from "../support/kube-servers.ts";
+
+const NS = "shop";
+let db: TestDatabase;
+let kube: TestKube;
+let kubeconfigDir: string;
+const running: Running[] = [];
+const GATE = ["--health-gate", "pod", "--health-grace", "1s", "--health-settle", "2s"];
+
+/** A pod of the workload whose application container's readiness is `ready`, as the kubelet says. */
+async function seed(name: string, ready: boolean): Promise<void> {
+  await kube.seedPod({
+    metadata: {
+      name,
+      namespace: NS,
+      labels: { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" },
+    },
+    spec: {
+      containers: [
+        { name: "app", image: "app:1" },
+        { name: "pglease", image: "pglease:1" },
+      ],
+    },
+  } as V1Pod);
+  await setApp(name, ready);
+}
+
+async function setApp(name: string, ready: boolean): Promise<void> {
+  // The kubelet's write races the sidecar's patches: a replace on a stale version is refused
+  // (409), and the kubelet, like this, reads again and retries.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await writeApp(name, ready);
+    } catch (error) {
+      if (attempt >= 5 || !String(error).includes("409")) throw error;
+    }
+  }
+}
+
+async function writeApp(name: string, ready: boolean): Promise<void> {
+  await kube.mutatePod(NS, name, (pod) => {
+    const now = new Date();
+    pod.status ??= {};
+    pod.status.phase = "Running";
+    pod.status.containerStatuses = ["app", "pglease"].map((c, i) => ({
+      name: c,
+      image: `${c}:1`,
+      imageID: `${c}@sha256:${"0".repeat(63)}${i}`,
+      ready: c === "app" ? ready : true,
+      restartCount: 0,
+      state: { running: { startedAt: now } },
+    }));
+    const flag = ready ? "True" : "False";
+    pod.status.conditions = [
+      { type: "Ready", status: flag, lastTransitionTime: now },
+      { type: "ContainersReady", status: flag, lastTransitionTime: now },
+      ...(pod.status.conditions ?? []).filter((c) => c.type !== "Ready" && c.type !== "ContainersReady"),
+    ];
+  });
+}
+
+async function sidecar(pod: string, lease: string, extra: string[] = GATE) {
+  const { run, port } = await startShortLeaseRun(
+    lease,
+    { DATABASE_URL: db.url, KUBECONFIG: join(kubeconfigDir, "config"), POD_NAME: pod, POD_NAMESPACE: NS },
+    extra,
+  );
+  running.push(run);
+  return { run, port };
+}
+
+const role = async (pod: string) => (await kube.pod(NS, pod))?.metadata?.labels?.["pglease.io/role"];
+
+await onEachKubeServer("pglease run with the health gate", (server) => {
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    kube = await server.start({ namespace: NS });
+    kubeconfigDir = await mkdtemp(join(tmpdir(), "pglease-kubeconfig-"));
+    await writeFile(join(kubeconfigDir, "config"), kube.kubeConfig({ namespace: NS }).exportConfig());
+  });
+
+  afterEach(async () => {
+    for (const r of running.splice(0)) await r.stop("SIGKILL");
+  });
+
+  afterAll(async () => {
+    await kube?.close();
+    await db?.drop();
+    if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
+  });
+
+  it("a leader whose application stays unready hands over to a pod whose application is ready", async () => {
+    await seed("health-a", true);
+    await seed("health-b", true);
+    const a = await sidecar("health-a", "health-1");
+    await a.run.waitForLog(/^acquired lease health-1 with fence \d+$/);
+    await expect.poll(() => role("health-a"), { timeout: 10_000 }).toBe("leader");
+    const b = await sidecar("health-b", "health-1");
+    await b.run.waitForLog(/^lease health-1 is held by/);
+
+    await setApp("health-a", false);
+    const handedOver = await a.run.waitForLog(/^handed over lease health-1/);
+    expect(handedOver.msg).toMatch(
+      /^handed over lease health-1 \(fence \d+\): application unready for more than 1\.0s \(container app not ready\)$/,
+    );
+    await a.run.waitForLog(/handing over, health-b is a healthy candidate$/);
+    await b.run.waitForLog(/^acquired lease health-1 with fence \d+$/);
+    await expect.poll(() => role("health-b"), { timeout: 10_000 }).toBe("leader");
+    expect(await role("health-a")).toBe("follower");
+    const lost = (await kube.events(NS)).find(
+      (e) => e.involvedObject?.name === "health-a" && e.reason === "LeadershipLost",
+    );
+    expect(lost?.message).toMatch(/application unready/);
+
+    // /status shows the gate's input; the unready pod does not campaign.
+    const status = (await (await fetch(`http://127.0.0.1:${a.port}/status`)).json()) as StatusDocument;
+    expect(status.health).toMatchObject({
+      source: "pod",
+      ready: false,
+      detail: "container app not ready",
+      handovers: 1,
+    });
+    expect(status.leases[0]?.notCampaigning).toMatch(/^application unready/);
+    const metrics = await (await fetch(`http://127.0.0.1:${a.port}/metrics`)).text();
+    expect(metrics).toMatch(/^pglease_health_handovers_total 1$/m);
+    expect(metrics).toMatch(/^pglease_application_ready 0$/m);
+  });
+
+  it("an unready fleet keeps its leader, which hands over once a peer's application is ready", async () => {
+    await seed("fleet-a", true);
+    await seed("fleet-b", false);
+    const a = await sidecar("fleet-a", "health-2");
+    await a.run.waitForLog(/^acquired lease health-2 with fence \d+$/);
+    const b = await sidecar("fleet-b", "health-2");
+    await b.run.waitForLog(/^not campaigning for lease health-2 \(held by .*\): application unready/);
+
+    await setApp("fleet-a", false);
+    await a.run.waitForLog(/keeping the lease: no peer pod has a ready application/);
+    expect(await role("fleet-a")).toBe("leader");
+
+    await setApp("fleet-b", true);
+    await a.run.waitForLog(/handing over, fleet-b is a healthy candidate$/);
+    await b.run.waitForLog(/^acquired lease health-2 with fence \d+$/);
+    await expect.poll(() => role("fleet-b"), { timeout: 10_000 }).toBe("leader");
+  });
+
+  it("does not campaign at start until its application is ready; strict mode hands over without a candidate", async () => {
+    await seed("start-a", false);
+    const a = await sidecar("start-a", "health-3", [...GATE, "--health-strict"]);
+    await a.run.waitForLog(
+      /^not campaigning for lease health-3 \(free\): application unready \(container app not ready\)$/,
+    );
+    await setApp("start-a", true);
+    await a.run.waitForLog(/^acquired lease health-3 with fence \d+$/);
+
+    await setApp("start-a", false);
+    await a.run.waitForLog(/handing over \(strict: no peer pod has a ready application\)$/);
+    await a.run.waitForLog(/^handed over lease health-3/);
+    await expect.poll(() => role("start-a"), { timeout: 10_000 }).toBe("follower");
+  });
+});
