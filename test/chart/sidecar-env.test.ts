@@ -37,8 +37,12 @@ describe.skipIf(skip)("the chart's sidecar settings", () => {
   });
 
   it("run the real CLI: it leads, answers its probes, and releases on SIGTERM", async () => {
+    const port = await freePort();
     const manifests = await renderChart({
       lease: { name: "chart-env", additional: ["chart-env-extra"], duration: "3s", gracePeriod: "5s" },
+      // Outside a cluster no pod reports container statuses: the gate probes the sidecar's own
+      // /healthz, which answers from the start, so every health value still reaches the CLI.
+      health: { gate: "url", url: `http://127.0.0.1:${port}/healthz` },
       database: { schema: "public", table: "chart_env_leases" },
       sidecar: { logLevel: "debug" },
     });
@@ -58,7 +62,6 @@ describe.skipIf(skip)("the chart's sidecar settings", () => {
     ]);
     expect(Object.keys(fromValues).filter((k) => !k.startsWith("PGLEASE_"))).toEqual([]);
 
-    const port = await freePort();
     running = startPglease(sidecar.args ?? [], {
       ...fromValues,
       DATABASE_URL: db.url,

@@ -120,7 +120,18 @@ describe.skipIf(skip)("the sidecar's memory under the chart's limits", () => {
         labels: { "app.kubernetes.io/name": "pglease", "app.kubernetes.io/instance": "pglease" },
       },
       spec: { containers: [{ name: "app", image: "app:1" }] },
-      status: { phase: "Running" },
+      // The kubelet's report: the chart's health gate reads the application's readiness from it.
+      status: {
+        phase: "Running",
+        containerStatuses: ["app", "pglease"].map((name) => ({
+          name,
+          image: `${name}:1`,
+          imageID: "",
+          ready: true,
+          restartCount: 0,
+          state: { running: {} },
+        })),
+      },
     } as V1Pod);
     const workload = (await renderChart({ lease: { name: "memory", duration: "3s" } })).find(
       (m) => m.kind === "Deployment",

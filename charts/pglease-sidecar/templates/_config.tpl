@@ -68,6 +68,16 @@ lease:
   notify: true
   restartTakeover: true
   sessionTakeover: false
+health:
+  # Leadership follows the application's health: pod (its containers' ready state), url, or off.
+  gate: pod
+  # Empty: every container but the sidecar's.
+  appContainers: []
+  url: ""
+  grace: 5s
+  settle: 30s
+  strict: false
+  waitAtStart: true
 database:
   # Required: a Secret whose key secretKey holds the connection URL.
   existingSecret: ""

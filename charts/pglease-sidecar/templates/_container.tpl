@@ -122,6 +122,26 @@ containers.
   value: {{ .lease.restartTakeover | quote }}
 - name: PGLEASE_SESSION_TAKEOVER
   value: {{ .lease.sessionTakeover | quote }}
+- name: PGLEASE_HEALTH_GATE
+  value: {{ .health.gate | quote }}
+- name: PGLEASE_SIDECAR_CONTAINER
+  value: {{ .sidecar.name | quote }}
+{{- with .health.appContainers }}
+- name: PGLEASE_APP_CONTAINERS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .health.url }}
+- name: PGLEASE_HEALTH_URL
+  value: {{ . | quote }}
+{{- end }}
+- name: PGLEASE_HEALTH_GRACE
+  value: {{ .health.grace | quote }}
+- name: PGLEASE_HEALTH_SETTLE
+  value: {{ .health.settle | quote }}
+- name: PGLEASE_HEALTH_STRICT
+  value: {{ .health.strict | quote }}
+- name: PGLEASE_HEALTH_WAIT
+  value: {{ .health.waitAtStart | quote }}
 {{- /* Only the port: the host is the sidecar's default (every address). */}}
 - name: PGLEASE_HTTP_ADDR
   value: {{ printf ":%d" (int .sidecar.httpPort) | quote }}
