@@ -38,6 +38,16 @@ const PGLEASE_RESTART = "takeover.restart[system=pglease]";
 
 export const TARGETS: TargetSpec[] = [
   {
+    id: "health-handover-labelled",
+    target:
+      "application unready in the leader's pod → a healthy pod labelled leader, over the grace period, p99",
+    figure: "takeover.health[system=pglease-health-gate].overGrace.p99Ms",
+    unit: "ms",
+    op: "<=",
+    threshold: 100,
+    note: "the grace period is the operator's choice (--health-grace); client-go has no health input and keeps the Lease",
+  },
+  {
     id: "crash-claim-after-expiry",
     target: "crash: the new claim after the dead leader's server-side expiry, p99",
     figure: `${PGLEASE_CRASH}.expiryToClaim.p99Ms`,

@@ -50,6 +50,39 @@ function sessionTable(figures: TakeoverFigures): Table {
   };
 }
 
+function healthTable(figures: TakeoverFigures): Table {
+  return {
+    title: `The application in the leader's pod turns unready, --health-gate pod, ${figures.timing.name}`,
+    columns: [
+      "system",
+      "trials",
+      "grace ms",
+      "holds p50 ms",
+      "holds p99 ms",
+      "labelled p50 ms",
+      "labelled p99 ms",
+      "over grace p50 ms",
+      "over grace p99 ms",
+    ],
+    rows: [
+      ...figures.health.map((s) => [
+        s.label,
+        count(s.trials.length),
+        ms(s.graceMs),
+        ...pair(s.holds),
+        ...pair(s.labelled),
+        ...pair(s.overGrace),
+      ]),
+      ["client-go Lease", "-", "-", "never", "never", "never", "never", "-", "-"],
+    ],
+    notes: [
+      "The test writes the leader pod's `app` container as not ready into the pod's status, as the kubelet does when a readiness probe fails; the other two pods' applications stay ready.",
+      "holds: that write → a new term (acquired_at on PostgreSQL's clock); labelled: → the new leader's pod labelled leader (the API server's record of the patch). over grace: labelled − the grace period, what pglease adds to the wait the operator chose (the grace is one follower retry interval here, the shortest the flags allow).",
+      "client-go's elector has no health input: its leader keeps the Lease while its application is unready, until its process dies.",
+    ],
+  };
+}
+
 export function takeoverTables(figures: TakeoverFigures): Table[] {
-  return [restartTable(figures), sessionTable(figures)];
+  return [restartTable(figures), sessionTable(figures), healthTable(figures)];
 }

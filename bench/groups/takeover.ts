@@ -1,13 +1,14 @@
-// Figure group "takeover": crash failover without waiting out the lease (issue 17). A SIGKILL
-// followed by the pod's process started again in place, for pglease's restart takeover, client-go
-// (a new identity per process, its usual setup, and the pod's name kept as identity) and the
-// advisory lock; and a SIGKILL without restart under --session-takeover, whose neighbours are the
-// peers group's crash rows.
+// Figure group "takeover": leadership moving without waiting out the lease. A SIGKILL followed by
+// the pod's process started again in place, for pglease's restart takeover, client-go (a new
+// identity per process, its usual setup, and the pod's name kept as identity) and the advisory
+// lock; a SIGKILL without restart under --session-takeover, whose neighbours are the peers group's
+// crash rows; and the application in the leader's pod turning unready under --health-gate pod.
 import type { BenchContext, FigureGroup, GroupResult } from "../group.ts";
 import { type KubeBackend, kubeBackend } from "../peers/kube-fixture.ts";
 import { Lane, type LaneEnvironment, type TrialResult } from "../peers/lane.ts";
+import { type HealthTrialResult, healthTrial } from "../peers/health-trial.ts";
 import { type RestartTrialResult, restartTrial } from "../peers/restart-trial.ts";
-import { type PeerTiming, SYSTEMS, type SystemId } from "../peers/systems.ts";
+import { healthGraceMs, type PeerTiming, SYSTEMS, type SystemId } from "../peers/systems.ts";
 import { ms } from "../report.ts";
 import { type Spread, spread } from "./peers.ts";
 import { takeoverTables } from "./takeover-tables.ts";
@@ -33,11 +34,22 @@ export interface SessionCrashSeries {
   overRetry: Spread;
 }
 
+export interface HealthSeries {
+  system: SystemId;
+  label: string;
+  graceMs: number;
+  trials: HealthTrialResult[];
+  holds: Spread;
+  labelled: Spread;
+  overGrace: Spread;
+}
+
 export interface TakeoverFigures {
   timing: PeerTiming;
   kube: KubeBackend;
   restart: RestartSeries[];
   crash: SessionCrashSeries[];
+  health: HealthSeries[];
 }
 
 type Trial<T> = (lane: Lane) => Promise<T>;
@@ -106,7 +118,7 @@ export async function runTakeover(context: BenchContext): Promise<GroupResult<Ta
   // so the quick series after them share the host with fewer starting processes.
   context.progress(`takeover: in-place restarts and session takeover (${peerTiming.name})`);
   const slow = kube.clientGo ? [await restart("client-go", slowLanes)] : [];
-  const [quick, sessionTrials] = await Promise.all([
+  const [quick, sessionTrials, healthTrials] = await Promise.all([
     Promise.all([
       restart("pglease", 1),
       ...(kube.clientGo ? [restart("client-go-same-identity", 1)] : []),
@@ -115,7 +127,19 @@ export async function runTakeover(context: BenchContext): Promise<GroupResult<Ta
     guard(
       runSeries("pglease-session-takeover", 1, crashTrials, (lane) => lane.trial("SIGKILL"), context, env),
     ),
+    guard(runSeries("pglease-health-gate", 1, crashTrials, healthTrial, context, env)),
   ]);
+  const health: HealthSeries[] = [
+    {
+      system: "pglease-health-gate",
+      label: SYSTEMS["pglease-health-gate"].label,
+      graceMs: healthGraceMs(peerTiming),
+      trials: healthTrials,
+      holds: spread(healthTrials.map((t) => t.holdsMs)),
+      labelled: spread(healthTrials.map((t) => t.labelledMs)),
+      overGrace: spread(healthTrials.map((t) => t.overGraceMs)),
+    },
+  ];
   const crash: SessionCrashSeries[] = [
     {
       system: "pglease-session-takeover",
@@ -132,12 +156,14 @@ export async function runTakeover(context: BenchContext): Promise<GroupResult<Ta
     kube,
     restart: order.flatMap((id) => all.filter((s) => s.system === id)),
     crash,
+    health,
   };
   return { group: "takeover", figures, tables: takeoverTables(figures) };
 }
 
 export const takeoverGroup: FigureGroup = {
   name: "takeover",
-  description: "crash failover without waiting out the lease: restart in place, --session-takeover",
+  description:
+    "leadership moving without waiting out the lease: restart in place, --session-takeover, application unready under --health-gate",
   run: runTakeover,
 };

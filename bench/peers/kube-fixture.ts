@@ -38,6 +38,8 @@ export interface KubeFixture {
   /** The real client-go elector's binary, or undefined: client-go is then not measured. */
   clientGoElector: string | undefined;
   seedPod(name: string, labels?: Record<string, string>): Promise<void>;
+  /** The kubelet's report of the pod's `app` container: ready or not (the health gate's input). */
+  setAppReady(name: string, ready: boolean): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -150,8 +152,35 @@ export async function startKubeFixture(): Promise<KubeFixture> {
     async seedPod(name, labels) {
       await kube.seedPod({
         metadata: { name, namespace, ...(labels ? { labels } : {}) },
-        spec: { containers: [{ name: "app", image: "app:1" }] },
+        spec: {
+          containers: [
+            { name: "app", image: "app:1" },
+            { name: "pglease", image: "pglease:1" },
+          ],
+        },
       });
+    },
+    async setAppReady(name, ready) {
+      // The sidecar's own patches race this write: a replace on a stale version gets a 409, and
+      // the kubelet, like this, reads again and retries.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await kube.mutatePod(namespace, name, (pod) => {
+            pod.status ??= {};
+            pod.status.containerStatuses = ["app", "pglease"].map((c) => ({
+              name: c,
+              image: `${c}:1`,
+              imageID: "",
+              ready: c === "app" ? ready : true,
+              restartCount: 0,
+              state: { running: {} },
+            }));
+          });
+          return;
+        } catch (error) {
+          if (attempt >= 5 || !String(error).includes("409")) throw error;
+        }
+      }
     },
     async close() {
       try {

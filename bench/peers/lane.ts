@@ -3,6 +3,7 @@
 // the leader and time the handover on the servers' clocks.
 import { setTimeout as delay } from "node:timers/promises";
 import pg from "pg";
+import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
 import { FailoverTimer } from "../../test/support/demo-helpers.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";
@@ -132,6 +133,19 @@ export class Lane {
       "app.kubernetes.io/name": "bench",
       "app.kubernetes.io/instance": this.name,
     });
+    // The health gate waits for the application's first ready report before it campaigns.
+    if (this.system.healthGate) await this.kube?.setAppReady(pod, true);
+  }
+
+  /** The first request since `mark` that `matches`, as the API server recorded it. */
+  waitForRequest(
+    mark: number,
+    matches: (r: RecordedRequest) => boolean,
+    what: string,
+  ): Promise<RecordedRequest> {
+    return until(`${this.name}: ${what}`, this.timeoutMs, this.#env.signal, () =>
+      this.kube?.requests.slice(mark).find(matches),
+    );
   }
 
   #spawn(pod: string): Candidate {

@@ -5,6 +5,7 @@ export type SystemId =
   | "pglease"
   | "pglease-no-notify"
   | "pglease-session-takeover"
+  | "pglease-health-gate"
   | "client-go"
   | "client-go-release"
   | "client-go-same-identity"
@@ -22,6 +23,8 @@ export interface SystemSpec {
   sessionTakeover?: true;
   /** client-go: the pod's name as identity, kept by a restarted process (else a new uuid per process). */
   podIdentity?: true;
+  /** pglease: --health-gate pod, grace and settle one retry interval. */
+  healthGate?: true;
 }
 
 export const SYSTEMS: Record<SystemId, SystemSpec> = {
@@ -40,6 +43,14 @@ export const SYSTEMS: Record<SystemId, SystemSpec> = {
     notify: true,
     releaseOnCancel: false,
     sessionTakeover: true,
+  },
+  "pglease-health-gate": {
+    id: "pglease-health-gate",
+    label: "pglease --health-gate pod",
+    kind: "pglease",
+    notify: true,
+    releaseOnCancel: false,
+    healthGate: true,
   },
   "client-go": {
     id: "client-go",
@@ -106,6 +117,16 @@ export function pgleaseRenewMs(timing: PeerTiming): number {
   return Math.round(timing.leaseMs / 3);
 }
 
+/** The health gate's grace, in the bench: the shortest the flags allow, one follower retry interval. */
+export function healthGraceMs(timing: PeerTiming): number {
+  return timing.retryMs;
+}
+
+function healthGateArgs(timing: PeerTiming): string[] {
+  const grace = `${healthGraceMs(timing)}ms`;
+  return ["--health-gate", "pod", "--health-grace", grace, "--health-settle", grace];
+}
+
 export function argsFor(system: SystemSpec, timing: PeerTiming, lease: string, lockKey: number): string[] {
   switch (system.kind) {
     case "pglease":
@@ -123,6 +144,7 @@ export function argsFor(system: SystemSpec, timing: PeerTiming, lease: string, l
         "info",
         ...(system.notify ? [] : ["--no-notify"]),
         ...(system.sessionTakeover ? ["--session-takeover"] : []),
+        ...(system.healthGate ? healthGateArgs(timing) : []),
       ];
     case "client-go":
       return [
