@@ -39,7 +39,8 @@ export function startAppHealth(
     leadsAny,
     log: (message) => log.warn({ health: config.source }, message),
     healthyCandidate: async () => {
-      if (!publisher) return null;
+      if (!publisher)
+        throw new Error("outside Kubernetes there is no peer list; --health-strict hands over without one");
       // A candidate campaigns for this lease: its sidecar published the lease annotation.
       const peers = (await publisher.listPeers()).filter(
         (pod) => pod.metadata?.annotations?.[lease.annotation] === lease.name,
