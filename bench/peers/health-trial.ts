@@ -3,8 +3,8 @@
 // period, which is the wait the operator chose. client-go has no health input: its leader keeps
 // the Lease until its process dies, so it has no row to measure.
 import { setTimeout as delay } from "node:timers/promises";
-import { podLabelledLeader } from "./request-log.ts";
 import type { Lane } from "./lane.ts";
+import { podLabelledLeader } from "./request-log.ts";
 import { healthGraceMs, pgleaseRenewMs } from "./systems.ts";
 
 export interface HealthTrialResult {
