@@ -4,8 +4,8 @@
 // lock; a SIGKILL without restart under --session-takeover, whose neighbours are the peers group's
 // crash rows; and the application in the leader's pod turning unready under --health-gate pod.
 import type { BenchContext, FigureGroup, GroupResult } from "../group.ts";
-import { type KubeBackend, kubeBackend } from "../peers/kube-fixture.ts";
 import { type HealthTrialResult, healthTrial } from "../peers/health-trial.ts";
+import { type KubeBackend, kubeBackend } from "../peers/kube-fixture.ts";
 import { Lane, type LaneEnvironment, type TrialResult } from "../peers/lane.ts";
 import { type RestartTrialResult, restartTrial } from "../peers/restart-trial.ts";
 import { healthGraceMs, type PeerTiming, SYSTEMS, type SystemId } from "../peers/systems.ts";

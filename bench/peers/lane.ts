@@ -3,8 +3,8 @@
 // the leader and time the handover on the servers' clocks.
 import { setTimeout as delay } from "node:timers/promises";
 import pg from "pg";
-import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
 import { FailoverTimer } from "../../test/support/demo-helpers.ts";
+import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";
 import { type KubeFixture, startKubeFixture } from "./kube-fixture.ts";
