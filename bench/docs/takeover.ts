@@ -1,10 +1,11 @@
-// The takeover group in the docs: the README's crash-without-expiry table and the measured
-// sentence of docs/performance.md, beside the peers group's crash rows.
+// The takeover group in the docs: the README's crash-without-expiry table (and the health handover)
+// and the measured sentence of docs/performance.md, beside the peers group's crash rows.
 import { NOT_MEASURED, type Reference } from "./reference.ts";
 import { CRASH } from "./shared.ts";
 
 const RESTART = (system: string) => `takeover.restart[system=${system}]`;
 const SESSION = "takeover.crash[system=pglease-session-takeover]";
+const HEALTH = "takeover.health[system=pglease-health-gate]";
 
 /** "2.1 s / 3.0 s (start 2.0 s / 2.9 s)": the new term, and the restarted process's own start. */
 function restartCell(ref: Reference, system: string): string {
@@ -29,6 +30,8 @@ export function readmeTakeover(ref: Reference): string {
       `${restartCell(ref, "advisory-lock")} |`,
     `| not restarted | ${ref.spread(`${CRASH("pglease")}.holds`)} by default; **${ref.spread(`${SESSION}.holds`)}** with \`--session-takeover\` | ` +
       `${ref.spread(`${CRASH("client-go")}.holds`)} | ${ref.spread(`${CRASH("advisory-lock")}.holds`)} |`,
+    `| the application in the leader's pod turns unready (\`--health-gate pod\`, grace ${ref.ms(`${HEALTH}.graceMs`)}): a healthy pod labelled | ` +
+      `**${ref.spread(`${HEALTH}.labelled`)}**, ${ref.spread(`${HEALTH}.overGrace`)} over the grace | never: no health input | never |`,
   ].join("\n");
 }
 
@@ -43,6 +46,9 @@ export function saysTakeover(ref: Reference): string {
     `${ref.spread(`${RESTART("client-go-same-identity")}.holds`)}, ${ref.spread(`${RESTART("client-go-same-identity")}.overStart`)} ` +
     `over its start. The advisory lock: ${ref.spread(`${RESTART("advisory-lock")}.holds`)}, its restarted process ` +
     `leading in ${restartedLed(ref, "advisory-lock")}. Not restarted, with \`--session-takeover\`: ` +
-    `${ref.spread(`${SESSION}.holds`)}, ${ref.spread(`${SESSION}.overRetry`)} over the ${ref.ms("takeover.timing.retryMs")} follower retry interval.`
+    `${ref.spread(`${SESSION}.holds`)}, ${ref.spread(`${SESSION}.overRetry`)} over the ${ref.ms("takeover.timing.retryMs")} follower retry interval. ` +
+    `When the application in the leader's pod turns unready under \`--health-gate pod\`, a pod whose application is ready is labelled leader ` +
+    `${ref.spread(`${HEALTH}.labelled`)} later, ${ref.spread(`${HEALTH}.overGrace`)} over the ${ref.ms(`${HEALTH}.graceMs`)} grace period; ` +
+    "client-go's leader keeps its Lease until its process dies."
   );
 }
