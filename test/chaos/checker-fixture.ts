@@ -88,6 +88,7 @@ export function cleanHistory(): History {
       label(7_020, "pod-b", "leader"),
       label(12_150, "pod-b", "follower"),
     ],
+    appReadiness: [],
     slots: [
       {
         index: 0,

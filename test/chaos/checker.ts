@@ -3,9 +3,10 @@
 // (lease rows and accepted writes, both in commit order) and the API server's label changes.
 // Safety is judged over the whole recording, start-up and shutdown included; liveness and the
 // figures over the fault phase.
+import { unreadyLeaders } from "./health-rules.ts";
 import type { History, Pause } from "./history.ts";
 import { fenceViolations, termOverlaps } from "./lease-rules.ts";
-import type { FaultKind } from "./schedule.ts";
+import { type FaultKind, healthGraceOf } from "./schedule.ts";
 import { type Belief, beliefs, type Interval, LeadershipView } from "./timeline.ts";
 import type { Violation } from "./violation.ts";
 import { QUIET_BOUND_MS } from "./workload-timing.ts";
@@ -50,6 +51,12 @@ export interface CheckOptions {
    * interval and answered within the statement timeout. Default half the lease (lease/3 + lease/6).
    */
   serverEndGraceMs?: number;
+  /**
+   * How long a pod may stay labelled leader with its application unready while another pod's is
+   * ready: the health gate's grace period, then a handover (peer list, demotion) or, when the
+   * leader cannot act, a takeover after its lease; default grace + lease + 1 s.
+   */
+  unreadyLeaderBoundMs?: number;
 }
 
 export const DEFAULT_TOLERANCE_MS = 2;
@@ -171,6 +178,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   const bound = options.livenessBoundMs ?? history.leaseMs + 1_000;
   const quietBoundMs = options.quietBoundMs ?? QUIET_BOUND_MS;
   const serverEndGraceMs = options.serverEndGraceMs ?? Math.round(history.leaseMs / 2);
+  const unreadyLeaderBoundMs =
+    options.unreadyLeaderBoundMs ?? healthGraceOf(history.leaseMs) + history.leaseMs + 1_000;
   const list = beliefs(history, wakeGraceMs);
   const view = new LeadershipView(history, list);
   const quiet = quietWorkloads(history, list, quietBoundMs);
@@ -182,6 +191,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     ...termOverlaps(history),
     ...overlappingBeliefs(list, toleranceMs, serverEnds(history), serverEndGraceMs),
     ...overlappingLabels(history, serverEnds(history), serverEndGraceMs),
+    ...unreadyLeaders(history, unreadyLeaderBoundMs),
   ];
   const slots = [...history.slots].sort((a, b) => a.startedAt - b.startedAt);
   const outcomes = slots.map((slot, i): SlotOutcome => {
@@ -212,6 +222,13 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     writesRejected: history.rejections.filter((r) => inWindow(r.time)).length,
     staleWakeups: staleWakeups(history, list),
     longestWriteGapMs: quiet.longestGapMs,
-    bounds: { toleranceMs, wakeGraceMs, livenessBoundMs: bound, quietBoundMs, serverEndGraceMs },
+    bounds: {
+      toleranceMs,
+      wakeGraceMs,
+      livenessBoundMs: bound,
+      quietBoundMs,
+      serverEndGraceMs,
+      unreadyLeaderBoundMs,
+    },
   };
 }

@@ -63,6 +63,33 @@ function injectPodFault(
   }
 }
 
+/**
+ * The application container of the pod turns unready, as its readiness probe would make the
+ * kubelet report, and ready again at the heal. Each write is recorded once the server stored it.
+ */
+async function injectAppUnready(
+  cluster: ChaosCluster,
+  replica: Replica,
+  fault: PlannedFault,
+  base: Pick<InjectedFault, "kind" | "target" | "startedAt">,
+): Promise<Active> {
+  const kube = cluster.kube;
+  if (!kube) throw new Error("faults: the cluster is not started");
+  const write = async (ready: boolean) => {
+    await kube.setAppReady(replica.name, ready);
+    const at = Date.now();
+    cluster.recorder.appReadinessChanged(replica.name, ready, at);
+    return at;
+  };
+  const startedAt = await write(false);
+  return {
+    ...base,
+    startedAt,
+    detail: `application container unready for ${fault.durationMs} ms`,
+    heal: () => write(true),
+  };
+}
+
 async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Active> {
   const replica = targetOf(cluster, fault);
   const role = roleOf(cluster, replica);
@@ -75,6 +102,7 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
   if (onDatabase) return onDatabase;
   const onPod = injectPodFault(replica, fault, base, skipped);
   if (onPod) return onPod;
+  if (fault.kind === "app-unready") return injectAppUnready(cluster, replica, fault, base);
   switch (fault.kind) {
     case "sigkill": {
       if (!replica.killSidecar()) return skipped("sidecar not running");

@@ -68,6 +68,16 @@ export interface LabelChange {
   role: string | null;
 }
 
+/**
+ * The application container's ready flag in a pod's status, as the kubelet (here the app-unready
+ * fault) wrote it; the time is when the API server had stored it. Every pod starts ready.
+ */
+export interface AppReadiness {
+  pod: string;
+  time: number;
+  ready: boolean;
+}
+
 export interface InjectedFault {
   kind: SingleFaultKind;
   /** The replica it hit and its role then, e.g. "chaos-1 (leader)"; null for the shared database. */
@@ -112,5 +122,7 @@ export interface History {
   writes: AcceptedWrite[];
   rejections: RejectedWrite[];
   labels: LabelChange[];
+  /** Every change of an application container's readiness, in time order. */
+  appReadiness: AppReadiness[];
   slots: Slot[];
 }

@@ -4,12 +4,13 @@
 // and the API faults made by the recording fault proxy in front of it (real-kube-proxy.ts).
 // Otherwise the in-process server, saying why; it makes the same faults through its own hooks.
 import { readFile } from "node:fs/promises";
-import { CoreV1Api } from "@kubernetes/client-node";
+import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { kubeTools } from "../support/chart.ts";
 import { type FaultControl, startKubeApiServer } from "../support/kube-apiserver/index.ts";
 import { realKubeApiServerAvailable, startRealKubeApiServer } from "../support/real-kube-apiserver.ts";
-import { createRunningPod, installChartRbac } from "../support/real-kube-cluster.ts";
+import { createRunningPod, installChartRbac, mutateRealPod } from "../support/real-kube-cluster.ts";
 import { startKubeProxy } from "../support/real-kube-proxy.ts";
+import { CHAOS_CONTAINERS, runningStatus, setAppReady } from "./app-status.ts";
 import { type LabelWatch, watchRoleLabels } from "./label-watch.ts";
 
 export type ApiServerChoice = "auto" | "real" | "in-process";
@@ -24,6 +25,11 @@ export interface ChaosKube {
   tokenFor(pod: string): string;
   faults: FaultControl;
   clearRequests(): void;
+  /**
+   * The kubelet's report of the pod's application container turning ready or unready, straight to
+   * the server (no fault on its way); resolves once the server has stored it.
+   */
+  setAppReady(pod: string, ready: boolean): Promise<void>;
   /** The label recorder, straight to the server (no fault on its way). */
   watchLabels(roleLabel: string): LabelWatch;
   close(): Promise<void>;
@@ -63,7 +69,11 @@ export async function startChaosKube(setup: KubeSetup): Promise<ChaosKube> {
 async function startInProcess(setup: KubeSetup): Promise<ChaosKube> {
   const server = await startKubeApiServer({ token: IN_PROCESS_TOKEN });
   for (const name of setup.pods) {
-    server.seedPod({ metadata: { name, namespace: setup.namespace, labels: setup.labels } });
+    server.seedPod({
+      metadata: { name, namespace: setup.namespace, labels: setup.labels },
+      spec: { containers: CHAOS_CONTAINERS },
+      status: runningStatus(true, new Date()),
+    });
   }
   const url = new URL(server.url);
   return {
@@ -73,6 +83,9 @@ async function startInProcess(setup: KubeSetup): Promise<ChaosKube> {
     tokenFor: () => IN_PROCESS_TOKEN,
     faults: server.faults,
     clearRequests: () => server.clearRequests(),
+    setAppReady: async (pod, ready) => {
+      server.mutatePod(setup.namespace, pod, (p) => setAppReady(p, ready, new Date()));
+    },
     watchLabels: (roleLabel) =>
       watchRoleLabels({
         serverUrl: server.url,
@@ -97,7 +110,7 @@ async function startReal(setup: KubeSetup): Promise<ChaosKube> {
       const pod = await createRunningPod(admin, setup.namespace, {
         metadata: { name, labels: setup.labels },
         // A token is bound only to a pod that runs as its ServiceAccount.
-        spec: { serviceAccountName: serviceAccount, containers: [] },
+        spec: { serviceAccountName: serviceAccount, containers: CHAOS_CONTAINERS },
       });
       const request = await core.createNamespacedServiceAccountToken({
         namespace: setup.namespace,
@@ -133,6 +146,7 @@ async function startReal(setup: KubeSetup): Promise<ChaosKube> {
       clearRequests: () => {
         proxy.requests.length = 0;
       },
+      setAppReady: (pod, ready) => writeAppReady(admin, setup.namespace, pod, ready),
       watchLabels: (roleLabel) =>
         watchRoleLabels({
           serverUrl: info.server,
@@ -149,5 +163,25 @@ async function startReal(setup: KubeSetup): Promise<ChaosKube> {
   } catch (error) {
     await server.close();
     throw error;
+  }
+}
+
+/**
+ * The kubelet's status write races the sidecars' label patches: a replace of a version that
+ * changed meanwhile is refused (409), and the kubelet, like this, reads the pod again and retries.
+ */
+async function writeAppReady(
+  admin: KubeConfig,
+  namespace: string,
+  pod: string,
+  ready: boolean,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await mutateRealPod(admin, namespace, pod, (p) => setAppReady(p, ready, new Date()));
+      return;
+    } catch (error) {
+      if (attempt >= 10 || (error as { code?: number }).code !== 409) throw error;
+    }
   }
 }

@@ -1,7 +1,16 @@
 // Collects the chaos run's history as it happens (log lines, pauses, deaths, rejected writes) and,
 // at the end, the database's own change logs, then hands the checker one History.
 import type pg from "pg";
-import type { History, Incarnation, LeaseRow, Pause, RejectedWrite, Slot, Transition } from "./history.ts";
+import type {
+  AppReadiness,
+  History,
+  Incarnation,
+  LeaseRow,
+  Pause,
+  RejectedWrite,
+  Slot,
+  Transition,
+} from "./history.ts";
 
 const LEADING = new Set(["acquired", "renewed"]);
 
@@ -32,6 +41,7 @@ export class Recorder {
   readonly transitions: Transition[] = [];
   readonly pauses: Pause[] = [];
   readonly rejections: RejectedWrite[] = [];
+  readonly appReadiness: AppReadiness[] = [];
   /** The sidecars' warnings (the start-up checks' among them), each with its replica. */
   readonly warnings: { replica: string; time: number; message: string }[] = [];
   /** Workload errors other than refusals, by message: how often the links failed. */
@@ -98,6 +108,10 @@ export class Recorder {
     }
   }
 
+  appReadinessChanged(pod: string, ready: boolean, at: number): void {
+    this.appReadiness.push({ pod, time: at, ready });
+  }
+
   /** The replica whose live process said it leads most recently (a woken old leader may still say so). */
   believedLeader(): string | null {
     let leader: { replica: string; time: number } | null = null;
@@ -162,5 +176,6 @@ export function buildHistory(
     transitions: recorder.transitions,
     pauses: recorder.pauses,
     rejections: recorder.rejections,
+    appReadiness: recorder.appReadiness,
   };
 }

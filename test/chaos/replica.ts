@@ -13,6 +13,7 @@ import { freePort } from "../support/embedded-postgres.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 import { exited, signal, terminate, track } from "./processes.ts";
 import { jsonLine, type Recorder } from "./recorder.ts";
+import { healthGraceOf, healthSettleOf } from "./schedule.ts";
 
 const PRELOAD = pathToFileURL(fileURLToPath(new URL("./block-loop-preload.ts", import.meta.url))).href;
 const WORKLOAD = fileURLToPath(new URL("./workload.ts", import.meta.url));
@@ -109,6 +110,9 @@ export class Replica {
         "run",
         ...["--lease", s.lease, "--duration", `${s.leaseMs}ms`, "--retry-interval", `${s.retryMs}ms`],
         ...["--http-addr", `127.0.0.1:${this.#httpPort}`, "--grace-period", "3s", "--log-level", "info"],
+        // Leadership follows the application container's readiness in the pod's status (app-status.ts).
+        ...["--health-gate", "pod", "--health-grace", `${healthGraceOf(s.leaseMs)}ms`],
+        ...["--health-settle", `${healthSettleOf(s.leaseMs)}ms`],
       ],
       {
         DATABASE_URL: this.dbProxy.url(s.databaseUrl),

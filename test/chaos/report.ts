@@ -163,7 +163,7 @@ export function formatSummary(s: Summary): string {
       .map(([kind, w]) => `${kind} ${w.count}× ≤ ${w.maxMs} ms`)
       .join(", ")} (grace ${s.bounds.wakeGraceMs} ms)`,
     `longest a leader with a healthy database link went without an accepted write: ${s.longestWriteGapMs} ms (bound ${s.bounds.quietBoundMs} ms)`,
-    `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal; a holder whose term the server ended behind its back may believe ${s.bounds.serverEndGraceMs} ms longer`,
+    `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal; a holder whose term the server ended behind its back may believe ${s.bounds.serverEndGraceMs} ms longer; a pod whose application is unready may stay labelled leader ${s.bounds.unreadyLeaderBoundMs} ms while another's is ready`,
     `violations: ${s.violations.length}`,
     ...s.violations.slice(0, 30).map((v) => `  - ${v.rule} at ${new Date(v.at).toISOString()}: ${v.detail}`),
     ...(s.violations.length > 30 ? [`  … and ${s.violations.length - 30} more (see --json)`] : []),

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   ABRUPT_ENDS,
   FAULT_KINDS,
+  healthGraceOf,
   pairable,
   planSchedule,
   type ScheduleShape,
@@ -85,6 +86,20 @@ describe("chaos fault schedule", () => {
     expect(steps.some((ms) => ms <= -2_000)).toBe(true);
     expect(steps.some((ms) => ms > 0 && ms < shape.renewMs)).toBe(true);
     expect(steps.some((ms) => ms < 0 && ms > -shape.renewMs)).toBe(true);
+  });
+
+  it("keeps an application unready past the health grace, and never with an API fault", () => {
+    const grace = healthGraceOf(shape.leaseMs);
+    const durations = planSchedule({ ...shape, durationMs: 600_000, kinds: ["app-unready"] }).map(
+      (slot) => slot.faults[0]?.durationMs ?? 0,
+    );
+    expect(Math.min(...durations)).toBeGreaterThan(grace);
+    expect(Math.max(...durations)).toBeLessThanOrEqual(grace * 3);
+    for (const api of ["api-500", "api-hang", "api-unreachable"] as const) {
+      expect(pairable("app-unready", api)).toBe(false);
+      expect(pairable(api, "app-unready")).toBe(false);
+    }
+    expect(pairable("app-unready", "sigkill")).toBe(true);
   });
 
   it("refuses an empty list of kinds", () => {

@@ -21,6 +21,7 @@ export const SINGLE_FAULT_KINDS = [
   "listen-kill",
   "listen-blackhole",
   "clock-step",
+  "app-unready",
 ] as const;
 
 /** Only with a primary and a standby (`--failover`, failover.ts); the default kinds there. */
@@ -76,6 +77,14 @@ export interface ScheduleShape {
   /** Restrict the kinds drawn (default: all). */
   kinds?: readonly FaultKind[];
 }
+
+/**
+ * The replicas' --health-grace: a leader whose application stays unready this long hands over.
+ * A third of the lease, so a handover is seen well within a slot; never below the retry interval.
+ */
+export const healthGraceOf = (leaseMs: number) => Math.round(leaseMs / 3);
+/** The replicas' --health-settle: how long a pod that handed over waits, ready, before campaigning. */
+export const healthSettleOf = (leaseMs: number) => leaseMs;
 
 /** mulberry32 over a 32-bit FNV-1a hash of the seed text: small, fast, and the same everywhere. */
 export function seededRandom(seed: string): () => number {
@@ -138,6 +147,8 @@ function planFault(
     // Past the feed's ping interval (5 s) plus its timeout, sometimes: it must notice by itself.
     "listen-blackhole": () => between(random, leaseMs, 8_000),
     "clock-step": () => between(random, leaseMs, leaseMs * 2),
+    // Past the grace period: the leader must hand over, then take its application back.
+    "app-unready": () => between(random, healthGraceOf(leaseMs) * 1.25, healthGraceOf(leaseMs) * 3),
   };
   const durationMs = durations[kind]();
   // Most faults hit the leader, where they hurt; some hit any replica, which must not hurt at all.
@@ -175,8 +186,12 @@ export const ABRUPT_ENDS = new Set<SingleFaultKind>(["row-delete", "table-drop",
 /** They hold the holder's next renew back, so it would learn of an abrupt end later than that. */
 const SLOW_RENEW = new Set<SingleFaultKind>(["db-cut", "db-delay", "db-blackhole"]);
 
+/** The sidecar learns its application's health through the API: a faulty API link hides it. */
+const API_LINK = new Set<SingleFaultKind>(["api-500", "api-hang", "api-unreachable"]);
+
 export function pairable(a: SingleFaultKind, b: SingleFaultKind): boolean {
   if (a === b || (SHARED_DATABASE.has(a) && SHARED_DATABASE.has(b))) return false;
+  if ((a === "app-unready" && API_LINK.has(b)) || (b === "app-unready" && API_LINK.has(a))) return false;
   return !((ABRUPT_ENDS.has(a) && SLOW_RENEW.has(b)) || (ABRUPT_ENDS.has(b) && SLOW_RENEW.has(a)));
 }
 

@@ -9,7 +9,8 @@ export type Rule =
   | "term-overlap"
   | "two-believers"
   | "two-labelled"
-  | "liveness";
+  | "liveness"
+  | "unready-leader";
 
 export interface Violation {
   rule: Rule;
