@@ -142,6 +142,12 @@ function parseSource(text: string): Parsed<HealthConfig["source"]> {
 function parseHealthUrl(text: string): Parsed<URL> {
   try {
     const url = new URL(text.trim());
+    if (url.username || url.password) {
+      return {
+        problem:
+          "carries a user name or password, which the probe cannot send; use a URL without them (a token in the query works)",
+      };
+    }
     if (url.protocol === "http:" || url.protocol === "https:") return { value: url };
   } catch {}
   return { problem: "is not an http:// or https:// URL, e.g. http://127.0.0.1:8080/healthz" };

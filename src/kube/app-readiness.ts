@@ -2,6 +2,7 @@
 // application's containers (every container but the sidecar's own, unless they are named). It is
 // read from pods the publisher already sees (its own pod's watch, the peer list): no extra request.
 import type { ContainerStatus, Pod } from "./client/api-types.ts";
+import { POD_CONTRACT } from "./pod-contract.ts";
 
 export interface ReadinessRule {
   /** The application's containers; null: every container but the sidecar's. */
@@ -35,9 +36,13 @@ export function applicationReadiness(pod: Pod, rule: ReadinessRule): Readiness {
   return { ready: false, detail: unready.map(describe).join("; ") };
 }
 
-/** A peer that could lead in this pod's place: not going away, its application and its sidecar up. */
+/**
+ * A peer that could lead in this pod's place: not going away, campaigning (its sidecar shows no
+ * reason not to, e.g. a settle period after a health handover), its application and sidecar up.
+ */
 export function isHealthyCandidate(pod: Pod, rule: ReadinessRule): boolean {
   if (pod.metadata?.deletionTimestamp) return false;
+  if (pod.metadata?.annotations?.[POD_CONTRACT.notCampaigningAnnotation]) return false;
   const sidecar = pod.status?.containerStatuses?.find((c) => c.name === rule.sidecarContainer);
   if (!sidecar?.state?.running) return false;
   return applicationReadiness(pod, rule).ready;

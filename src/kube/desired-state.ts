@@ -1,7 +1,7 @@
 // What the pod should show, as a pure function of the elector's state, and the smallest
 // patches that take a pod as last seen to it. No I/O here: the publisher decides when to send.
 import type { Pod, PodCondition } from "./client/api-types.ts";
-import { CONDITION_REASON, fenceAnnotationValue, ROLE, type Role } from "./pod-contract.ts";
+import { CONDITION_REASON, fenceAnnotationValue, POD_CONTRACT, ROLE, type Role } from "./pod-contract.ts";
 import type { PublishConfig } from "./publish-config.ts";
 
 export interface LeadershipState {
@@ -13,6 +13,8 @@ export interface LeadershipState {
   holder: string;
   /** Why this pod stops leading, when it is not a plain loss (a health handover): the Event says it. */
   why?: string;
+  /** Why this pod does not campaign now (its health gate); null or absent while it does. */
+  notCampaigning?: string | null;
 }
 
 export interface DesiredCondition {
@@ -37,6 +39,7 @@ export function desiredPod(state: LeadershipState, config: PublishConfig): Desir
       [config.fenceAnnotation]: fenceAnnotationValue(state.fence),
       [config.holderAnnotation]: state.holder === "" ? null : state.holder,
       [config.leaseAnnotation]: state.lease,
+      [POD_CONTRACT.notCampaigningAnnotation]: state.notCampaigning ?? null,
     },
     condition: {
       type: config.conditionType,

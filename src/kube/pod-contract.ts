@@ -20,6 +20,11 @@ export const POD_CONTRACT = {
   leaseAnnotation: "pglease.io/lease",
   /** Pod condition, True while the pod leads; not a readiness gate unless the operator opts in. */
   conditionType: "pglease.io/leader",
+  /**
+   * Why the pod does not campaign now (its health gate: unready, or settling after a health
+   * handover); absent while it campaigns. An unready leader hands over only to a pod without it.
+   */
+  notCampaigningAnnotation: "pglease.io/not-campaigning",
 } as const;
 
 export const CONDITION_REASON = { held: "LeaseHeld", notHeld: "LeaseNotHeld" } as const;

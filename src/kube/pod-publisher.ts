@@ -10,7 +10,7 @@ import { createEventRecorder, type EventRecorder, leadershipTransitions } from "
 import { checkPermissions } from "./permission-check.ts";
 import { createPodApi, KubeRequestError, type PodApi } from "./pod-api.ts";
 import { watchOwnPod } from "./pod-watch.ts";
-import { peerSelectorFor } from "./publish-config.ts";
+import { defaultPeerSelector, peerSelectorFor } from "./publish-config.ts";
 import { failureLog } from "./publish-failures.ts";
 import { createPublishTracker, type PublishTracker } from "./publish-tracker.ts";
 import {
@@ -123,7 +123,8 @@ class KubePodPublisher implements PodPublisher {
 
   async listPeers(): Promise<Pod[]> {
     const pod = this.#state.pod ?? (await this.#api.listOwnPod()).items[0];
-    const selector = peerSelectorFor(this.#opts.config, pod?.metadata?.labels);
+    // Also with peer demotion off: the health gate still looks for candidates among the peers.
+    const selector = this.#opts.config.peerSelector ?? defaultPeerSelector(pod?.metadata?.labels);
     if (selector === null) return [];
     const peers = await this.#api.listPods(selector);
     return peers.filter((peer) => peer.metadata?.name !== this.#opts.config.podName);

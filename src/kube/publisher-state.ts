@@ -52,7 +52,8 @@ export function recordDesired(
     previous.lease === next.lease &&
     previous.role === next.role &&
     previous.fence === next.fence &&
-    previous.holder === next.holder
+    previous.holder === next.holder &&
+    (previous.notCampaigning ?? null) === (next.notCampaigning ?? null)
   ) {
     return null;
   }

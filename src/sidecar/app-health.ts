@@ -8,6 +8,7 @@ import type { HealthConfig } from "../config/health-config.ts";
 import { monotonicClock } from "../election/clock.ts";
 import { applicationReadiness, isHealthyCandidate, type ReadinessRule } from "../kube/app-readiness.ts";
 import type { Pod } from "../kube/client/api-types.ts";
+import { POD_CONTRACT } from "../kube/pod-contract.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import { HealthGate } from "./health-gate.ts";
 import { probeHealth } from "./health-probe.ts";
@@ -80,7 +81,9 @@ export function startAppHealth(
   };
 }
 
+/** ContainersReady, not Ready: a readiness gate on the leader condition keeps a follower's Ready False. */
 function podReady(pod: Pod): boolean {
   if (pod.metadata?.deletionTimestamp) return false;
-  return pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+  if (pod.metadata?.annotations?.[POD_CONTRACT.notCampaigningAnnotation]) return false;
+  return pod.status?.conditions?.some((c) => c.type === "ContainersReady" && c.status === "True") ?? false;
 }

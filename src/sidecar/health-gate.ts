@@ -55,6 +55,7 @@ export class HealthGate {
   #settling = false;
   #timer: Timer | null = null;
   #handovers = 0;
+  #stopped = false;
 
   constructor(policy: HealthPolicy, deps: HealthGateDeps) {
     this.#policy = policy;
@@ -64,6 +65,7 @@ export class HealthGate {
 
   /** The application's readiness as last seen (pod watch or probe); repeats are cheap. */
   report(readiness: Readiness): void {
+    if (this.#stopped) return;
     this.#detail = readiness.detail;
     if (readiness.ready === this.#ready) return;
     this.#ready = readiness.ready;
@@ -98,6 +100,7 @@ export class HealthGate {
   }
 
   stop(): void {
+    this.#stopped = true;
     this.#timer?.cancel();
     this.#listeners.clear();
   }
@@ -130,8 +133,9 @@ export class HealthGate {
     } catch (error) {
       why = `the peers could not be listed (${error instanceof Error ? error.message : String(error)})`;
     }
-    // The application recovered, or changed again, while the peers were listed.
-    if (this.#ready !== false || this.#since !== since) return;
+    // Stopped, the application recovered or changed again, or the term ended while the peers were listed.
+    if (this.#stopped || this.#ready !== false || this.#since !== since) return;
+    if (!this.#deps.leadsAny()) return this.#after(graceMs, () => void this.#graceOver());
     if (candidate === null && !strict) {
       this.#deps.log(
         `application unready for ${seconds(graceMs)}, keeping the lease: ${why}; looking again in ${seconds(graceMs)}`,
@@ -157,6 +161,7 @@ export class HealthGate {
 
   #after(ms: number, fire: () => void): void {
     this.#timer?.cancel();
+    if (this.#stopped) return;
     this.#timer = this.#deps.clock.setTimer(ms, () => {
       this.#timer = null;
       fire();

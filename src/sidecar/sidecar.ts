@@ -45,14 +45,23 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     podShown: null,
     readyOnce: false,
   };
+  let health: AppHealth | null = null;
+  const http = await serveHttp(
+    config,
+    () => holder,
+    view,
+    metrics,
+    () => health,
+  );
+  // Only once the port is ours: a failed start must leave no probe timer keeping the process up.
   const appHealth = startAppHealth(
     config.health,
     logger.child({ component: "health" }),
     () => (view.electors ?? []).some((e) => e.isLeader()),
     { annotation: config.publish.leaseAnnotation, name: config.publishLease },
   );
+  health = appHealth;
   if (appHealth) metrics.watchHealth(() => appHealth.gate.view());
-  const http = await serveHttp(config, () => holder, view, metrics, appHealth);
   const closeHttp = () => closeServer(http.server);
   let transitionLog = logger.child({ self: holder });
   let leases: Leases | null = null;
@@ -110,8 +119,9 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       stopping ??= (async () => {
         shutdown.started = true;
         await opened.close();
-        appHealth?.stop();
         await publisher?.stop().catch(() => {});
+        // After the publisher: a last pod event must not re-arm the gate's timers.
+        appHealth?.stop();
         await closeHttp();
         log.info("stopped");
       })();
@@ -157,11 +167,14 @@ function serveHttp(
   holder: () => string,
   view: HealthView,
   metrics: SidecarMetrics,
-  appHealth: AppHealth | null,
+  appHealth: () => AppHealth | null,
 ) {
   const stallAfterMs = stallBound(config.timing);
   return startHttpServer(config.http, {
-    health: () => (appHealth ? { source: config.health.source, ...appHealth.gate.view() } : null),
+    health: () => {
+      const health = appHealth();
+      return health ? { source: config.health.source, ...health.gate.view() } : null;
+    },
     electors: () => view.electors ?? [],
     holder,
     pod:
@@ -198,12 +211,13 @@ function campaign(
   const electors = config.leases.map((key) => {
     const published = publisher !== null && key === config.publishLease;
     let self: Elector | undefined;
+    const gate = appHealth?.gate.gateFor(() => self?.isLeader() ?? false);
     const elector = leases.campaign(key, {
       ...config.timing,
       stopTimeoutMs: stepBudget,
       // A health handover demotes the pod as a shutdown does, before the release.
       ...(published ? { beforeRelease: ({ reason }) => publisher.demote(stepBudget, reason) } : {}),
-      ...(appHealth ? { campaign: appHealth.gate.gateFor(() => self?.isLeader() ?? false) } : {}),
+      ...(gate ? { campaign: gate } : {}),
     });
     self = elector;
     // Listeners go on before the first tick, which runs on a timer after campaign() returns.
@@ -213,9 +227,12 @@ function campaign(
         const s = elector.status();
         // Once shutting down (the pod is being demoted), nothing may label it leader again.
         if (shutdown.started && s.role === "leader") return;
-        publisher.setDesired({ lease: s.key, role: s.role, fence: s.fence, holder: s.leader ?? "" });
+        const { key: lease, role, fence, leader, notCampaigning } = s;
+        publisher.setDesired({ lease, role, fence, holder: leader ?? "", notCampaigning });
       };
       elector.on("transition", publish);
+      // Peers read it: an unready leader hands over only to a pod that campaigns.
+      gate?.subscribe(publish);
       // A follower's holder annotation follows the leader it sees, even without a transition.
       elector.on("leader-changed", publish);
     }

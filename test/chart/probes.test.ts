@@ -25,7 +25,9 @@ interface Container {
 
 async function sidecarOf(values: ChartValues): Promise<Container> {
   // Outside a cluster there is no pod whose container statuses the health gate could read.
-  const workload = (await renderChart({ ...values, health: { gate: "off" } })).find((m) => m.kind === "Deployment") as unknown as {
+  const workload = (await renderChart({ ...values, health: { gate: "off" } })).find(
+    (m) => m.kind === "Deployment",
+  ) as unknown as {
     spec: { template: { spec: { initContainers: Container[] } } };
   };
   return workload.spec.template.spec.initContainers.find((c) => c.name === "pglease") as Container;

@@ -5,7 +5,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, expect, it } from "vitest";
-import { startLeaseRun } from "../support/cli.ts";
+import { runPglease, startLeaseRun } from "../support/cli.ts";
 import { cliSuite } from "../support/cli-suite.ts";
 
 const suite = cliSuite();
@@ -80,4 +80,13 @@ it("with --health-strict hands over when the endpoint stops answering 2xx, and c
     new RegExp(`^acquired lease health-url-2 with fence (?!${first.fence}$)\\d+$`),
   );
   expect(Number(again.fence)).toBeGreaterThan(Number(first.fence));
+});
+
+it("exits 1 when its HTTP port is taken, the health probe already started stopping with it", async () => {
+  const { url } = await application();
+  const { port } = app?.address() as AddressInfo; // taken by the application itself
+  const args = ["run", "--lease", "health-url-3", "--http-addr", `127.0.0.1:${port}`, "--health-url", url];
+  const exit = await runPglease(args, { DATABASE_URL: suite.db.url }, 20_000);
+  expect(exit.code).toBe(1);
+  expect(exit.stdout + exit.stderr).toMatch(/EADDRINUSE/);
 });

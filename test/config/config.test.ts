@@ -164,6 +164,12 @@ describe("pglease run configuration", () => {
       '--app-containers: "Web_1" is not a container name (lower-case letters, digits, -)',
       "--health-gate url needs --health-url: the URL the sidecar probes",
     ]);
+    // fetch refuses every request to a URL with credentials: the gate would never open.
+    expect(problemsOf(["--lease", "orders", "--health-url", "http://u:secret@127.0.0.1:8080/h"], db)).toEqual(
+      [
+        "--health-url: carries a user name or password, which the probe cannot send; use a URL without them (a token in the query works)",
+      ],
+    );
     expect(
       problemsOf(["--lease", "orders", "--health-url", "ftp://x", "--health-gate", "maybe"], db),
     ).toEqual([

@@ -40,6 +40,8 @@ describe("desired pod state", () => {
         "pglease.io/fence": "42",
         "pglease.io/holder": "orders-0-a1b2",
         "pglease.io/lease": "orders-sync",
+        // Absent: a leader campaigns (a follower whose health gate is closed says why here).
+        "pglease.io/not-campaigning": null,
       },
       condition: {
         type: "pglease.io/leader",

@@ -135,4 +135,30 @@ describe("the health gate", () => {
     expect(t.lines).toEqual([]);
     expect(t.gate.view().handovers).toBe(0);
   });
+
+  it("arms nothing once stopped: a late report or peer list keeps no process alive", async () => {
+    let answer = (_: string | null) => {};
+    const t = setup({}, () => new Promise((resolve) => (answer = resolve)));
+    t.gate.report(UNREADY);
+    t.clock.advance(5_000); // the peer list is out
+    t.gate.stop();
+    answer(null);
+    await settle();
+    t.gate.report(READY);
+    t.gate.report(UNREADY);
+    expect(t.clock.pendingTimers()).toBe(0);
+  });
+
+  it("does not count a handover when leadership ended while the peers were listed", async () => {
+    let answer = (_: string | null) => {};
+    const t = setup({}, () => new Promise((resolve) => (answer = resolve)));
+    t.gate.report(UNREADY);
+    t.clock.advance(5_000);
+    t.lead(false); // the term was lost meanwhile
+    answer("pod-b");
+    await settle();
+    expect(t.gate.view()).toMatchObject({ handingOver: false, handovers: 0 });
+    t.gate.report(READY);
+    expect(t.reason()).toBeNull(); // no settle period for a handover that never happened
+  });
 });
