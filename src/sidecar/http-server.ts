@@ -4,12 +4,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Address } from "../config/values.ts";
 import type { Elector } from "../election/elector.ts";
+import { holderCluster } from "../election/identity.ts";
 
 export interface HttpSources {
   /** Empty while the sidecar is starting (waiting for PostgreSQL). */
   electors(): readonly Elector[];
   /** Changes once, when the lease stack opens and appends the restart proof. */
   holder(): string;
+  /** --cluster-name; null with one cluster. */
+  cluster: string | null;
   pod: { namespace: string; name: string } | null;
   /** Null when healthy; otherwise why the loop counts as stalled. Starting counts as healthy. */
   stalled(): string | null;
@@ -20,6 +23,7 @@ export interface HttpSources {
 
 export interface StatusDocument {
   holder: string;
+  cluster: string | null;
   pod: { namespace: string; name: string } | null;
   leases: Array<{
     lease: string;
@@ -27,6 +31,8 @@ export interface StatusDocument {
     /** This process's own fence: null unless it leads. */
     fence: number | null;
     leader: string | null;
+    /** The cluster the leader's holder identity names (--cluster-name); null when it names none. */
+    leaderCluster: string | null;
     leaderFence: number | null;
     expiresAt: string | null;
     lastOutcome: string | null;
@@ -34,9 +40,12 @@ export interface StatusDocument {
   }>;
 }
 
-export function statusDocument(sources: Pick<HttpSources, "electors" | "holder" | "pod">): StatusDocument {
+export function statusDocument(
+  sources: Pick<HttpSources, "electors" | "holder" | "cluster" | "pod">,
+): StatusDocument {
   return {
     holder: sources.holder(),
+    cluster: sources.cluster,
     pod: sources.pod,
     leases: sources.electors().map((e) => {
       const s = e.status();
@@ -45,6 +54,7 @@ export function statusDocument(sources: Pick<HttpSources, "electors" | "holder" 
         role: s.role,
         fence: s.fence,
         leader: s.leader,
+        leaderCluster: holderCluster(s.leader),
         leaderFence: s.leaderFence,
         expiresAt: s.expiresAt?.toISOString() ?? null,
         lastOutcome: s.lastOutcome,

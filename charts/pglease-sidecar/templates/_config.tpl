@@ -68,6 +68,9 @@ lease:
   notify: true
   restartTakeover: true
   sessionTakeover: false
+cluster:
+  # Empty: one cluster. Otherwise where these pods run, when several clusters share the lease.
+  name: ""
 database:
   # Required: a Secret whose key secretKey holds the connection URL.
   existingSecret: ""

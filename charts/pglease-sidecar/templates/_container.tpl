@@ -122,6 +122,10 @@ containers.
   value: {{ .lease.restartTakeover | quote }}
 - name: PGLEASE_SESSION_TAKEOVER
   value: {{ .lease.sessionTakeover | quote }}
+{{- with .cluster.name }}
+- name: PGLEASE_CLUSTER_NAME
+  value: {{ . | quote }}
+{{- end }}
 {{- /* Only the port: the host is the sidecar's default (every address). */}}
 - name: PGLEASE_HTTP_ADDR
   value: {{ printf ":%d" (int .sidecar.httpPort) | quote }}
