@@ -8,7 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import pg from "pg";
+import { holderCluster } from "../../src/election/identity.ts";
+import type { ClusterLabels, HandOver } from "../chaos/cluster-labels.ts";
 import { type LabelWatch, watchRoleLabels } from "../chaos/label-watch.ts";
+import type { Interval } from "../chaos/timeline.ts";
 import { type Running, startPglease } from "../support/cli.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
@@ -165,19 +168,23 @@ export class World {
     return rows[0]?.holder ?? null;
   }
 
-  /** The most pods labelled leader at once across all clusters, by the watches' receipt times. */
-  mostLabelledAtOnce(): number {
-    const changes = [...this.watches].flatMap(([cluster, watch]) =>
-      watch.changes.map((c) => ({ ...c, pod: `${cluster}/${c.pod}` })),
+  /** Every change of hands of the lease, from its history table (the server's clock, this host's too). */
+  async handOvers(): Promise<HandOver[]> {
+    const { rows } = await this.#pool.query(
+      `SELECT (extract(epoch FROM changed_at) * 1000)::float8 AS at, holder FROM pglease_leases_history
+        WHERE key = $1 AND holder IS NOT NULL ORDER BY id`,
+      [this.options.lease],
     );
-    changes.sort((a, b) => a.time - b.time);
-    const roles = new Map<string, string | null>();
-    let most = 0;
-    for (const change of changes) {
-      roles.set(change.pod, change.role);
-      most = Math.max(most, [...roles.values()].filter((r) => r === "leader").length);
-    }
-    return most;
+    return rows.map((r: { at: number; holder: string }) => ({ at: r.at, cluster: holderCluster(r.holder) }));
+  }
+
+  /** Each cluster's recorded label changes, with the windows in which the test left it unable to act. */
+  labels(unable: Record<string, Interval[]> = {}): ClusterLabels[] {
+    return [...this.watches].map(([cluster, watch]) => ({
+      cluster,
+      changes: watch.changes,
+      unable: unable[cluster] ?? [],
+    }));
   }
 
   async close(): Promise<void> {
