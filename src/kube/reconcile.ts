@@ -108,8 +108,9 @@ async function clearStalePeers(
       observe: (run) => ctx.observe("peer", run),
     });
     if (result.demoted.length > 0) {
+      // `holder` in a sidecar's lines is its own identity (its logger's binding): the lease's goes under `leader`.
       ctx.logger.warn(
-        { pods: result.demoted, ...(term.role === ROLE.leader ? {} : { holder: term.holder }) },
+        { pods: result.demoted, ...(term.role === ROLE.leader ? {} : { leader: term.holder }) },
         term.role === ROLE.leader
           ? "took a stale leader label off other pods"
           : "the lease is held in another cluster: took a stale leader label off pods of this cluster",
