@@ -61,7 +61,8 @@ export interface SteadyCost {
 /** What the leader of `system` sends per hour at its fixed periods. */
 function leaderPerHour(system: SystemId, timing: PeerTiming): number {
   const perHour = (periodMs: number) => HOUR_MS / periodMs;
-  if (system === "pglease") return perHour(pgleaseRenewMs(timing)) + perHour(PGLEASE_PING_MS);
+  if (system === "pglease" || system === "pglease-two-clusters")
+    return perHour(pgleaseRenewMs(timing)) + perHour(PGLEASE_PING_MS);
   if (system === "pglease-no-notify") return perHour(pgleaseRenewMs(timing));
   return 0;
 }
@@ -72,6 +73,7 @@ function expected(system: SystemId, timing: PeerTiming, pods: number): { stateme
   const api = perHour(PGLEASE_MEAN_WATCH_MS);
   switch (system) {
     case "pglease":
+    case "pglease-two-clusters":
       // A follower on a healthy feed pings, and reads at each observed expiry: the leader renewed
       // between 0 and one renew interval before that read, so the next expiry is half one off a lease away.
       return {

@@ -5,6 +5,7 @@ export type SystemId =
   | "pglease"
   | "pglease-no-notify"
   | "pglease-session-takeover"
+  | "pglease-two-clusters"
   | "client-go"
   | "client-go-release"
   | "client-go-same-identity"
@@ -22,6 +23,8 @@ export interface SystemSpec {
   sessionTakeover?: true;
   /** client-go: the pod's name as identity, kept by a restarted process (else a new uuid per process). */
   podIdentity?: true;
+  /** pglease: the candidates spread over this many clusters, each with its own API server and --cluster-name. */
+  clusters?: number;
 }
 
 export const SYSTEMS: Record<SystemId, SystemSpec> = {
@@ -40,6 +43,14 @@ export const SYSTEMS: Record<SystemId, SystemSpec> = {
     notify: true,
     releaseOnCancel: false,
     sessionTakeover: true,
+  },
+  "pglease-two-clusters": {
+    id: "pglease-two-clusters",
+    label: "pglease, candidates in two clusters",
+    kind: "pglease",
+    notify: true,
+    releaseOnCancel: false,
+    clusters: 2,
   },
   "client-go": {
     id: "client-go",

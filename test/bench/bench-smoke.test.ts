@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeDatabase } from "../../bench/database.ts";
 import { failoverSvg } from "../../bench/failover-chart.ts";
 import type { BenchContext, Budget, GroupResult } from "../../bench/group.ts";
+import { type ClusterFigures, runClusters } from "../../bench/groups/clusters.ts";
 import { runFootprint } from "../../bench/groups/footprint.ts";
 import { runLeaseOps } from "../../bench/groups/lease-ops.ts";
 import type { LeaseOpsFigures } from "../../bench/groups/lease-ops-tables.ts";
@@ -93,6 +94,7 @@ beforeAll(async () => {
     await runFootprint(context),
     await runPeers(context),
     await runTakeover(context),
+    await runClusters(context),
   );
   const path = join(outDir, "results", "latest.json");
   await writeResults(
@@ -358,6 +360,21 @@ describe("takeover: crash failover without waiting out the lease", () => {
     expect(series?.trials).toHaveLength(1);
     expect(series?.holds.p50Ms).toBeGreaterThan(0);
     expect(series?.overRetry.p50Ms).toBeCloseTo((series?.holds.p50Ms ?? 0) - TINY.peerTiming.retryMs, 6);
+  });
+});
+
+describe("clusters: failover with the candidates in two clusters", () => {
+  it("times a crash and a graceful handover, the new leader labelled in its own cluster", () => {
+    const { series } = document.groups.clusters as ClusterFigures;
+    expect(series.map((s) => `${s.event}/${s.system}`)).toEqual([
+      "crash/pglease-two-clusters",
+      "graceful/pglease-two-clusters",
+    ]);
+    for (const s of series) {
+      expect(s.trials).toHaveLength(1);
+      expect(s.holds.p50Ms).toBeGreaterThan(0);
+      expect(s.published?.p50Ms).toBeGreaterThan(0);
+    }
   });
 });
 
