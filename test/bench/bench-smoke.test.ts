@@ -122,7 +122,7 @@ describe("bench results document", () => {
     expect(document.schemaVersion).toBe(2);
     const [run] = document.runs;
     expect(document.runs).toHaveLength(1);
-    expect(run?.groups).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover"]);
+    expect(run?.groups).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover", "clusters"]);
     expect(run?.machine.cpus).toBeGreaterThan(0);
     expect(run?.machine.cpuModel).not.toBe("");
     expect(run?.machine.node).toBe(process.version);
@@ -130,7 +130,7 @@ describe("bench results document", () => {
     expect(run?.database.version).toMatch(/^\d+/);
     expect(run?.database.settings.synchronous_commit).toBeDefined();
     expect(JSON.stringify(document)).not.toContain(db.url);
-    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover"]);
+    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover", "clusters"]);
   });
 
   it("has every lease statement, ours and the advisory lock's, in every setup, with positive figures", () => {
