@@ -17,6 +17,7 @@ import {
 } from "./database.ts";
 import { failoverSvg } from "./failover-chart.ts";
 import { type BenchContext, type FigureGroup, FULL_BUDGET, type GroupResult, QUICK_BUDGET } from "./group.ts";
+import { clustersGroup } from "./groups/clusters.ts";
 import { footprintGroup } from "./groups/footprint.ts";
 import { leaseOpsGroup } from "./groups/lease-ops.ts";
 import { type PeerFigures, peersGroup } from "./groups/peers.ts";
@@ -29,7 +30,14 @@ import { targetsTable } from "./targets.ts";
 
 // The registry of figure groups, run in this order; peers and takeover, with their child
 // processes, run last so that the statement timings run on a host nothing else of the bench is using.
-const GROUPS: FigureGroup[] = [leaseOpsGroup, scaleGroup, footprintGroup, peersGroup, takeoverGroup];
+const GROUPS: FigureGroup[] = [
+  leaseOpsGroup,
+  scaleGroup,
+  footprintGroup,
+  peersGroup,
+  takeoverGroup,
+  clustersGroup,
+];
 
 const DEFAULT_JSON = "bench/results/latest.json";
 const SERVER_STOP_BOUND_MS = 15_000;

@@ -9,6 +9,7 @@ import { failoverSvg } from "../failover-chart.ts";
 import type { PeerFigures } from "../groups/peers.ts";
 import { type ResultsDocument, readResults } from "../results.ts";
 import { evaluateTargets } from "../targets.ts";
+import { readmeClusters } from "./clusters.ts";
 import { type Render, rewriteRegions } from "./markers.ts";
 import {
   saysAdvisory,
@@ -40,6 +41,7 @@ function regionRenderers(document: ResultsDocument): Record<string, () => string
     "readme-steady": () => steady(ref),
     "readme-statements": () => statements(ref),
     "readme-takeover": () => readmeTakeover(ref),
+    "readme-clusters": () => readmeClusters(ref),
     tables: () => tables(document),
     "says-crash": () => saysCrash(ref),
     "says-advisory": () => saysAdvisory(ref),

@@ -57,7 +57,7 @@ const SERIES_ORDER: Array<[HandoverEvent, SystemId]> = [
   ["graceful", "advisory-lock"],
 ];
 
-interface SeriesPlan {
+export interface SeriesPlan {
   system: SystemId;
   event: HandoverEvent;
   lanes: number;
@@ -105,7 +105,7 @@ async function runLane(
 }
 
 /** Every series of a phase at once, each on its own lanes; the first failure stops the rest. */
-async function runPhase(plans: SeriesPlan[], context: BenchContext): Promise<FailoverSeries[]> {
+export async function runPhase(plans: SeriesPlan[], context: BenchContext): Promise<FailoverSeries[]> {
   const stop = new AbortController();
   const env: LaneEnvironment = {
     benchDatabaseUrl: context.databaseUrl,

@@ -61,7 +61,7 @@ export interface SteadyCost {
 /** What the leader of `system` sends per hour at its fixed periods. */
 function leaderPerHour(system: SystemId, timing: PeerTiming): number {
   const perHour = (periodMs: number) => HOUR_MS / periodMs;
-  if (system === "pglease" || system === "pglease-health-gate")
+  if (system === "pglease" || system === "pglease-health-gate" || system === "pglease-two-clusters")
     return perHour(pgleaseRenewMs(timing)) + perHour(PGLEASE_PING_MS);
   if (system === "pglease-no-notify") return perHour(pgleaseRenewMs(timing));
   return 0;
@@ -75,6 +75,7 @@ function expected(system: SystemId, timing: PeerTiming, pods: number): { stateme
     // The health gate reads its pod from the watch the publisher keeps: no statement, no request more.
     case "pglease-health-gate":
     case "pglease":
+    case "pglease-two-clusters":
       // A follower on a healthy feed pings, and reads at each observed expiry: the leader renewed
       // between 0 and one renew interval before that read, so the next expiry is half one off a lease away.
       return {

@@ -64,7 +64,9 @@ export class Lane {
   readonly system: SystemSpec;
   readonly timing: PeerTiming;
   readonly candidates: Candidate[] = [];
+  /** The first cluster's API server; every cluster's is in #kubes. */
   kube: KubeFixture | null = null;
+  #kubes: KubeFixture[] = [];
   database: BenchDatabase | null = null;
   /** Set when the lane counts its candidates' statements: they then reach the database through it. */
   counter: StatementCounter | null = null;
@@ -118,8 +120,8 @@ export class Lane {
       if (kind === "pglease") this.#timer = new FailoverTimer(this.database.url, LEASE);
     }
     if (kind !== "advisory-lock") {
-      this.kube = await startKubeFixture();
-      Object.assign(this.#childEnv, this.kube.env);
+      for (let c = 0; c < (this.system.clusters ?? 1); c++) this.#kubes.push(await startKubeFixture());
+      this.kube = this.#kubes[0] ?? null;
     }
     for (let i = 1; i <= CANDIDATES; i++) {
       const pod = `${this.name}-${i}`;
@@ -128,8 +130,17 @@ export class Lane {
     }
   }
 
+  /** Candidate n's cluster: the clusters take the candidates in turn. */
+  #clusterOf(pod: string): number {
+    return (Number(pod.slice(pod.lastIndexOf("-") + 1)) - 1) % Math.max(1, this.#kubes.length);
+  }
+
+  #kubeOf(pod: string): KubeFixture | undefined {
+    return this.#kubes[this.#clusterOf(pod)];
+  }
+
   async #seedPod(pod: string): Promise<void> {
-    await this.kube?.seedPod(pod, {
+    await this.#kubeOf(pod)?.seedPod(pod, {
       "app.kubernetes.io/name": "bench",
       "app.kubernetes.io/instance": this.name,
     });
@@ -150,11 +161,14 @@ export class Lane {
 
   #spawn(pod: string): Candidate {
     const args = argsFor(this.system, this.timing, LEASE, LOCK_KEY);
+    const cluster = this.system.clusters
+      ? { PGLEASE_CLUSTER_NAME: `cluster-${this.#clusterOf(pod) + 1}` }
+      : {};
     return new Candidate(
       this.system.kind,
       pod,
       this.system.podIdentity ? [...args, "--identity", pod] : args,
-      this.#childEnv,
+      { ...this.#childEnv, ...this.#kubeOf(pod)?.env, ...cluster },
       this.system.kind === "client-go" ? this.kube?.clientGoElector : undefined,
     );
   }
@@ -172,7 +186,7 @@ export class Lane {
   }
 
   #label(pod: string): Promise<string | undefined> {
-    return this.kube?.roleLabel(pod) ?? Promise.resolve(undefined);
+    return this.#kubeOf(pod)?.roleLabel(pod) ?? Promise.resolve(undefined);
   }
 
   /** Every candidate campaigning, one leader, and (pglease) only the leader's pod labelled leader. */
@@ -246,7 +260,7 @@ export class Lane {
     const oldFence = this.#timer ? ((await this.#timer.read())?.fence ?? 0) : 0;
     const server = this.#admin ? await this.serverClock() : null;
     const wallAt = Date.now();
-    const mark = this.kube?.requests.length ?? 0;
+    const marks = this.#kubes.map((k) => k.requests.length);
     const oldIdentity = leader.identity;
     await leader.kill(signal);
     const slot = this.candidates.indexOf(leader);
@@ -254,7 +268,7 @@ export class Lane {
       return await this.#measure({
         server,
         wallAt,
-        mark,
+        marks,
         oldFence,
         oldIdentity,
         crash: signal === "SIGKILL",
@@ -268,7 +282,8 @@ export class Lane {
   async #measure(start: {
     server: { text: string; ms: number } | null;
     wallAt: number;
-    mark: number;
+    /** How many requests each cluster's API server had logged when the leader was stopped. */
+    marks: number[];
     oldFence: number;
     oldIdentity: string | null;
     crash: boolean;
@@ -293,7 +308,7 @@ export class Lane {
         `${this.name}: the Lease never named a new holder`,
         this.timeoutMs,
         signal,
-        () => this.kube?.requests.slice(start.mark).find(leaseNamesNewHolder(contenders)),
+        () => this.kube?.requests.slice(start.marks[0]).find(leaseNamesNewHolder(contenders)),
       );
       return {
         lane: this.name,
@@ -310,11 +325,13 @@ export class Lane {
     const term = await timer.waitForNewTerm(start.oldFence, start.server?.text ?? "", this.timeoutMs, signal);
     const fromExpiry = expiry === undefined ? null : ((await timer.read(expiry))?.acquiredAfterMs ?? null);
     const pod = this.candidates.find((c) => c.identity === term.holder)?.pod;
+    // Its own cluster's API server: a leader publishes nowhere else.
+    const cluster = pod === undefined ? 0 : this.#clusterOf(pod);
     const labelled = await until(
       `${this.name}: the new leader's pod was never labelled`,
       this.timeoutMs,
       signal,
-      () => this.kube?.requests.slice(start.mark).find(podLabelledLeader(pod)),
+      () => this.#kubes[cluster]?.requests.slice(start.marks[cluster]).find(podLabelledLeader(pod)),
     );
     return {
       lane: this.name,
@@ -346,7 +363,7 @@ export class Lane {
       () => Promise.all(this.candidates.map((c) => c.kill("SIGKILL"))),
       () => this.#timer?.close(),
       () => this.#admin?.end(),
-      () => this.kube?.close(),
+      () => Promise.all(this.#kubes.map((k) => k.close())),
       () => this.counter?.close(),
       () => this.database?.drop(),
     ];

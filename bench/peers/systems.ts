@@ -6,6 +6,7 @@ export type SystemId =
   | "pglease-no-notify"
   | "pglease-session-takeover"
   | "pglease-health-gate"
+  | "pglease-two-clusters"
   | "client-go"
   | "client-go-release"
   | "client-go-same-identity"
@@ -25,6 +26,8 @@ export interface SystemSpec {
   podIdentity?: true;
   /** pglease: --health-gate pod, grace and settle one retry interval. */
   healthGate?: true;
+  /** pglease: the candidates spread over this many clusters, each with its own API server and --cluster-name. */
+  clusters?: number;
 }
 
 export const SYSTEMS: Record<SystemId, SystemSpec> = {
@@ -51,6 +54,14 @@ export const SYSTEMS: Record<SystemId, SystemSpec> = {
     notify: true,
     releaseOnCancel: false,
     healthGate: true,
+  },
+  "pglease-two-clusters": {
+    id: "pglease-two-clusters",
+    label: "pglease, candidates in two clusters",
+    kind: "pglease",
+    notify: true,
+    releaseOnCancel: false,
+    clusters: 2,
   },
   "client-go": {
     id: "client-go",

@@ -2,6 +2,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { type OptionSpec, optionHelp } from "../config/options.ts";
 import { parseDuration } from "../config/values.ts";
+import { holderCluster } from "../election/identity.ts";
 import type { LeaseView } from "../election/ports.ts";
 import { databaseHelp, openDatabaseCommand, textTable } from "./database-command.ts";
 
@@ -14,7 +15,8 @@ const OPTIONS: readonly OptionSpec[] = [
 export const STATUS_HELP = `Usage: pglease status [KEY ...] [--json] [--watch] [flags]
 
 Shows every lease, or only the named ones: key, holder, fence, acquired, expires,
-remaining, held or expired. Times come from the PostgreSQL server's clock. A named
+remaining, held or expired. A holder started with --cluster-name starts with it
+(east/orders-0-1a2b3c4d: the leader runs in cluster east); --json has it as "cluster". Times come from the PostgreSQL server's clock. A named
 lease that does not exist is reported on stderr and makes the exit code 1.
 
 Flags:
@@ -30,6 +32,8 @@ Examples:
 export interface LeaseStatusJson {
   key: string;
   holder: string;
+  /** The cluster the holder identity names (`pglease run --cluster-name`); null when it names none. */
+  cluster: string | null;
   fence: number;
   acquiredAt: string;
   expiresAt: string;
@@ -41,6 +45,7 @@ export function leaseJson(view: LeaseView): LeaseStatusJson {
   return {
     key: view.key,
     holder: view.holder,
+    cluster: holderCluster(view.holder),
     fence: view.fence,
     acquiredAt: view.acquiredAt.toISOString(),
     expiresAt: view.expiresAt.toISOString(),

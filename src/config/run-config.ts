@@ -30,6 +30,8 @@ export interface RunConfig {
   poolSize: number;
   database: DatabaseConfig;
   history: HistoryRetention;
+  /** --cluster-name: where this pod runs when several clusters campaign; null for one cluster. */
+  clusterName: string | null;
   publish: {
     roleLabel: string;
     conditionType: string;
@@ -69,6 +71,7 @@ const PUBLISH_FLAGS: Partial<Record<PublishConfigField, string>> = {
   holderAnnotation: "--holder-annotation",
   leaseAnnotation: "--lease-annotation",
   peerSelector: "--peer-selector",
+  clusterName: "--cluster-name",
   namespace: "POD_NAMESPACE",
   podName: "POD_NAME",
 };
@@ -91,7 +94,12 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
   }
 
   const timing = readTiming(raw, get, problems);
-  const publish = readPublish(raw, env, problems, get("peer-demotion", parseBoolean) ?? true);
+  const { clusterName, ...publish } = readPublish(
+    raw,
+    env,
+    problems,
+    get("peer-demotion", parseBoolean) ?? true,
+  );
   const database = readDatabaseConfig(raw, env, problems);
   const publishing = decidePublishing(env);
   const config: RunConfig = {
@@ -108,6 +116,7 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
       maxRowsPerKey:
         get("history-max-rows", (t) => parseInteger(t, 1, 10_000_000)) ?? DEFAULT_RETENTION.maxRowsPerKey,
     },
+    clusterName,
     publish,
     gracePeriodMs: get("grace-period", parseDuration) ?? 20_000,
     startTimeoutMs: get("start-timeout", parseDuration) ?? 60_000,
@@ -160,7 +169,7 @@ function readPublish(
   env: NodeJS.ProcessEnv,
   problems: string[],
   peerDemotion: boolean,
-): RunConfig["publish"] {
+): RunConfig["publish"] & { clusterName: string | null } {
   const text = (flag: string) => raw.values.get(flag)?.text;
   if (!peerDemotion && text("peer-selector") !== undefined) {
     problems.push("--peer-selector and --no-peer-demotion contradict each other: give one of them");
@@ -176,6 +185,7 @@ function readPublish(
       holderAnnotation: text("holder-annotation"),
       leaseAnnotation: text("lease-annotation"),
       peerSelector: text("peer-selector"),
+      clusterName: text("cluster-name"),
     },
     (field) => {
       const flag = PUBLISH_FLAGS[field] ?? field;
@@ -193,6 +203,7 @@ function readPublish(
       leaseAnnotation: "",
       peerSelector: null,
       peerDemotion,
+      clusterName: null,
     };
   }
   const c = result.config;
@@ -204,5 +215,6 @@ function readPublish(
     leaseAnnotation: c.leaseAnnotation,
     peerSelector: c.peerSelector,
     peerDemotion,
+    clusterName: c.clusterName,
   };
 }

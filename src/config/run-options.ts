@@ -56,6 +56,13 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     defaultText: "the first --lease",
   },
   {
+    flag: "cluster-name",
+    env: "PGLEASE_CLUSTER_NAME",
+    value: "NAME",
+    help: "the Kubernetes cluster this pod runs in, when pods of several clusters campaign for the lease (a label value; part of the holder identity, and followers then clear stale leader labels of their own cluster)",
+    defaultText: "none: one cluster",
+  },
+  {
     flag: "http-addr",
     env: "PGLEASE_HTTP_ADDR",
     value: "HOST:PORT",

@@ -4,9 +4,26 @@ import { hostname } from "node:os";
 /**
  * A holder identity unique per process: the pod name (for whoever reads the table) plus a
  * random suffix fixed at start, so a restarted container is a new holder and bumps the fence.
+ * With a cluster name (pods of several Kubernetes clusters campaigning for one lease), the name
+ * comes first: `east/orders-0-1a2b3c4d`. Followers read it back (holderCluster) to learn that the
+ * lease is held in another cluster, so the table, the history and the logs say where the leader runs.
  */
-export function holderIdentity(podName: string = process.env.POD_NAME || hostname()): string {
-  return `${podName}-${randomBytes(4).toString("hex")}`;
+export function holderIdentity(
+  podName: string = process.env.POD_NAME || hostname(),
+  cluster: string | null = null,
+): string {
+  const base = `${podName}-${randomBytes(4).toString("hex")}`;
+  return cluster === null ? base : `${cluster}${CLUSTER_SEPARATOR}${base}`;
+}
+
+/** Neither a label value (the cluster name) nor a pod name contains it. */
+export const CLUSTER_SEPARATOR = "/";
+// A Kubernetes label value: what --cluster-name accepts (src/config checks it with the rest).
+const clusterPattern = /^([A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)\//;
+
+/** The cluster a holder built by holderIdentity() names, or null when it names none. */
+export function holderCluster(holder: string | null): string | null {
+  return (holder === null ? null : clusterPattern.exec(holder)?.[1]) ?? null;
 }
 
 /**

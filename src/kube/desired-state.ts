@@ -1,5 +1,6 @@
 // What the pod should show, as a pure function of the elector's state, and the smallest
 // patches that take a pod as last seen to it. No I/O here: the publisher decides when to send.
+import { holderCluster } from "../election/identity.ts";
 import type { Pod, PodCondition } from "./client/api-types.ts";
 import { CONDITION_REASON, fenceAnnotationValue, POD_CONTRACT, ROLE, type Role } from "./pod-contract.ts";
 import type { PublishConfig } from "./publish-config.ts";
@@ -40,6 +41,8 @@ export function desiredPod(state: LeadershipState, config: PublishConfig): Desir
       [config.holderAnnotation]: state.holder === "" ? null : state.holder,
       [config.leaseAnnotation]: state.lease,
       [POD_CONTRACT.notCampaigningAnnotation]: state.notCampaigning ?? null,
+      // Only where clusters share the lease: a single-cluster pod keeps its annotations as they were.
+      ...(config.clusterName === null ? {} : { [config.leaderClusterAnnotation]: leaderCluster(state) }),
     },
     condition: {
       type: config.conditionType,
@@ -50,6 +53,21 @@ export function desiredPod(state: LeadershipState, config: PublishConfig): Desir
         : `does not hold lease ${state.lease}`,
     },
   };
+}
+
+/** The cluster that leads as this pod knows it: the holder's, or null (annotation removed) when unknown. */
+function leaderCluster(state: LeadershipState): string | null {
+  return state.holder === "" ? null : holderCluster(state.holder);
+}
+
+/**
+ * True when this follower knows the lease is held by a pod of another cluster: no pod of its own
+ * cluster may keep a leader label then, and the new leader cannot reach this cluster to clear it.
+ */
+export function heldInAnotherCluster(state: LeadershipState, config: PublishConfig): boolean {
+  if (state.role !== ROLE.follower || config.clusterName === null) return false;
+  const cluster = leaderCluster(state);
+  return cluster !== null && cluster !== config.clusterName;
 }
 
 export interface MetadataPatch {

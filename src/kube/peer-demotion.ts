@@ -1,6 +1,8 @@
 // Gap, never overlap: a new leader first takes the leader label off any other pod of the
 // same lease that still carries it (an old leader that froze or lost the API server cannot
 // do it itself), and only then labels itself. Any failure here stops the self-label.
+// Across clusters the same pass runs in a follower that sees the lease held in another cluster,
+// whose new leader cannot reach this cluster's pods (reconcile.ts).
 import type { Pod } from "./client/api-types.ts";
 import { conditionPatch, desiredPod, type MetadataPatch } from "./desired-state.ts";
 import { KubeRequestError, type PodApi } from "./pod-api.ts";
@@ -14,7 +16,8 @@ export interface PeerDemotionOptions {
   wallClock: () => Date;
   /**
    * Asked before each patch. The list can be seconds old by then: a process that lost the lease
-   * meanwhile would take the label off the new leader, so it stops at the first false.
+   * meanwhile (or, for a follower, a holder that changed) would take the label off the new leader,
+   * so it stops at the first false.
    */
   stillLeads: () => boolean;
   /** Wraps each patch so the caller can time it and count it. */

@@ -18,6 +18,11 @@ export const POD_CONTRACT = {
   holderAnnotation: "pglease.io/holder",
   /** The lease the pod shows, so peers of another lease are told apart. */
   leaseAnnotation: "pglease.io/lease",
+  /**
+   * With --cluster-name: the cluster whose pod holds the lease, on every campaigning pod of every
+   * cluster (absent while unknown), so `kubectl` in one cluster shows where the leader runs.
+   */
+  leaderClusterAnnotation: "pglease.io/leader-cluster",
   /** Pod condition, True while the pod leads; not a readiness gate unless the operator opts in. */
   conditionType: "pglease.io/leader",
   /**

@@ -19,7 +19,14 @@ export interface PublishConfig {
   fenceAnnotation: string;
   holderAnnotation: string;
   leaseAnnotation: string;
+  leaderClusterAnnotation: string;
   conditionType: string;
+  /**
+   * The Kubernetes cluster this pod runs in, when pods of several clusters campaign for the lease;
+   * null otherwise. With it, followers take a stale leader label off the pods of their own cluster
+   * once the lease is held in another one (a new leader reaches only its own cluster's API server).
+   */
+  clusterName: string | null;
   /** The configured selector of the pods competing for the lease; null when none is (see demotePeers). */
   peerSelector: string | null;
   /**
@@ -35,6 +42,7 @@ export type PublishConfigField = keyof PublishConfig;
 
 export const PUBLISH_DEFAULTS = {
   ...POD_CONTRACT,
+  clusterName: null,
   peerSelector: null,
   demotePeers: true,
   // How often the pod is re-read while no watch streams (a Role without watch, a server refusing
@@ -42,7 +50,10 @@ export const PUBLISH_DEFAULTS = {
   resyncIntervalMs: 300_000,
 } as const satisfies Omit<PublishConfig, "namespace" | "podName">;
 
-/** peerSelector: a selector; null to opt out of peer demotion; left out to build it from the pod's labels. */
+/**
+ * peerSelector: a selector; null to opt out of peer demotion; left out to build it from the pod's
+ * labels. clusterName: null or left out when the lease is campaigned for in one cluster only.
+ */
 export type PublishConfigInput = { [K in Exclude<PublishConfigField, "demotePeers">]?: unknown };
 
 /** A setting that cannot work with this pod; the message names the field and the fix. */
@@ -69,6 +80,11 @@ const TEXT_FIELDS = {
   fenceAnnotation: [PUBLISH_DEFAULTS.fenceAnnotation, qualifiedNameProblem, "an annotation key"],
   holderAnnotation: [PUBLISH_DEFAULTS.holderAnnotation, qualifiedNameProblem, "an annotation key"],
   leaseAnnotation: [PUBLISH_DEFAULTS.leaseAnnotation, qualifiedNameProblem, "an annotation key"],
+  leaderClusterAnnotation: [
+    PUBLISH_DEFAULTS.leaderClusterAnnotation,
+    qualifiedNameProblem,
+    "an annotation key",
+  ],
   conditionType: [PUBLISH_DEFAULTS.conditionType, qualifiedNameProblem, "a pod condition type"],
 } as const satisfies Partial<Record<PublishConfigField, readonly [string | undefined, Check, string]>>;
 
@@ -88,6 +104,7 @@ export function validatePublishConfig(
   ) as Record<TextField, string>;
   const config: PublishConfig = {
     ...names,
+    clusterName: null,
     peerSelector: null,
     demotePeers: input.peerSelector !== null,
     resyncIntervalMs: PUBLISH_DEFAULTS.resyncIntervalMs,
@@ -98,6 +115,14 @@ export function validatePublishConfig(
       undefined,
       selectorProblem(config.roleLabel),
       "a label selector",
+    );
+  }
+  if (input.clusterName !== undefined && input.clusterName !== null) {
+    config.clusterName = text(
+      "clusterName",
+      undefined,
+      nonEmptyLabelValue,
+      "a name for this cluster, a label value",
     );
   }
   const resync = input.resyncIntervalMs ?? PUBLISH_DEFAULTS.resyncIntervalMs;
@@ -138,7 +163,12 @@ function clashes(config: PublishConfig, fieldName: FieldName): string[] {
       `${fieldName("leaderValue")} and ${fieldName("followerValue")} are both ${JSON.stringify(config.leaderValue)}: a Service could not tell the leader apart`,
     );
   }
-  const annotationFields = ["fenceAnnotation", "holderAnnotation", "leaseAnnotation"] as const;
+  const annotationFields = [
+    "fenceAnnotation",
+    "holderAnnotation",
+    "leaseAnnotation",
+    "leaderClusterAnnotation",
+  ] as const;
   for (const [i, a] of annotationFields.entries()) {
     for (const b of annotationFields.slice(i + 1)) {
       if (config[a] !== "" && config[a] === config[b]) {

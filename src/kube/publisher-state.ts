@@ -18,7 +18,10 @@ export interface PublisherState {
   pod: Pod | undefined;
   /** Read the pod again before the next patch: at start, after a 409 or 404, a watch gap, the resync. */
   podStale: boolean;
-  /** The term (see termKey) whose stale peers are already demoted; null while following. */
+  /**
+   * The term (see termKey) whose stale peers are already demoted, or, for a follower, the holder in
+   * another cluster for which it demoted its own cluster's stale leaders; null when neither.
+   */
   peersClearedFor: string | null;
   /** Why the last pass failed, until one succeeds. */
   lastError: string | undefined;

@@ -2,10 +2,19 @@
 // never overlap": read the pod if it may be stale; as a leader, demote stale peers and check
 // that this process still leads; then patch labels and annotations, then the condition. A
 // pass that a newer desired state overtakes stops early: the worker starts a fresh one.
+// Across clusters a new leader reaches only its own cluster's API server, so a follower that
+// learns the lease is held in another cluster demotes its own cluster's stale leaders in the same
+// pass; a failed pass is retried like any other, so a cluster whose API server was away repairs
+// its labels when it answers again.
 
 import type { Logger } from "pino";
 import type { Pod } from "./client/api-types.ts";
-import { conditionPatch, type LeadershipState, metadataPatch } from "./desired-state.ts";
+import {
+  conditionPatch,
+  heldInAnotherCluster,
+  type LeadershipState,
+  metadataPatch,
+} from "./desired-state.ts";
 import { demoteStalePeers } from "./peer-demotion.ts";
 import type { PodApi } from "./pod-api.ts";
 import { ROLE } from "./pod-contract.ts";
@@ -47,9 +56,19 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
   }
   if (target.state.role === ROLE.leader) {
     const leads = () => !superseded() && ctx.stillLeads(target.state);
-    if (leads()) await clearStalePeers(state, ctx, target.state, leads);
+    if (leads()) await clearStalePeers(state, ctx, target.state, termKey(target.state), leads);
     if (superseded()) return;
     if (!ctx.stillLeads(target.state)) throw new NoLongerLeads(target.state);
+  } else if (heldInAnotherCluster(target.state, ctx.config)) {
+    // A newer desired state (this pod leads, or the holder moved) ends what this pass knows.
+    const elsewhere = () => !superseded();
+    await clearStalePeers(
+      state,
+      ctx,
+      target.state,
+      `${target.state.lease}@${target.state.holder}`,
+      elsewhere,
+    );
   }
   if (superseded()) return;
   const labels = metadataPatch(target.pod, state.pod);
@@ -65,14 +84,18 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
   if (!superseded() && !podShowsDesired(state)) throw new Error("the pod does not show the patched state");
 }
 
-/** Demotes the stale peers of `term` once per term; throws PublishConfigError when peers cannot be found. */
+/**
+ * Demotes the stale peers of `term` once per `key` (a term of this pod, or a holder in another
+ * cluster) while `valid()` holds; throws PublishConfigError when peers cannot be found.
+ */
 async function clearStalePeers(
   state: PublisherState,
   ctx: ReconcileContext,
   term: LeadershipState,
-  leads: () => boolean,
+  key: string,
+  valid: () => boolean,
 ): Promise<void> {
-  if (state.peersClearedFor === termKey(term)) return;
+  if (state.peersClearedFor === key) return;
   const peerSelector = peerSelectorFor(ctx.config, state.pod?.metadata?.labels);
   if (peerSelector !== null) {
     const result = await demoteStalePeers({
@@ -81,13 +104,19 @@ async function clearStalePeers(
       peerSelector,
       lease: term.lease,
       wallClock: ctx.wallClock,
-      stillLeads: leads,
+      stillLeads: valid,
       observe: (run) => ctx.observe("peer", run),
     });
     if (result.demoted.length > 0) {
-      ctx.logger.warn({ pods: result.demoted }, "took a stale leader label off other pods");
+      // `holder` in a sidecar's lines is its own identity (its logger's binding): the lease's goes under `leader`.
+      ctx.logger.warn(
+        { pods: result.demoted, ...(term.role === ROLE.leader ? {} : { leader: term.holder }) },
+        term.role === ROLE.leader
+          ? "took a stale leader label off other pods"
+          : "the lease is held in another cluster: took a stale leader label off pods of this cluster",
+      );
     }
     if (result.stoppedEarly) return;
   }
-  state.peersClearedFor = termKey(term);
+  state.peersClearedFor = key;
 }

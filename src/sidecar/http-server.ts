@@ -5,12 +5,15 @@ import type { AddressInfo } from "node:net";
 import type { Address } from "../config/values.ts";
 import type { Elector } from "../election/elector.ts";
 import type { AppHealthView } from "./health-gate.ts";
+import { holderCluster } from "../election/identity.ts";
 
 export interface HttpSources {
   /** Empty while the sidecar is starting (waiting for PostgreSQL). */
   electors(): readonly Elector[];
   /** Changes once, when the lease stack opens and appends the restart proof. */
   holder(): string;
+  /** --cluster-name; null with one cluster. */
+  cluster: string | null;
   pod: { namespace: string; name: string } | null;
   /** The health gate's input (the application's readiness and its age); null without a gate. */
   health?: () => (AppHealthView & { source: string }) | null;
@@ -23,6 +26,7 @@ export interface HttpSources {
 
 export interface StatusDocument {
   holder: string;
+  cluster: string | null;
   pod: { namespace: string; name: string } | null;
   /** The health gate's input; null when leadership does not follow the application's health. */
   health: (AppHealthView & { source: string }) | null;
@@ -32,6 +36,8 @@ export interface StatusDocument {
     /** This process's own fence: null unless it leads. */
     fence: number | null;
     leader: string | null;
+    /** The cluster the leader's holder identity names (--cluster-name); null when it names none. */
+    leaderCluster: string | null;
     leaderFence: number | null;
     expiresAt: string | null;
     lastOutcome: string | null;
@@ -42,10 +48,11 @@ export interface StatusDocument {
 }
 
 export function statusDocument(
-  sources: Pick<HttpSources, "electors" | "holder" | "pod" | "health">,
+  sources: Pick<HttpSources, "electors" | "holder" | "cluster" | "pod" | "health">,
 ): StatusDocument {
   return {
     holder: sources.holder(),
+    cluster: sources.cluster,
     pod: sources.pod,
     health: sources.health?.() ?? null,
     leases: sources.electors().map((e) => {
@@ -55,6 +62,7 @@ export function statusDocument(
         role: s.role,
         fence: s.fence,
         leader: s.leader,
+        leaderCluster: holderCluster(s.leader),
         leaderFence: s.leaderFence,
         expiresAt: s.expiresAt?.toISOString() ?? null,
         lastOutcome: s.lastOutcome,

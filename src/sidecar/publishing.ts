@@ -32,6 +32,7 @@ export async function startPublisher(
     fenceAnnotation: config.publish.fenceAnnotation,
     holderAnnotation: config.publish.holderAnnotation,
     leaseAnnotation: config.publish.leaseAnnotation,
+    clusterName: config.clusterName,
     // null opts out of peer demotion; undefined builds the selector from the pod's labels.
     peerSelector: config.publish.peerDemotion ? (config.publish.peerSelector ?? undefined) : null,
   });

@@ -35,7 +35,7 @@ export interface SidecarDeps {
 
 export async function startSidecar({ config, logger, signal }: SidecarDeps): Promise<Sidecar> {
   // Until the lease stack opens: it appends the restart proof when this process holds the lock.
-  let holder = holderIdentity(config.pod.name);
+  let holder = holderIdentity(config.pod.name, config.clusterName);
   let log = logger.child({ holder });
   const metrics = new SidecarMetrics({ version: await packageVersion() }, config.leases);
   const view: HealthView = {
@@ -177,6 +177,7 @@ function serveHttp(
     },
     electors: () => view.electors ?? [],
     holder,
+    cluster: config.clusterName,
     pod:
       config.pod.name && config.pod.namespace
         ? { namespace: config.pod.namespace, name: config.pod.name }

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeDatabase } from "../../bench/database.ts";
 import { failoverSvg } from "../../bench/failover-chart.ts";
 import type { BenchContext, Budget, GroupResult } from "../../bench/group.ts";
+import { type ClusterFigures, runClusters } from "../../bench/groups/clusters.ts";
 import { runFootprint } from "../../bench/groups/footprint.ts";
 import { runLeaseOps } from "../../bench/groups/lease-ops.ts";
 import type { LeaseOpsFigures } from "../../bench/groups/lease-ops-tables.ts";
@@ -93,6 +94,7 @@ beforeAll(async () => {
     await runFootprint(context),
     await runPeers(context),
     await runTakeover(context),
+    await runClusters(context),
   );
   const path = join(outDir, "results", "latest.json");
   await writeResults(
@@ -120,7 +122,7 @@ describe("bench results document", () => {
     expect(document.schemaVersion).toBe(2);
     const [run] = document.runs;
     expect(document.runs).toHaveLength(1);
-    expect(run?.groups).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover"]);
+    expect(run?.groups).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover", "clusters"]);
     expect(run?.machine.cpus).toBeGreaterThan(0);
     expect(run?.machine.cpuModel).not.toBe("");
     expect(run?.machine.node).toBe(process.version);
@@ -128,7 +130,7 @@ describe("bench results document", () => {
     expect(run?.database.version).toMatch(/^\d+/);
     expect(run?.database.settings.synchronous_commit).toBeDefined();
     expect(JSON.stringify(document)).not.toContain(db.url);
-    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover"]);
+    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover", "clusters"]);
   });
 
   it("has every lease statement, ours and the advisory lock's, in every setup, with positive figures", () => {
@@ -358,6 +360,21 @@ describe("takeover: crash failover without waiting out the lease", () => {
     expect(series?.trials).toHaveLength(1);
     expect(series?.holds.p50Ms).toBeGreaterThan(0);
     expect(series?.overRetry.p50Ms).toBeCloseTo((series?.holds.p50Ms ?? 0) - TINY.peerTiming.retryMs, 6);
+  });
+});
+
+describe("clusters: failover with the candidates in two clusters", () => {
+  it("times a crash and a graceful handover, the new leader labelled in its own cluster", () => {
+    const { series } = document.groups.clusters as ClusterFigures;
+    expect(series.map((s) => `${s.event}/${s.system}`)).toEqual([
+      "crash/pglease-two-clusters",
+      "graceful/pglease-two-clusters",
+    ]);
+    for (const s of series) {
+      expect(s.trials).toHaveLength(1);
+      expect(s.holds.p50Ms).toBeGreaterThan(0);
+      expect(s.published?.p50Ms).toBeGreaterThan(0);
+    }
   });
 });
 

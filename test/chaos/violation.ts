@@ -9,6 +9,7 @@ export type Rule =
   | "term-overlap"
   | "two-believers"
   | "two-labelled"
+  | "two-labelled-across-clusters"
   | "liveness"
   | "unready-leader";
 

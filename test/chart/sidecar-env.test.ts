@@ -45,6 +45,7 @@ describe.skipIf(skip)("the chart's sidecar settings", () => {
       health: { gate: "url", url: `http://127.0.0.1:${port}/healthz` },
       database: { schema: "public", table: "chart_env_leases" },
       sidecar: { logLevel: "debug" },
+      cluster: { name: "east" },
     });
     const workload = manifests.find((m) => m.kind === "Deployment") as unknown as {
       spec: { template: { spec: { initContainers: Container[] } } };
@@ -77,6 +78,15 @@ describe.skipIf(skip)("the chart's sidecar settings", () => {
     expect((await get("/leader?lease=chart-env-extra")).status).toBe(200);
     expect((await get("/healthz")).status).toBe(200);
     expect((await get("/readyz")).status).toBe(200);
+    // cluster.name reaches the holder identity and /status.
+    const status = (await (await get("/status")).json()) as {
+      holder: string;
+      cluster: string | null;
+      leases: Array<{ leader: string | null; leaderCluster: string | null }>;
+    };
+    expect(status.cluster).toBe("east");
+    expect(status.holder).toMatch(/^east\//);
+    expect(status.leases[0]).toMatchObject({ leader: status.holder, leaderCluster: "east" });
     const metrics = await (await get("/metrics")).text();
     expect(metrics).toMatch(/leader_election_master_status\{name="chart-env"\} 1/);
     expect(metrics).toMatch(/leader_election_master_status\{name="chart-env-extra"\} 1/);

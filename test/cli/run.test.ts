@@ -281,6 +281,7 @@ describe("operator commands", () => {
         {
           key: "job",
           holder: "pod-1-abcd",
+          cluster: null,
           fence: 7,
           acquiredAt: expect.any(String),
           expiresAt: expect.any(String),

@@ -10,6 +10,7 @@ describe("the pod contract", () => {
       fenceAnnotation: "pglease.io/fence",
       holderAnnotation: "pglease.io/holder",
       leaseAnnotation: "pglease.io/lease",
+      leaderClusterAnnotation: "pglease.io/leader-cluster",
       conditionType: "pglease.io/leader",
     });
   });

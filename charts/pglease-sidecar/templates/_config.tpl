@@ -78,6 +78,9 @@ health:
   settle: 30s
   strict: false
   waitAtStart: true
+cluster:
+  # Empty: one cluster. Otherwise where these pods run, when several clusters share the lease.
+  name: ""
 database:
   # Required: a Secret whose key secretKey holds the connection URL.
   existingSecret: ""

@@ -142,6 +142,10 @@ containers.
   value: {{ .health.strict | quote }}
 - name: PGLEASE_HEALTH_WAIT
   value: {{ .health.waitAtStart | quote }}
+{{- with .cluster.name }}
+- name: PGLEASE_CLUSTER_NAME
+  value: {{ . | quote }}
+{{- end }}
 {{- /* Only the port: the host is the sidecar's default (every address). */}}
 - name: PGLEASE_HTTP_ADDR
   value: {{ printf ":%d" (int .sidecar.httpPort) | quote }}
