@@ -12,6 +12,7 @@ describe("the pod contract", () => {
       leaseAnnotation: "pglease.io/lease",
       leaderClusterAnnotation: "pglease.io/leader-cluster",
       conditionType: "pglease.io/leader",
+      notCampaigningAnnotation: "pglease.io/not-campaigning",
     });
   });
 
