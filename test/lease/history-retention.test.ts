@@ -3,7 +3,8 @@
 // and never holds up a claim.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { pruneHistory, readHistory } from "../../src/lease/history-store.ts";
+import { pruneHistory } from "../../src/lease/history-prune.ts";
+import { readHistory } from "../../src/lease/history-store.ts";
 import { assertTablePresent, HistoryMissingError, migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
