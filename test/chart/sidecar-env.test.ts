@@ -41,6 +41,7 @@ describe.skipIf(skip)("the chart's sidecar settings", () => {
       lease: { name: "chart-env", additional: ["chart-env-extra"], duration: "3s", gracePeriod: "5s" },
       database: { schema: "public", table: "chart_env_leases" },
       sidecar: { logLevel: "debug" },
+      history: { maxAge: "36h", maxRowsPerKey: 50 },
     });
     const workload = manifests.find((m) => m.kind === "Deployment") as unknown as {
       spec: { template: { spec: { initContainers: Container[] } } };
