@@ -105,10 +105,22 @@ const replaceLegacyFunction = (t: LeaseTable) => `
     SELECT ${t.history.pruneAgedFunction}(max_age_ms, batch)
   $fn$`;
 
-// to_regclass and to_regprocedure answer NULL instead of raising when the object is absent.
+// to_regclass and to_regprocedure answer NULL instead of raising when the object is absent; an
+// index a CREATE INDEX CONCURRENTLY left half-built exists but is not valid, and no scan uses it.
 const FIND_PRUNE = `
   SELECT to_regprocedure($1) IS NOT NULL AND to_regprocedure($2) IS NOT NULL AS functions_present,
-         to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AS indexes_present`;
+         (SELECT count(*) = 2 FROM pg_index
+           WHERE indexrelid IN (to_regclass($3), to_regclass($4)) AND indisvalid) AS indexes_present`;
+
+// Names of the pruning indexes that exist but are not valid, to build again.
+const FIND_INVALID_INDEXES = `
+  SELECT indexrelid::regclass::text AS name FROM pg_index
+   WHERE indexrelid IN (to_regclass($1), to_regclass($2)) AND NOT indisvalid`;
+
+const indexNames = (t: LeaseTable) => [
+  `"${t.schema}"."${t.history.changedAtIndex}"`,
+  `"${t.schema}"."${t.history.keyIdIndex}"`,
+];
 
 async function findPrune(
   client: Pick<pg.ClientBase, "query">,
@@ -117,8 +129,7 @@ async function findPrune(
   const { rows } = await client.query(FIND_PRUNE, [
     `${t.history.pruneAgedFunction}(bigint, integer)`,
     `${t.history.pruneCrowdedFunction}(integer, bigint, text, integer, integer)`,
-    `"${t.schema}"."${t.history.changedAtIndex}"`,
-    `"${t.schema}"."${t.history.keyIdIndex}"`,
+    ...indexNames(t),
   ]);
   return rows[0] ?? { functions_present: false, indexes_present: false };
 }
@@ -140,7 +151,11 @@ export async function missingPrune(client: Pick<pg.ClientBase, "query">, t: Leas
  */
 export async function migratePrune(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
   const found = await findPrune(client, t);
-  if (!found.indexes_present) for (const sql of createIndexes(t)) await client.query(sql);
+  if (!found.indexes_present) {
+    const invalid = await client.query<{ name: string }>(FIND_INVALID_INDEXES, indexNames(t));
+    for (const { name } of invalid.rows) await client.query(`DROP INDEX ${name}`);
+    for (const sql of createIndexes(t)) await client.query(sql);
+  }
   if (found.functions_present) return;
   await client.query(createAgedFunction(t));
   await client.query(createCrowdedFunction(t));

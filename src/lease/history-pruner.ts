@@ -5,11 +5,12 @@ import { type HistoryRetention, newWalk, type PruneBudget, pruneHistory } from "
 import type { LeaseTable } from "./table.ts";
 
 /**
- * Per run: a backlog by age is worked off over several runs instead of in one long burst; the walk
- * over the keys reads up to 10,000 keys at the default 1,000 rows per key (and passes over any
- * number that have not grown), resuming in the next run. Each statement stays bounded either way.
+ * Per run: up to 100,000 entries by age, a backlog being worked off over several runs instead of
+ * in one long burst; the walk over the keys reads up to 10,000 keys at the default 1,000 rows per
+ * key (and passes over any number that have not grown), resuming in the next run. Each statement
+ * stays bounded either way.
  */
-const RUN_BUDGET: PruneBudget = { batch: 1_000, maxBatches: 10, maxPages: 1_000 };
+const RUN_BUDGET: PruneBudget = { batch: 1_000, maxBatches: 100, maxPages: 1_000 };
 export const PRUNE_INTERVAL_MS = 10 * 60_000;
 
 export interface HistoryPrunerOptions {

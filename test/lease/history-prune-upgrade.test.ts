@@ -93,3 +93,34 @@ it("migrating a history made before the walk adds its indexes and functions; the
   const kept = await readHistory(pool, table, { limit: 10 });
   expect(kept.map((e) => [e.reason, e.holder])).toEqual([["claim", "b"]]);
 });
+
+it("an index a concurrent build left invalid counts as missing, and migrating builds it again", async () => {
+  const table = leaseTable("halfbuilt", "pglease_leases");
+  await migrate(pool, table);
+  const store = new PgLeaseStore({ pool, schema: "halfbuilt", statementTimeoutMs: 5_000 });
+  const won = await store.claim("k", "a", 10_000);
+  if (won.won) await store.release("k", "a", won.fence);
+  await pool.query("DROP INDEX halfbuilt.pglease_leases_history_key_id");
+  // Fails on the key's two entries, and leaves the index behind, invalid: what a build cut short leaves.
+  await expect(
+    pool.query(
+      "CREATE UNIQUE INDEX CONCURRENTLY pglease_leases_history_key_id ON halfbuilt.pglease_leases_history (key)",
+    ),
+  ).rejects.toThrow(/could not create unique index/);
+  await expect(assertTablePresent(pool, table)).rejects.toThrow(
+    /missing indexes pglease_leases_history_changed_at, pglease_leases_history_key_id/,
+  );
+
+  await migrate(pool, table);
+  await assertTablePresent(pool, table);
+  const { rows } = await pool.query(
+    `SELECT pg_get_indexdef(indexrelid) AS def, indisvalid FROM pg_index
+      WHERE indexrelid = 'halfbuilt.pglease_leases_history_key_id'::regclass`,
+  );
+  expect(rows).toEqual([
+    {
+      def: "CREATE INDEX pglease_leases_history_key_id ON halfbuilt.pglease_leases_history USING btree (key, id DESC)",
+      indisvalid: true,
+    },
+  ]);
+});
