@@ -228,13 +228,6 @@ export interface PruneBudget {
   maxPages: number;
 }
 
-/** Everything, however long it takes: for `pglease` commands and tests, not the pruner's timer. */
-export const WHOLE_PASS: PruneBudget = {
-  batch: 1_000,
-  maxBatches: Number.POSITIVE_INFINITY,
-  maxPages: Number.POSITIVE_INFINITY,
-};
-
 /** Index entries one page of the walk reads, about: each key read reads its newest maxRowsPerKey. */
 const ENTRIES_PER_PAGE = 10_000;
 
@@ -246,8 +239,8 @@ export async function pruneHistory(
   db: Pick<pg.Pool, "query">,
   t: LeaseTable,
   retention: HistoryRetention,
-  budget: PruneBudget = WHOLE_PASS,
-  walk: PruneWalk = newWalk(),
+  budget: PruneBudget,
+  walk: PruneWalk,
 ): Promise<number> {
   let total = 0;
   for (let i = 0; i < budget.maxBatches; i++) {

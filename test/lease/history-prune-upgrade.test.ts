@@ -3,12 +3,12 @@
 // functions, and the old function, which replicas not yet upgraded still call, prunes by age alone.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { pruneHistory } from "../../src/lease/history-prune.ts";
 import { readHistory } from "../../src/lease/history-store.ts";
 import { assertTablePresent, HistoryMissingError, migrate } from "../../src/lease/migrate.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
 import { leaseTable } from "../../src/lease/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { pruneAll } from "./prune-all.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;
@@ -89,7 +89,7 @@ it("migrating a history made before the walk adds its indexes and functions; the
   expect(aged.rows[0].n).toBe(5);
 
   await store.claim("k", "b", 10_000);
-  expect(await pruneHistory(pool, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(1);
+  expect(await pruneAll(pool, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(1);
   const kept = await readHistory(pool, table, { limit: 10 });
   expect(kept.map((e) => [e.reason, e.holder])).toEqual([["claim", "b"]]);
 });
