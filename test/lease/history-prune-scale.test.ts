@@ -33,7 +33,7 @@ const FILL = (t: LeaseTable) => `
     FROM generate_series(1, ${PER_KEY}) n, generate_series(1, ${KEYS}) k
    ORDER BY n, k`;
 
-// Tuples the scans of the history and its indexes read in this transaction, on this connection.
+// Tuples the scans of the history and its indexes read on this connection, not yet flushed.
 const TUPLES_READ = `
   SELECT (pg_stat_get_xact_tuples_returned(to_regclass($1))
           + coalesce((SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid))
@@ -44,14 +44,20 @@ async function tuplesRead(t: LeaseTable): Promise<number> {
   return Number(rows[0]?.n);
 }
 
-/** The pruner on this connection, noting the tuples each of its statements read. */
+/**
+ * The pruner on this connection, each statement in a transaction of its own (as on a pool), noting
+ * the tuples it read. The session's counters are flushed only between transactions, so the
+ * difference across the statement, inside its transaction, is the statement's own.
+ */
 function measuredPruner(t: LeaseTable, retention: { maxAgeMs: number; maxRowsPerKey: number }) {
   const perStatement: number[] = [];
   const pool = {
     query: async (...args: Parameters<pg.Client["query"]>) => {
+      await client.query("BEGIN");
       const before = await tuplesRead(t);
       const result = await (client.query as (...a: unknown[]) => Promise<unknown>)(...args);
       perStatement.push((await tuplesRead(t)) - before);
+      await client.query("COMMIT");
       return result;
     },
   } as unknown as pg.Pool;
@@ -77,15 +83,11 @@ it("at 10,000 keys no prune statement reads more than a tenth of the history, an
   const total = KEYS * PER_KEY;
   // Older than 30 hours: entries 1–19 of each key; beyond the newest 25: entries 1–25.
   const { pruner, perStatement, errors } = measuredPruner(t, { maxAgeMs: 30 * 3_600_000, maxRowsPerKey: 25 });
-  await client.query("BEGIN");
   let pruned = await pruner.run();
   expect(Math.max(...perStatement)).toBeLessThan(total / 10);
-  await client.query("COMMIT");
   await client.query(`VACUUM ${t.history.table}`);
   for (let run = 0; run < 100; run++) {
-    await client.query("BEGIN");
     const more = await pruner.run();
-    await client.query("COMMIT");
     await client.query(`VACUUM ${t.history.table}`);
     pruned += more;
     if (more === 0) break;
