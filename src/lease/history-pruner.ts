@@ -1,12 +1,16 @@
 // Keeps the history bounded from the process that leads: one bounded prune statement at a time,
 // on the history alone, so a claim never waits for it; the other replicas stay idle.
 import type pg from "pg";
-import { type HistoryRetention, pruneHistory } from "./history-store.ts";
+import { type HistoryRetention, newWalk, type PruneBudget, pruneHistory } from "./history-prune.ts";
 import type { LeaseTable } from "./table.ts";
 
-const BATCH = 1_000;
-/** Batches per run: a backlog is worked off over several runs instead of in one long burst. */
-const MAX_BATCHES = 10;
+/**
+ * Per run: up to 100,000 entries by age, a backlog being worked off over several runs instead of
+ * in one long burst; the walk over the keys reads up to 10,000 keys at the default 1,000 rows per
+ * key (and passes over any number that have not grown), resuming in the next run. Each statement
+ * stays bounded either way.
+ */
+const RUN_BUDGET: PruneBudget = { batch: 1_000, maxBatches: 100, maxPages: 1_000 };
 export const PRUNE_INTERVAL_MS = 10 * 60_000;
 
 export interface HistoryPrunerOptions {
@@ -22,6 +26,7 @@ export class HistoryPruner {
   readonly #options: HistoryPrunerOptions;
   #timer: NodeJS.Timeout | null = null;
   #running: Promise<number> | null = null;
+  readonly #walk = newWalk();
 
   constructor(options: HistoryPrunerOptions) {
     this.#options = options;
@@ -42,15 +47,9 @@ export class HistoryPruner {
     return this.#running;
   }
 
-  async #prune(): Promise<number> {
+  #prune(): Promise<number> {
     const { pool, table, retention } = this.#options;
-    let total = 0;
-    for (let i = 0; i < MAX_BATCHES; i++) {
-      const pruned = await pruneHistory(pool, table, retention, BATCH);
-      total += pruned;
-      if (pruned < BATCH) break;
-    }
-    return total;
+    return pruneHistory(pool, table, retention, RUN_BUDGET, this.#walk);
   }
 
   async stop(): Promise<void> {

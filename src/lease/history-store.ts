@@ -1,8 +1,10 @@
-// Reading the history (pglease history) and keeping it bounded. Pruning is its own statement on
-// the history alone: it never touches the lease table, so it can never hold up a claim.
+// Reading the history (pglease history); history-prune.ts keeps it bounded.
 import type pg from "pg";
 import { parseFence } from "../fence/token.ts";
+import type { HistoryRetention } from "./history-prune.ts";
 import type { LeaseTable } from "./table.ts";
+
+export type { HistoryRetention } from "./history-prune.ts";
 
 export interface HistoryEntry {
   id: number;
@@ -25,13 +27,6 @@ export interface HistoryQuery {
   limit: number;
 }
 
-export interface HistoryRetention {
-  /** Entries older than this are pruned (the newest of each key always stays). */
-  maxAgeMs: number;
-  /** At most this many entries per key. */
-  maxRowsPerKey: number;
-}
-
 export const DEFAULT_RETENTION: HistoryRetention = { maxAgeMs: 30 * 24 * 3_600_000, maxRowsPerKey: 1_000 };
 
 // The newest `limit` by id (the order of the commits' triggers per key), returned oldest first.
@@ -43,9 +38,6 @@ const listSql = (t: LeaseTable) => `
        AND ($2::bigint IS NULL OR changed_at >= clock_timestamp() - $2 * interval '1 millisecond')
      ORDER BY id DESC LIMIT $3
   ) newest ORDER BY newest.id`;
-
-// The prune function deletes with SKIP LOCKED, at most $3 entries per call.
-const pruneSql = (t: LeaseTable) => `SELECT ${t.history.pruneFunction}($1, $2, $3)::int AS pruned`;
 
 interface Row {
   id: string;
@@ -72,19 +64,4 @@ export async function readHistory(
     reason: row.reason,
     changedAt: row.changed_at,
   }));
-}
-
-/** One bounded batch; answers how many entries went. */
-export async function pruneHistory(
-  db: Pick<pg.Pool, "query">,
-  t: LeaseTable,
-  retention: HistoryRetention,
-  batch = 1_000,
-): Promise<number> {
-  const { rows } = await db.query<{ pruned: number }>(pruneSql(t), [
-    retention.maxAgeMs,
-    retention.maxRowsPerKey,
-    batch,
-  ]);
-  return rows[0]?.pruned ?? 0;
 }

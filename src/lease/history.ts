@@ -4,6 +4,7 @@
 // WHEN clause skips them, so they write nothing here.
 import type pg from "pg";
 import { RESTART_PROOF_PATTERN } from "../election/identity.ts";
+import { migratePrune, missingPrune } from "./history-prune.ts";
 import type { LeaseTable } from "./table.ts";
 
 /**
@@ -108,45 +109,18 @@ const createDeleteTrigger = (t: LeaseTable) => `
   CREATE TRIGGER pglease_history_delete AFTER DELETE ON ${t.qualified}
   FOR EACH ROW EXECUTE FUNCTION ${t.history.recordFunction}()`;
 
-/**
- * Deletes entries older than max_age or beyond max_rows per key, at most `batch` per call; the
- * newest entry of each key always stays (it tells whether the last term was released).
- * SECURITY DEFINER so the lease role may prune without DELETE on the history.
- */
-const createPruneFunction = (t: LeaseTable) => `
-  CREATE OR REPLACE FUNCTION ${t.history.pruneFunction}(max_age_ms bigint, max_rows integer, batch integer)
-  RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-    WITH ranked AS (
-      SELECT id, changed_at, row_number() OVER (PARTITION BY key ORDER BY id DESC) AS newer
-        FROM ${t.history.table}
-    ),
-    doomed AS (
-      SELECT h.id FROM ${t.history.table} h
-       WHERE h.id IN (SELECT id FROM ranked
-                       WHERE newer > 1
-                         AND (newer > max_rows OR changed_at < clock_timestamp() - max_age_ms * interval '1 millisecond'))
-       ORDER BY h.id LIMIT batch
-       -- Another process pruning at the same moment is skipped, never waited for.
-       FOR UPDATE SKIP LOCKED
-    ),
-    gone AS (DELETE FROM ${t.history.table} h USING doomed WHERE h.id = doomed.id RETURNING 1)
-    SELECT count(*) FROM gone
-  $fn$`;
-
 const TRIGGER_NAMES = ["pglease_history_insert", "pglease_history_update", "pglease_history_delete"];
 
 // tgisinternal excludes constraint triggers; names are per table.
 const FIND_HISTORY = `
   SELECT to_regclass($1) IS NOT NULL AS table_present,
          to_regprocedure($2) IS NOT NULL AS record_present,
-         to_regprocedure($3) IS NOT NULL AS prune_present,
          (SELECT array_agg(tgname::text ORDER BY tgname) FROM pg_trigger
-           WHERE tgrelid = to_regclass($4) AND NOT tgisinternal AND tgname = ANY($5)) AS triggers`;
+           WHERE tgrelid = to_regclass($3) AND NOT tgisinternal AND tgname = ANY($4)) AS triggers`;
 
 interface Found {
   table_present: boolean;
   record_present: boolean;
-  prune_present: boolean;
   triggers: string[] | null;
 }
 
@@ -154,7 +128,6 @@ async function findHistory(client: Pick<pg.ClientBase, "query">, t: LeaseTable):
   const { rows } = await client.query<Found>(FIND_HISTORY, [
     t.history.table,
     `${t.history.recordFunction}()`,
-    `${t.history.pruneFunction}(bigint, integer, integer)`,
     t.qualified,
     TRIGGER_NAMES,
   ]);
@@ -170,7 +143,7 @@ export async function missingHistory(client: Pick<pg.ClientBase, "query">, t: Le
   return [
     found.table_present ? null : `table ${t.history.table}`,
     found.record_present ? null : `function ${t.history.recordFunction}`,
-    found.prune_present ? null : `function ${t.history.pruneFunction}`,
+    ...(await missingPrune(client, t)),
     ...TRIGGER_NAMES.map((name) => (triggers.has(name) ? null : `trigger ${name}`)),
   ].filter((m): m is string => m !== null);
 }
@@ -187,7 +160,7 @@ export async function migrateHistory(client: Pick<pg.ClientBase, "query">, t: Le
     await client.query(createKeyIndex(t));
   }
   if (!found.record_present) await client.query(createRecordFunction(t));
-  if (!found.prune_present) await client.query(createPruneFunction(t));
+  await migratePrune(client, t);
   const triggers = new Set(found.triggers ?? []);
   const create = [createInsertTrigger, createUpdateTrigger, createDeleteTrigger];
   for (const [i, name] of TRIGGER_NAMES.entries()) {

@@ -17,7 +17,18 @@ export interface LeaseTable {
   /** The fence counter, `"schema"."<table>_fence"`: a sequence the table does not own, so fences survive it. */
   fenceSequence: string;
   /** Every change of hands, `"schema"."<table>_history"`, written by a trigger on the lease table. */
-  history: { table: string; name: string; recordFunction: string; pruneFunction: string };
+  history: {
+    table: string;
+    name: string;
+    recordFunction: string;
+    /** Kept for older pglease replicas only; prunes by age (see history-prune.ts). */
+    pruneFunction: string;
+    pruneAgedFunction: string;
+    pruneCrowdedFunction: string;
+    /** Unqualified index names (an index lives in its table's schema). */
+    keyIdIndex: string;
+    changedAtIndex: string;
+  };
 }
 
 /** Null when `value` is a plain identifier; otherwise the problem, naming the field. */
@@ -52,6 +63,10 @@ export function leaseTable(schema = "public", table = "pglease_leases"): LeaseTa
       name: history,
       recordFunction: `"${schema}"."${derived("record_change")}"`,
       pruneFunction: `"${schema}"."${derived("prune_history")}"`,
+      pruneAgedFunction: `"${schema}"."${derived("prune_aged")}"`,
+      pruneCrowdedFunction: `"${schema}"."${derived("prune_crowded")}"`,
+      keyIdIndex: derived("history_key_id"),
+      changedAtIndex: derived("history_changed_at"),
     },
   };
 }

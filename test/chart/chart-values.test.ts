@@ -37,6 +37,12 @@ describe.skipIf(skip)("charts/pglease values", () => {
     ],
     ["a misspelt key", { readinessGate: { enable: true } }, /\/readinessGate.*'enable' not allowed/],
     [
+      "a history age without a unit",
+      { history: { maxAge: "30" } },
+      /\/history\/maxAge.*\^\[0-9\]\+\(ms\|s\|m\|h\|d\)\$/,
+    ],
+    ["no history kept at all", { history: { maxRowsPerKey: 0 } }, /\/history\/maxRowsPerKey.*minimum/],
+    [
       "an unknown workload kind",
       { workload: { kind: "DaemonSet" } },
       /\/workload\/kind.*Deployment.*StatefulSet/,

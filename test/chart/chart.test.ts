@@ -7,6 +7,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import {
   BASE_VALUES,
   type ChartValues,
@@ -22,6 +23,7 @@ import { skipBecause } from "../support/skip.ts";
 import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";
 
 const tools = await kubeTools();
+const { appVersion } = parse(await readFile(join(chartDir, "Chart.yaml"), "utf8")) as { appVersion: string };
 const skip = skipBecause("chart tests", !tools.ok && tools.reason);
 
 // CI must run these: there a missing helm fails instead of skipping.
@@ -245,6 +247,19 @@ describe.skipIf(skip)("charts/pglease", () => {
     expect(sidecar.livenessProbe?.httpGet?.path).toBe("/healthz");
     expect(sidecar.readinessProbe?.httpGet?.path).toBe("/readyz");
     expect(pod.terminationGracePeriodSeconds).toBe(12);
+    // The CLI's own defaults, spelt out.
+    expect(env.get("PGLEASE_HISTORY_MAX_AGE")).toBe("30d");
+    expect(env.get("PGLEASE_HISTORY_MAX_ROWS")).toBe("1000");
+  });
+
+  it("passes the history's retention to the sidecar", async () => {
+    const env = envOf(
+      sidecarOf(
+        workloadOf(await renderChart({ history: { maxAge: "7d", maxRowsPerKey: 200 } })).spec.template.spec,
+      ),
+    );
+    expect(env.get("PGLEASE_HISTORY_MAX_AGE")).toBe("7d");
+    expect(env.get("PGLEASE_HISTORY_MAX_ROWS")).toBe("200");
   });
 
   it("projects the role label and fence annotation into the application container", async () => {
@@ -299,9 +314,28 @@ describe.skipIf(skip)("charts/pglease", () => {
     for (const r of rules) {
       expect(r.expr).not.toContain("leader_election_master_status");
       const anchor = r.alert.toLowerCase();
+      // The runbook of the version deployed: the tag the release workflow pushes for the appVersion.
       expect((r as unknown as { annotations: Record<string, string> }).annotations.runbook_url).toBe(
-        `https://github.com/pglease/pglease/blob/main/docs/runbook.md#${anchor}`,
+        `https://github.com/pglease/pglease/blob/v${appVersion}/docs/runbook.md#${anchor}`,
       );
+    }
+  });
+
+  it("points every alert at the runbook copy the user names", async () => {
+    const rule = one(
+      await renderChart({
+        metrics: {
+          prometheusRule: { enabled: true, runbookUrl: "https://wiki.example.com/ops/pglease-runbook" },
+        },
+      }),
+      "PrometheusRule",
+    ) as unknown as {
+      spec: { groups: { rules: { alert: string; annotations: Record<string, string> }[] }[] };
+    };
+    const urls = rule.spec.groups.flatMap((g) => g.rules).map((r) => [r.alert, r.annotations.runbook_url]);
+    expect(urls.length).toBe(7);
+    for (const [alert, url] of urls) {
+      expect(url).toBe(`https://wiki.example.com/ops/pglease-runbook#${alert?.toLowerCase()}`);
     }
   });
 

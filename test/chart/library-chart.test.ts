@@ -130,6 +130,16 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
     ["no name", { name: "" }, /pglease-sidecar: name "" must be a DNS label/],
     ["no database Secret", { database: { existingSecret: "" } }, /set database\.existingSecret/],
     [
+      "a history age without a unit",
+      { history: { maxAge: "30" } },
+      /history\.maxAge "30" must be a whole number followed by ms, s, m, h or d/,
+    ],
+    [
+      "no history kept",
+      { history: { maxRowsPerKey: 0 } },
+      /history\.maxRowsPerKey 0 must be a whole number from 1 to 10000000/,
+    ],
+    [
       "a grace period past the termination grace period",
       { lease: { gracePeriod: "30s" } },
       /lease\.gracePeriod \(30s\) must be shorter than terminationGracePeriodSeconds \(30 s\)/,

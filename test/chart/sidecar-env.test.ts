@@ -46,6 +46,7 @@ describe.skipIf(skip)("the chart's sidecar settings", () => {
       database: { schema: "public", table: "chart_env_leases" },
       sidecar: { logLevel: "debug" },
       cluster: { name: "east" },
+      history: { maxAge: "36h", maxRowsPerKey: 50 },
     });
     const workload = manifests.find((m) => m.kind === "Deployment") as unknown as {
       spec: { template: { spec: { initContainers: Container[] } } };

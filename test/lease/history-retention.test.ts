@@ -3,12 +3,13 @@
 // and never holds up a claim.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { pruneHistory, readHistory } from "../../src/lease/history-store.ts";
+import { readHistory } from "../../src/lease/history-store.ts";
 import { assertTablePresent, HistoryMissingError, migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
 import { leaseTable } from "../../src/lease/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { pruneAll } from "./prune-all.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;
@@ -88,11 +89,11 @@ it("pruning keeps at most the rows per key and drops entries past the age, alway
   }
   await store.claim("once", "a", 10_000);
   await pool.query("UPDATE pruned.pglease_leases_history SET changed_at = changed_at - interval '2 days'");
-  expect(await pruneHistory(pool, table, { maxAgeMs: 30 * 86_400_000, maxRowsPerKey: 5 })).toBe(7);
+  expect(await pruneAll(pool, table, { maxAgeMs: 30 * 86_400_000, maxRowsPerKey: 5 })).toBe(7);
   const kept = await readHistory(pool, table, { key: "many", limit: 100 });
   expect(kept.map((e) => e.reason)).toEqual(["release", "claim", "release", "claim", "release"]);
 
-  expect(await pruneHistory(pool, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 5 })).toBe(4);
+  expect(await pruneAll(pool, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 5 })).toBe(4);
   const newest = await readHistory(pool, table, { limit: 100 });
   expect(newest.map((e) => [e.key, e.reason])).toEqual([
     ["many", "release"],
@@ -112,7 +113,7 @@ it("a prune in progress holds up neither a claim, a release nor another prune", 
   await pruner.connect();
   try {
     await pruner.query("BEGIN");
-    expect(await pruneHistory(pruner, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(5);
+    expect(await pruneAll(pruner, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(5);
     // Uncommitted: the pruned entries stay locked. Everything below fails on its lock_timeout if it waits.
     const other = new pg.Client({ connectionString: db.url });
     await other.connect();
@@ -128,7 +129,7 @@ it("a prune in progress holds up neither a claim, a release nor another prune", 
       expect(claim).toMatchObject({ won: true, change: { reason: "claim", previousHolder: "a" } });
       if (claim.won) expect(await otherStore.release("k", "b", claim.fence)).toBe(true);
       // The entries the first prune holds are skipped: the old newest and b's claim go, b's release stays.
-      expect(await pruneHistory(other, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(2);
+      expect(await pruneAll(other, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(2);
     } finally {
       await other.end();
     }
@@ -157,7 +158,7 @@ it("a lease role granted only the table and the sequence claims, releases and pr
     const won = await store.claim("k", "a", 10_000);
     if (!won.won) throw new Error("expected to win");
     expect(await store.release("k", "a", won.fence)).toBe(true);
-    expect(await pruneHistory(restricted, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(1);
+    expect(await pruneAll(restricted, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(1);
     // Reading it needs SELECT on the history, which this role was not given.
     await expect(readHistory(restricted, table, { limit: 10 })).rejects.toThrow(/permission denied/);
   } finally {

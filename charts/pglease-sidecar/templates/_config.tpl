@@ -93,6 +93,10 @@ database:
     caSecret: ""
     caKey: ca.crt
     sslMode: verify-full
+# The lease history's retention (pglease history); the leader prunes it every 10 minutes.
+history:
+  maxAge: 30d
+  maxRowsPerKey: 1000
 publish:
   roleLabel: pglease.io/role
   conditionType: pglease.io/leader

@@ -159,6 +159,10 @@ containers.
   value: {{ .database.table | quote }}
 - name: PGLEASE_PREPARED_STATEMENTS
   value: {{ .database.preparedStatements | quote }}
+- name: PGLEASE_HISTORY_MAX_AGE
+  value: {{ .history.maxAge | quote }}
+- name: PGLEASE_HISTORY_MAX_ROWS
+  value: {{ .history.maxRowsPerKey | int64 | quote }}
 - name: PGLEASE_ROLE_LABEL
   value: {{ .publish.roleLabel | quote }}
 - name: PGLEASE_CONDITION_TYPE
