@@ -40,8 +40,11 @@ export interface PublishConfig {
 
 export type PublishConfigField = keyof PublishConfig;
 
+// The not-campaigning annotation is not configurable: every pod of a lease reads it from its peers.
+const { notCampaigningAnnotation: _notConfigurable, ...RENAMEABLE } = POD_CONTRACT;
+
 export const PUBLISH_DEFAULTS = {
-  ...POD_CONTRACT,
+  ...RENAMEABLE,
   clusterName: null,
   peerSelector: null,
   demotePeers: true,
