@@ -368,6 +368,7 @@ function leasesOn(
     ...(feed ? { subscribeHandovers: (listener) => feed.subscribeHandovers(listener) } : {}),
     statementTimeoutMs,
     warn: (message, fields) => log.warn(message, fields),
+    info: (message, fields) => log.info(message, fields),
   });
   const successorMs = options.successorReservationMs ?? DEFAULT_SUCCESSOR_RESERVATION_MS;
   let closing: Promise<void> | undefined;
@@ -378,7 +379,7 @@ function leasesOn(
     releases: feed,
     candidates: (key) => candidates.list(key ?? null),
     handover: (key, request) => handOver({ handovers, candidates }, key, request),
-    campaign(key, { priority, noLead, campaign, ...campaignOptions } = {}) {
+    campaign(key, { priority, preempt, noLead, campaign, ...campaignOptions } = {}) {
       if (closing) throw new Error(`cannot campaign for lease ${key}: these leases are closed`);
       if (electors.has(key)) {
         throw new Error(
@@ -393,7 +394,7 @@ function leasesOn(
             `(${statementTimeoutMs} ms): open the leases with statementTimeoutMs at most ${timing.callTimeoutMs}`,
         ]);
       }
-      const gate = candidacy.join(key, timing.leaseDurationMs, { priority, noLead }, campaign);
+      const gate = candidacy.join(key, timing, { priority, preempt, noLead }, campaign);
       const elector = new Elector({
         ...campaignOptions,
         campaign: gate,

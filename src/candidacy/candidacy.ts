@@ -6,10 +6,11 @@
 
 import { type CampaignGate, CampaignSwitch } from "../election/campaign-gate.ts";
 import type { Elector } from "../election/elector.ts";
-import type { CandidateEntry, CandidateStore } from "../lease/candidates.ts";
+import type { CandidateEntry, CandidateStore, Standing } from "../lease/candidates.ts";
 import type { HandoverStore } from "../lease/handover.ts";
 import { allGates } from "./gates.ts";
-import { eligible, rankCandidates } from "./plan.ts";
+import { DEFAULT_RESERVATION_MS, eligible, rankCandidates } from "./plan.ts";
+import { PriorityGate } from "./priority-gate.ts";
 
 export interface CandidacyOptions {
   candidates: CandidateStore;
@@ -23,11 +24,14 @@ export interface CandidacyOptions {
   /** Bound on what stopping adds to a shutdown (the statements that reserve for a successor). */
   statementTimeoutMs: number;
   warn(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
 }
 
 export interface CandidateOptions {
-  /** Higher leads first when the lease is free (default 0). */
+  /** Higher leads first when the lease is free (default 0): see PriorityGate. */
   priority?: number;
+  /** Ask a live leader of lower priority to hand over to this process (default false). */
+  preempt?: boolean;
   /** Campaign as a candidate that never claims (default false). */
   noLead?: boolean;
 }
@@ -38,7 +42,9 @@ export const NO_LEAD = "no-lead mode";
 interface Joined {
   entry: CandidateEntry;
   durationMs: number;
+  preempt: boolean;
   handover: CampaignSwitch;
+  priority: PriorityGate;
   elector: Elector | null;
   reopen: NodeJS.Timeout | null;
 }
@@ -59,22 +65,54 @@ export class Candidacy {
   }
 
   /** Registers `key`; the gate it answers goes to the key's elector (with the application's own). */
-  join(key: string, durationMs: number, options: CandidateOptions, own?: CampaignGate): CampaignGate {
-    const { priority = 0, noLead = false } = options;
+  join(
+    key: string,
+    timing: { leaseDurationMs: number; retryIntervalMs: number },
+    options: CandidateOptions,
+    own?: CampaignGate,
+  ): CampaignGate {
+    const { priority = 0, noLead = false, preempt = false } = options;
     if (!Number.isSafeInteger(priority)) {
       throw new RangeError(`priority of lease ${key} must be a whole number, got ${priority}`);
     }
+    if (preempt && noLead) {
+      throw new RangeError(
+        `lease ${key}: preempt and noLead contradict each other (a process that never leads cannot preempt)`,
+      );
+    }
     const entry = { key, pod: this.#o.pod, priority, revision: this.#o.revision, leads: !noLead };
     const handover = new CampaignSwitch();
-    this.#keys.set(key, { entry, durationMs, handover, elector: null, reopen: null });
+    const byPriority = new PriorityGate(priority, timing.retryIntervalMs);
+    this.#keys.set(key, {
+      entry,
+      durationMs: timing.leaseDurationMs,
+      preempt,
+      handover,
+      priority: byPriority,
+      elector: null,
+      reopen: null,
+    });
     this.#announceSoon();
-    const gates = [...(own ? [own] : []), handover, ...(noLead ? [new CampaignSwitch(NO_LEAD)] : [])];
+    // No-lead first: the reason that never changes is the one worth a log line.
+    const gates = [
+      ...(noLead ? [new CampaignSwitch(NO_LEAD)] : []),
+      ...(own ? [own] : []),
+      handover,
+      byPriority,
+    ];
     return allGates(gates);
   }
 
   attach(key: string, elector: Elector): void {
     const joined = this.#keys.get(key);
-    if (joined) joined.elector = elector;
+    if (!joined) return;
+    joined.elector = elector;
+    joined.priority.attach(elector);
+    // Once another holder leads, the handover is done: campaign again at once, not at the
+    // reservation's end (a leader stopping meanwhile would otherwise have nobody to hand over to).
+    elector.on("leader-changed", (seen) => {
+      if (seen.holder !== null && seen.holder !== this.#o.holder && joined.reopen) this.#reopen(joined);
+    });
   }
 
   /** One statement for every key joined in this turn of the event loop, then one per lease duration. */
@@ -93,40 +131,81 @@ export class Candidacy {
     // Live through one missed refresh: a database blip does not make every candidate vanish.
     const liveForMs = 2 * every + this.#o.statementTimeoutMs;
     const entries = [...this.#keys.values()].map((k) => k.entry);
-    await this.#o.candidates.announce(this.#o.holder, entries, liveForMs).catch((error: Error) => {
-      // Leadership does not depend on it: without the row this process is only no handover's target.
-      const denied = (error as { code?: string }).code === "42501";
-      this.#o.warn(
-        denied
-          ? `could not record this process as a candidate: its role lacks privileges on the candidates table; as the table's owner: GRANT SELECT, INSERT, UPDATE, DELETE ON ${this.#o.candidates.table} TO <the lease role>`
-          : "could not record this process as a candidate; trying again at the next refresh",
-        { err: error.message },
+    const standings = await this.#o.candidates
+      .announce(this.#o.holder, entries, liveForMs)
+      .catch((error: Error) => {
+        // Leadership does not depend on it: without the row this process is only no handover's target.
+        const denied = (error as { code?: string }).code === "42501";
+        this.#o.warn(
+          denied
+            ? `could not record this process as a candidate: its role lacks privileges on the candidates table; as the table's owner: GRANT SELECT, INSERT, UPDATE, DELETE ON ${this.#o.candidates.table} TO <the lease role>`
+            : "could not record this process as a candidate; trying again at the next refresh",
+          { err: error.message },
+        );
+        return null;
+      });
+    for (const [key, standing] of standings ?? []) {
+      const joined = this.#keys.get(key);
+      joined?.priority.othersBest(standing.othersBest);
+      if (joined?.preempt) await this.#preempt(joined, standing);
+    }
+  }
+
+  /** A live leader of lower priority is asked to hand over to this process, as an operator would. */
+  async #preempt(joined: Joined, standing: Standing): Promise<void> {
+    const leader = standing.leader;
+    const status = joined.elector?.status();
+    // Only a follower that would claim now: not one whose own gate (health, a drain) is closed.
+    if (!leader || !status || leader.holder === this.#o.holder || status.role === "leader") return;
+    if (status.notCampaigning !== null) return;
+    if (leader.priority === null || leader.priority >= joined.entry.priority) return;
+    const key = joined.entry.key;
+    try {
+      const asked = await this.#o.handovers.reserve(
+        key,
+        leader.fence,
+        this.#o.holder,
+        DEFAULT_RESERVATION_MS,
       );
-    });
+      if (asked) {
+        this.#o.info(
+          `asked ${leader.holder} (priority ${leader.priority}) to hand lease ${key} over to this process (priority ${joined.entry.priority}, --preempt)`,
+        );
+      }
+    } catch (error) {
+      this.#o.warn(`could not ask for lease ${key} by priority; trying again at the next refresh`, {
+        err: (error as Error).message,
+      });
+    }
   }
 
   /** A notice is a hint: the row must show a live reservation of this very term for someone else. */
   async #handoverAsked(key: string): Promise<void> {
     const joined = this.#keys.get(key);
-    const fence = joined?.elector?.status().fence;
-    if (!joined || fence === null || fence === undefined || this.#closed || this.#stopping) return;
+    if (!joined || this.#closed || this.#stopping) return;
     const row = await this.#o.handovers.reservation(key).catch((error: Error) => {
       this.#o.warn(`could not read the handover asked for lease ${key}; not handing over`, {
         err: error.message,
       });
       return null;
     });
-    if (!row?.live || row.holder !== this.#o.holder || row.fence !== fence) return;
-    if (row.reservedFor === null || row.reservedFor === this.#o.holder || row.reservedForMs <= 0) return;
+    if (!row || row.reservedFor === null || row.reservedForMs <= 0) return;
+    // This process is the target: whatever handover it took part in before is over, it claims now.
+    if (row.reservedFor === this.#o.holder) return this.#reopen(joined);
+    const fence = joined.elector?.status().fence;
+    if (!row.live || row.holder !== this.#o.holder || row.fence !== fence) return;
     if (joined.reopen) clearTimeout(joined.reopen);
     // Closed for the reservation: meanwhile the claim SQL refuses this holder anyway, and after it
     // this process campaigns again, in case the named candidate never claimed.
     joined.handover.unfit(`handover to ${row.reservedFor}`);
-    joined.reopen = setTimeout(() => {
-      joined.reopen = null;
-      joined.handover.fit();
-    }, row.reservedForMs);
+    joined.reopen = setTimeout(() => this.#reopen(joined), row.reservedForMs);
     joined.reopen.unref();
+  }
+
+  #reopen(joined: Joined): void {
+    if (joined.reopen) clearTimeout(joined.reopen);
+    joined.reopen = null;
+    joined.handover.fit();
   }
 
   /**
@@ -169,7 +248,10 @@ export class Candidacy {
     this.#closed = true;
     this.#unsubscribe?.();
     if (this.#refresh) clearTimeout(this.#refresh);
-    for (const joined of this.#keys.values()) if (joined.reopen) clearTimeout(joined.reopen);
+    for (const joined of this.#keys.values()) {
+      if (joined.reopen) clearTimeout(joined.reopen);
+      joined.priority.close();
+    }
     await this.#o.candidates.withdraw(this.#o.holder, [...this.#keys.keys()]).catch(() => {
       // Unreachable: the rows stop being live on their own.
     });

@@ -42,8 +42,18 @@ export interface RunConfig {
   gracePeriodMs: number;
   startTimeoutMs: number;
   logLevel: LogLevel;
-  /** POD_UID from the downward API scopes the restart lock to this pod. */
-  pod: { name: string | undefined; namespace: string | undefined; uid: string | undefined };
+  /**
+   * POD_UID from the downward API scopes the restart lock to this pod; POD_REVISION (the pod's
+   * pod-template-hash or controller-revision-hash label) shows with its candidacy.
+   */
+  pod: {
+    name: string | undefined;
+    namespace: string | undefined;
+    uid: string | undefined;
+    revision: string | undefined;
+  };
+  /** --priority, --preempt, --no-lead: see src/candidacy. */
+  candidacy: { priority: number; preempt: boolean; noLead: boolean };
   restartTakeover: boolean;
   sessionTakeover: boolean;
   /** Whether this process publishes to its pod, decided from the environment once, here. */
@@ -112,6 +122,12 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
       name: env.POD_NAME?.trim() || undefined,
       namespace: env.POD_NAMESPACE?.trim() || undefined,
       uid: env.POD_UID?.trim() || undefined,
+      revision: env.POD_REVISION?.trim() || undefined,
+    },
+    candidacy: {
+      priority: get("priority", (t) => parseInteger(t, 0, 1000)) ?? 0,
+      preempt: get("preempt", parseBoolean) ?? false,
+      noLead: get("no-lead", parseBoolean) ?? false,
     },
     restartTakeover: get("restart-takeover", parseBoolean) ?? true,
     sessionTakeover: get("session-takeover", parseBoolean) ?? false,
@@ -120,6 +136,11 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
   if (config.sessionTakeover && !config.notify) {
     problems.push(
       "--session-takeover needs --notify: the notice session is what a holder records; drop --no-notify or --session-takeover",
+    );
+  }
+  if (config.candidacy.preempt && config.candidacy.noLead) {
+    problems.push(
+      "--preempt and --no-lead contradict each other: a process that never leads cannot preempt; give one of them",
     );
   }
   if (problems.length > 0) throw new UsageError(problems);

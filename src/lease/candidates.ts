@@ -3,6 +3,7 @@
 // duration for all of its keys together; one at stop. A row is live while its seen_until lies
 // ahead of the server's clock, so a process that died drops out by itself.
 import type pg from "pg";
+import { parseFence } from "../fence/token.ts";
 import type { LeaseTable } from "./table.ts";
 
 export interface CandidateEntry {
@@ -47,16 +48,28 @@ const announceSql = (t: LeaseTable) => `
   WITH now AS (SELECT clock_timestamp() AS t),
   -- Rows of processes gone for long are removed by whoever announces the key next: no pruner.
   gone AS (DELETE FROM ${t.candidates} c USING now
-            WHERE c.key = ANY($2::text[]) AND c.seen_until < now.t - ${KEEP_STALE})
-  INSERT INTO ${t.candidates} AS c (key, holder, pod, priority, revision, leads, started_at, seen_at, seen_until)
-  SELECT entry.key, $1, entry.pod, entry.priority, entry.revision, entry.leads, now.t, now.t,
-         now.t + $7 * interval '1 millisecond'
-    FROM now, unnest($2::text[], $3::text[], $4::integer[], $5::text[], $6::boolean[])
-         AS entry(key, pod, priority, revision, leads)
-  -- started_at stays: it is when this process began campaigning for the key.
-  ON CONFLICT (key, holder) DO UPDATE SET pod = EXCLUDED.pod, priority = EXCLUDED.priority,
-     revision = EXCLUDED.revision, leads = EXCLUDED.leads, seen_at = EXCLUDED.seen_at,
-     seen_until = EXCLUDED.seen_until`;
+            WHERE c.key = ANY($2::text[]) AND c.seen_until < now.t - ${KEEP_STALE}),
+  announced AS (
+    INSERT INTO ${t.candidates} AS c (key, holder, pod, priority, revision, leads, started_at, seen_at, seen_until)
+    SELECT entry.key, $1, entry.pod, entry.priority, entry.revision, entry.leads, now.t, now.t,
+           now.t + $7 * interval '1 millisecond'
+      FROM now, unnest($2::text[], $3::text[], $4::integer[], $5::text[], $6::boolean[])
+           AS entry(key, pod, priority, revision, leads)
+    -- started_at stays: it is when this process began campaigning for the key.
+    ON CONFLICT (key, holder) DO UPDATE SET pod = EXCLUDED.pod, priority = EXCLUDED.priority,
+       revision = EXCLUDED.revision, leads = EXCLUDED.leads, seen_at = EXCLUDED.seen_at,
+       seen_until = EXCLUDED.seen_until
+    RETURNING c.key
+  )
+  -- In the same round trip, what priority needs: the best other live candidate that leads, and
+  -- the live leader with its priority (the statement's snapshot: other processes' rows as committed).
+  SELECT a.key,
+         (SELECT max(o.priority) FROM ${t.candidates} o
+           WHERE o.key = a.key AND o.holder <> $1 AND o.leads AND o.seen_until > now.t) AS others_best,
+         l.holder AS leader, l.fence::text AS leader_fence, lc.priority AS leader_priority
+    FROM announced a CROSS JOIN now
+    LEFT JOIN ${t.qualified} l ON l.key = a.key AND l.expires_at > now.t
+    LEFT JOIN ${t.candidates} lc ON lc.key = a.key AND lc.holder = l.holder`;
 
 const withdrawSql = (t: LeaseTable) =>
   `DELETE FROM ${t.candidates} WHERE holder = $1 AND key = ANY($2::text[])`;
@@ -68,6 +81,22 @@ const listSql = (t: LeaseTable) => `
     FROM ${t.candidates}
    WHERE $1::text IS NULL OR key = $1
    ORDER BY key, priority DESC, started_at, holder`;
+
+/** What a candidate learns from its own announcement, per key. */
+export interface Standing {
+  /** The highest priority among the other live candidates that lead; null when there is none. */
+  othersBest: number | null;
+  /** The live leader, with its priority when it is a candidate too. */
+  leader: { holder: string; fence: number; priority: number | null } | null;
+}
+
+interface StandingRow {
+  key: string;
+  others_best: number | null;
+  leader: string | null;
+  leader_fence: string | null;
+  leader_priority: number | null;
+}
 
 interface Row {
   key: string;
@@ -95,10 +124,17 @@ export class CandidateStore {
     this.#sql = { announce: announceSql(table), withdraw: withdrawSql(table), list: listSql(table) };
   }
 
-  /** Writes (or refreshes) this holder's candidacy for each entry's key, live for `liveForMs`. */
-  async announce(holder: string, entries: readonly CandidateEntry[], liveForMs: number): Promise<void> {
-    if (entries.length === 0) return;
-    await this.#pool.query({
+  /**
+   * Writes (or refreshes) this holder's candidacy for each entry's key, live for `liveForMs`;
+   * answers per key the best priority among the other live candidates that lead, and the leader.
+   */
+  async announce(
+    holder: string,
+    entries: readonly CandidateEntry[],
+    liveForMs: number,
+  ): Promise<Map<string, Standing>> {
+    if (entries.length === 0) return new Map();
+    const { rows } = await this.#pool.query<StandingRow>({
       text: this.#sql.announce,
       values: [
         holder,
@@ -111,6 +147,18 @@ export class CandidateStore {
       ],
       query_timeout: this.#timeoutMs,
     } as pg.QueryConfig);
+    return new Map(
+      rows.map((r) => [
+        r.key,
+        {
+          othersBest: r.others_best,
+          leader:
+            r.leader === null || r.leader_fence === null
+              ? null
+              : { holder: r.leader, fence: parseFence(r.leader_fence), priority: r.leader_priority },
+        },
+      ]),
+    );
   }
 
   async withdraw(holder: string, keys: readonly string[]): Promise<void> {

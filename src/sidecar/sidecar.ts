@@ -120,6 +120,7 @@ function leaseOptions(
     restartTakeover: config.restartTakeover,
     sessionTakeover: config.sessionTakeover,
     pod: { name: config.pod.name ?? hostname(), uid: config.pod.uid },
+    revision: config.pod.revision ?? null,
     // A statement must not outlive the elector's call: the same bound on both sides.
     statementTimeoutMs: config.timing.callTimeoutMs,
     startTimeoutMs: config.startTimeoutMs,
@@ -166,6 +167,7 @@ function campaign(
     const published = publisher !== null && key === config.publishLease;
     const elector = leases.campaign(key, {
       ...config.timing,
+      ...config.candidacy,
       stopTimeoutMs: stepBudget,
       ...(published
         ? {

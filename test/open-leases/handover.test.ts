@@ -116,3 +116,62 @@ it("a stopping leader reserves the lease for its best successor: priority, then 
     await closeAll([old, peer, fresh]);
   }
 });
+
+const quick = (name: string) =>
+  openLeases({
+    connectionString: db.url,
+    holder: name,
+    pod: { name: `${name}-pod` },
+    restartTakeover: false,
+    statementTimeoutMs: 500,
+    successorReservationMs: 0,
+  });
+const QUICK = { leaseDurationMs: 3_000, retryIntervalMs: 1_000 };
+
+it("priority: a free lease goes to the higher candidate; the lower one waits a retry interval, and says so", async () => {
+  const [a, low, high] = await Promise.all([quick("a4"), quick("low4"), quick("high4")]);
+  try {
+    const ea = a.campaign("k4", QUICK);
+    await expect.poll(() => ea.isLeader()).toBe(true);
+    const eh = high.campaign("k4", { ...QUICK, priority: 5 });
+    await expect.poll(async () => (await a.candidates("k4")).length).toBe(2);
+    const el = low.campaign("k4", QUICK);
+    const waited: string[] = [];
+    el.on("tick", (t) => t.outcome === "not-campaigning" && waited.push(t.sentence));
+    // The lower one learns of the higher one from its own announcement, and stops claiming.
+    await expect
+      .poll(() => waited.at(-1), { timeout: 5_000 })
+      .toMatch(/waiting one retry interval for a live candidate of priority 5/);
+    // Released to anyone (no successor reservation): the higher one claims first.
+    await a.close();
+    await expect.poll(() => eh.isLeader()).toBe(true);
+    await expect.poll(() => el.status().leader, { timeout: 3_000 }).toBe("high4");
+    expect(el.isLeader()).toBe(false);
+  } finally {
+    await closeAll([a, low, high]);
+  }
+});
+
+it("priority never preempts a live leader, unless the higher candidate asks with preempt", async () => {
+  const [a, high, pre] = await Promise.all([quick("a5"), quick("high5"), quick("pre5")]);
+  try {
+    const ea = a.campaign("k5", QUICK);
+    await expect.poll(() => ea.isLeader()).toBe(true);
+    high.campaign("k5", { ...QUICK, priority: 5 });
+    await expect.poll(async () => (await a.candidates("k5")).length).toBe(2);
+    // The higher candidate refreshes (and so learns who leads) twice: the leader stays.
+    const seenAt = async () =>
+      (await a.candidates("k5")).find((c) => c.holder === "high5")?.seenAt.getTime() ?? 0;
+    const first = await seenAt();
+    await expect.poll(seenAt, { timeout: 5_000 }).toBeGreaterThan(first);
+    const second = await seenAt();
+    await expect.poll(seenAt, { timeout: 5_000 }).toBeGreaterThan(second);
+    expect(ea.isLeader()).toBe(true);
+    const ep = pre.campaign("k5", { ...QUICK, priority: 9, preempt: true });
+    await expect.poll(() => ep.isLeader(), { timeout: 5_000 }).toBe(true);
+    const history = await readHistory(a.store.pool, a.store.table, { key: "k5", limit: 10 });
+    expect(history.at(-1)).toMatchObject({ holder: "pre5", previousHolder: "a5", reason: "handover" });
+  } finally {
+    await closeAll([a, high, pre]);
+  }
+});
