@@ -43,8 +43,8 @@ export interface RunConfig {
   startTimeoutMs: number;
   logLevel: LogLevel;
   /**
-   * POD_UID from the downward API scopes the restart lock to this pod; POD_REVISION (the pod's
-   * pod-template-hash or controller-revision-hash label) shows with its candidacy.
+   * POD_UID from the downward API scopes the restart lock to this pod; the revision (POD_REVISION,
+   * or the pod-template-hash / controller-revision-hash label the chart passes) shows with its candidacy.
    */
   pod: {
     name: string | undefined;
@@ -122,7 +122,12 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
       name: env.POD_NAME?.trim() || undefined,
       namespace: env.POD_NAMESPACE?.trim() || undefined,
       uid: env.POD_UID?.trim() || undefined,
-      revision: env.POD_REVISION?.trim() || undefined,
+      // The chart sets both labels' variables; the workload's controller sets one of the labels.
+      revision:
+        env.POD_REVISION?.trim() ||
+        env.POD_TEMPLATE_HASH?.trim() ||
+        env.CONTROLLER_REVISION_HASH?.trim() ||
+        undefined,
     },
     candidacy: {
       priority: get("priority", (t) => parseInteger(t, 0, 1000)) ?? 0,

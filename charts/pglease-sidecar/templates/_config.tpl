@@ -68,6 +68,9 @@ lease:
   notify: true
   restartTakeover: true
   sessionTakeover: false
+  priority: 0
+  preempt: false
+  noLead: false
 database:
   # Required: a Secret whose key secretKey holds the connection URL.
   existingSecret: ""
