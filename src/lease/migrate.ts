@@ -188,9 +188,9 @@ export async function assertTablePresent(pool: pg.Pool, t: LeaseTable): Promise<
   const found = await findRelations(pool, t);
   if (!found.table_present) throw new LeaseTableMissingError(t);
   if (!found.sequence_present) throw new LeaseTableMissingError(t, "sequence");
-  if (!found.candidates_present) throw new LeaseTableMissingError(t, "candidates");
   const history = await missingHistory(pool, t);
   if (history.length > 0) throw new HistoryMissingError(t, history);
   if (!(await addedColumnsPresent(pool, t))) throw new LeaseTableMissingError(t, "columns");
+  if (!found.candidates_present) throw new LeaseTableMissingError(t, "candidates");
   await assertPrivileges(pool, t);
 }
