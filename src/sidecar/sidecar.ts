@@ -76,7 +76,9 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     throw error;
   }
   leases.releases?.subscribe((key) => metrics.observeNotice(key));
-  const electors = campaign(config, { log, transitionLog }, leases, publisher, metrics, view);
+  // Set when stop() begins: only then is a demotion final (a handover's demotion is not).
+  const shutdown = { started: false };
+  const electors = campaign(config, { log, transitionLog }, leases, publisher, metrics, view, shutdown);
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
     `campaigning for ${config.leases.join(", ")} as ${holder}`,
@@ -88,6 +90,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     electors,
     httpPort: http.port,
     stop() {
+      shutdown.started = true;
       stopping ??= (async () => {
         await opened.close();
         await publisher?.stop().catch(() => {});
@@ -158,8 +161,10 @@ function campaign(
   publisher: PodPublisher | null,
   metrics: SidecarMetrics,
   view: HealthView,
+  shutdown: { started: boolean },
 ): Elector[] {
-  // Once the pod is demoted for shutdown, nothing may label it leader again.
+  // Once the pod is demoted for shutdown, nothing may label it leader again. A handover (the
+  // campaign gate closed) demotes it too, but the pod may lead again later and be labelled then.
   let demotedForShutdown = false;
   const stepBudget = Math.floor(config.gracePeriodMs / 4);
   view.campaigningSince = performance.now();
@@ -172,7 +177,7 @@ function campaign(
       ...(published
         ? {
             beforeRelease: () => {
-              demotedForShutdown = true;
+              if (shutdown.started) demotedForShutdown = true;
               return publisher.demote(stepBudget);
             },
           }

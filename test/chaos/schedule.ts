@@ -21,6 +21,8 @@ export const SINGLE_FAULT_KINDS = [
   "listen-kill",
   "listen-blackhole",
   "clock-step",
+  "handover",
+  "handover-target-dies",
 ] as const;
 
 /** Only with a primary and a standby (`--failover`, failover.ts); the default kinds there. */
@@ -138,6 +140,9 @@ function planFault(
     // Past the feed's ping interval (5 s) plus its timeout, sometimes: it must notice by itself.
     "listen-blackhole": () => between(random, leaseMs, 8_000),
     "clock-step": () => between(random, leaseMs, leaseMs * 2),
+    handover: () => 0,
+    // The target stays dead past the reservation (one lease): someone else must take the lease.
+    "handover-target-dies": () => between(random, leaseMs * 1.25, leaseMs * 2),
   };
   const durationMs = durations[kind]();
   // Most faults hit the leader, where they hurt; some hit any replica, which must not hurt at all.
@@ -159,7 +164,7 @@ function planFault(
   };
 }
 
-const INSTANT = new Set<SingleFaultKind>(["row-delete", "listen-kill"]);
+const INSTANT = new Set<SingleFaultKind>(["row-delete", "listen-kill", "handover"]);
 
 /** Faults of the one shared database: two at once would mostly test each other. */
 const SHARED_DATABASE = new Set<SingleFaultKind>([

@@ -9,8 +9,9 @@ export interface Interval {
 }
 
 const OPENS = new Set(["acquired", "renewed"]);
-// Any follower outcome also proves the belief had ended by then.
-const CLOSES = new Set(["stepped-down", "lost", "released", "held-by-other"]);
+// Any follower outcome also proves the belief had ended by then; a leader whose campaign gate
+// closed (a handover) ends its belief with "resigned", before it releases.
+const CLOSES = new Set(["stepped-down", "lost", "released", "held-by-other", "resigned", "not-campaigning"]);
 
 export function subtract(intervals: readonly Interval[], holes: readonly Interval[]): Interval[] {
   let out = [...intervals];
