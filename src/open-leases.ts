@@ -6,16 +6,16 @@
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { Candidacy, type CandidateOptions } from "./candidacy/candidacy.ts";
-import { type HandoverRequest, type HandoverResult, handOver } from "./candidacy/plan.ts";
+import type { CandidateOptions } from "./candidacy/candidacy.ts";
+import { openCandidacy } from "./candidacy/open.ts";
+import type { HandoverRequest, HandoverResult } from "./candidacy/plan.ts";
 import { Elector, type ElectorOptions } from "./election/elector.ts";
 import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "./election/identity.ts";
 import type { ReleaseFeed } from "./election/ports.ts";
 import { TimingError, timingOrThrow } from "./election/timing.ts";
 import { BatchedRenewals } from "./lease/batched-renewals.ts";
-import { type Candidate, CandidateStore } from "./lease/candidates.ts";
+import type { Candidate } from "./lease/candidates.ts";
 import { isTooSlow, isUnreachable } from "./lease/connection-errors.ts";
-import { HandoverStore } from "./lease/handover.ts";
 import { HistoryPruner } from "./lease/history-pruner.ts";
 import { DEFAULT_RETENTION, type HistoryRetention } from "./lease/history-store.ts";
 import { assertTablePresent, migrate } from "./lease/migrate.ts";
@@ -357,18 +357,15 @@ function leasesOn(
       log.warn("could not prune the lease history; trying again later", { err: error.message }),
   });
   pruner.start();
-  const candidates = new CandidateStore(store.pool, store.table, statementTimeoutMs);
-  const handovers = new HandoverStore(store.pool, store.table, statementTimeoutMs);
-  const candidacy = new Candidacy({
-    candidates,
-    handovers,
+  const { candidacy, candidates, handover } = openCandidacy({
+    pool: store.pool,
+    table: store.table,
     holder,
     pod: options.pod?.name ?? process.env.POD_NAME ?? hostname(),
     revision: options.revision === undefined ? (process.env.POD_REVISION ?? null) : options.revision,
-    ...(feed ? { subscribeHandovers: (listener) => feed.subscribeHandovers(listener) } : {}),
+    feed,
     statementTimeoutMs,
-    warn: (message, fields) => log.warn(message, fields),
-    info: (message, fields) => log.info(message, fields),
+    log,
   });
   const successorMs = options.successorReservationMs ?? DEFAULT_SUCCESSOR_RESERVATION_MS;
   let closing: Promise<void> | undefined;
@@ -377,8 +374,8 @@ function leasesOn(
     store,
     notify: feed !== undefined,
     releases: feed,
-    candidates: (key) => candidates.list(key ?? null),
-    handover: (key, request) => handOver({ handovers, candidates }, key, request),
+    candidates,
+    handover,
     campaign(key, { priority, preempt, noLead, campaign, ...campaignOptions } = {}) {
       if (closing) throw new Error(`cannot campaign for lease ${key}: these leases are closed`);
       if (electors.has(key)) {
@@ -411,7 +408,7 @@ function leasesOn(
     },
     close() {
       closing ??= (async () => {
-        if (successorMs > 0) await candidacy.reserveForSuccessors(() => successorMs);
+        if (successorMs > 0) await candidacy.reserveForSuccessors(successorMs);
         await Promise.all([...electors.values()].map((e) => e.stop()));
         await candidacy.close();
         await pruner.stop();

@@ -213,7 +213,7 @@ export class Candidacy {
    * (priority, then the newest revision), so the release that follows goes to it, not to whichever
    * follower wakes first. Bounded; a failure only means the release goes to anyone.
    */
-  async reserveForSuccessors(reservationMs: (key: string) => number): Promise<void> {
+  async reserveForSuccessors(reservationMs: number): Promise<void> {
     this.#stopping = true;
     const led = [...this.#keys.values()].filter((k) => k.elector?.isLeader());
     if (led.length === 0) return;
@@ -222,13 +222,7 @@ export class Candidacy {
       if (fence === null || fence === undefined) return;
       const live = eligible(await this.#o.candidates.list(joined.entry.key), this.#o.holder);
       const best = rankCandidates(live)[0];
-      if (best)
-        await this.#o.handovers.reserve(
-          joined.entry.key,
-          fence,
-          best.holder,
-          reservationMs(joined.entry.key),
-        );
+      if (best) await this.#o.handovers.reserve(joined.entry.key, fence, best.holder, reservationMs);
     };
     let timer: NodeJS.Timeout | undefined;
     const bound = new Promise<void>((resolve) => {

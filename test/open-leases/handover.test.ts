@@ -87,8 +87,10 @@ it("refuses a handover to a candidate that is not live, or that never leads, nam
     // No-lead mode: it never claims, even a free lease.
     await a.close();
     await b.close();
-    await expect.poll(() => ed.status().lastOutcome).toBe("not-campaigning");
+    // It hears the last release and looks: the lease is free, and it still does not claim.
+    await expect.poll(() => ed.status().leader, { timeout: 5_000 }).toBeNull();
     expect(ed.status()).toMatchObject({ role: "follower", leader: null, notCampaigning: "no-lead mode" });
+    expect((await d.store.read("k2"))?.ttlMs).toBeLessThanOrEqual(0);
   } finally {
     await closeAll([a, b, d]);
   }
