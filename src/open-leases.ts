@@ -6,11 +6,15 @@
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
+import type { CandidateOptions } from "./candidacy/candidacy.ts";
+import { openCandidacy } from "./candidacy/open.ts";
+import type { HandoverRequest, HandoverResult } from "./candidacy/plan.ts";
 import { Elector, type ElectorOptions } from "./election/elector.ts";
 import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "./election/identity.ts";
 import type { ReleaseFeed } from "./election/ports.ts";
-import { TimingError } from "./election/timing.ts";
+import { TimingError, timingOrThrow } from "./election/timing.ts";
 import { BatchedRenewals } from "./lease/batched-renewals.ts";
+import type { Candidate } from "./lease/candidates.ts";
 import { isTooSlow, isUnreachable } from "./lease/connection-errors.ts";
 import { HistoryPruner } from "./lease/history-pruner.ts";
 import { DEFAULT_RETENTION, type HistoryRetention } from "./lease/history-store.ts";
@@ -69,6 +73,16 @@ export interface OpenLeasesOptions {
   /** The pod this process runs in; default POD_NAME (or the host name) and POD_UID from the environment. */
   pod?: { name: string; uid?: string | undefined };
   /**
+   * The pod's revision label (pod-template-hash or controller-revision-hash), shown with its
+   * candidacy; a leader that stops prefers a successor of the newest revision. Default POD_REVISION.
+   */
+  revision?: string | null;
+  /**
+   * Before close() releases a lease this process leads, reserve it for the best live candidate
+   * (priority, then the newest revision) for this long (default 5 s); 0 releases to any candidate.
+   */
+  successorReservationMs?: number;
+  /**
    * Deadline of each statement (default 2.5 s, half the default renew interval).
    * A campaign whose callTimeoutMs is shorter is refused: a statement must not outlive the call.
    */
@@ -91,7 +105,8 @@ export interface OpenLeasesOptions {
   historyRetention?: HistoryRetention;
 }
 
-export type CampaignOptions = Omit<ElectorOptions, "key" | "holder" | "store" | "releases">;
+export type CampaignOptions = Omit<ElectorOptions, "key" | "holder" | "store" | "releases"> &
+  CandidateOptions;
 
 export interface Leases {
   holder: string;
@@ -102,6 +117,13 @@ export interface Leases {
   releases: ReleaseFeed | undefined;
   /** Creates and starts an elector for `key`; a second campaign for the same key is refused. */
   campaign(key: string, options?: CampaignOptions): Elector;
+  /** Every process campaigning for `key` (or for any key), best first, live or not. */
+  candidates(key?: string): Promise<Candidate[]>;
+  /**
+   * Asks the leader of `key` to hand over to a live candidate (`to`: its holder or pod; default the
+   * best by priority), which claims first: see README, "Planned handover".
+   */
+  handover(key: string, request?: HandoverRequest): Promise<HandoverResult>;
   /** Stops every elector (work aborted, leases released), then closes what was opened. Idempotent. */
   close(): Promise<void>;
 }
@@ -115,6 +137,7 @@ export class StartAborted extends Error {
 
 const DEFAULT_STATEMENT_TIMEOUT_MS = 2_500;
 const DEFAULT_START_TIMEOUT_MS = 60_000;
+const DEFAULT_SUCCESSOR_RESERVATION_MS = 5_000;
 
 const processWarnings: LeaseLogger = {
   info: () => {},
@@ -334,13 +357,26 @@ function leasesOn(
       log.warn("could not prune the lease history; trying again later", { err: error.message }),
   });
   pruner.start();
+  const { candidacy, candidates, handover } = openCandidacy({
+    pool: store.pool,
+    table: store.table,
+    holder,
+    pod: options.pod?.name ?? process.env.POD_NAME ?? hostname(),
+    revision: options.revision === undefined ? (process.env.POD_REVISION ?? null) : options.revision,
+    feed,
+    statementTimeoutMs,
+    log,
+  });
+  const successorMs = options.successorReservationMs ?? DEFAULT_SUCCESSOR_RESERVATION_MS;
   let closing: Promise<void> | undefined;
   return {
     holder,
     store,
     notify: feed !== undefined,
     releases: feed,
-    campaign(key, campaignOptions = {}) {
+    candidates,
+    handover,
+    campaign(key, { priority, preempt, noLead, campaign, ...campaignOptions } = {}) {
       if (closing) throw new Error(`cannot campaign for lease ${key}: these leases are closed`);
       if (electors.has(key)) {
         throw new Error(
@@ -348,27 +384,33 @@ function leasesOn(
             "since two campaigns would share one term and one fence; keep the Elector the first campaign returned",
         );
       }
+      const timing = timingOrThrow(campaignOptions);
+      if (timing.callTimeoutMs < statementTimeoutMs) {
+        throw new TimingError([
+          `callTimeoutMs (${timing.callTimeoutMs} ms) of lease ${key} is shorter than the statement timeout ` +
+            `(${statementTimeoutMs} ms): open the leases with statementTimeoutMs at most ${timing.callTimeoutMs}`,
+        ]);
+      }
+      const gate = candidacy.join(key, timing, { priority, preempt, noLead }, campaign);
       const elector = new Elector({
         ...campaignOptions,
+        campaign: gate,
         key,
         holder,
         store: renewals,
         ...(options.sessionTakeover ? { sessionTakeover: true } : {}),
         ...(feed ? { releases: feed } : {}),
       });
-      if (elector.timing.callTimeoutMs < statementTimeoutMs) {
-        throw new TimingError([
-          `callTimeoutMs (${elector.timing.callTimeoutMs} ms) of lease ${key} is shorter than the statement timeout ` +
-            `(${statementTimeoutMs} ms): open the leases with statementTimeoutMs at most ${elector.timing.callTimeoutMs}`,
-        ]);
-      }
       electors.set(key, elector);
+      candidacy.attach(key, elector);
       elector.start();
       return elector;
     },
     close() {
       closing ??= (async () => {
+        if (successorMs > 0) await candidacy.reserveForSuccessors(successorMs);
         await Promise.all([...electors.values()].map((e) => e.stop()));
+        await candidacy.close();
         await pruner.stop();
         await closeAll();
         // Last: until every campaign has ended, nothing of this pod may take over its terms.

@@ -10,12 +10,14 @@ export const MAIN_HELP = `pglease: leader election for Kubernetes pods, backed b
 Usage: pglease COMMAND [flags]
 
 Commands:
-  run       campaign for leases, publish the role on the pod, serve probes and metrics
-  status    show every lease: holder, fence, expiry
-  history   show how leases changed hands: when, fence, holder, previous holder, reason
-  release   end the current term of a lease (an operator's forced release)
-  migrate   create the lease table and exit
-  demo      three replicas on an embedded PostgreSQL, leaders stopped on a schedule
+  run         campaign for leases, publish the role on the pod, serve probes and metrics
+  status      show every lease: holder, fence, expiry
+  history     show how leases changed hands: when, fence, holder, previous holder, reason
+  candidates  show the processes campaigning for each lease: pod, priority, revision, live
+  handover    move a lease's leadership to a live candidate, which claims first
+  release     end the current term of a lease (an operator's forced release)
+  migrate     create the lease table and exit
+  demo        three replicas on an embedded PostgreSQL, leaders stopped on a schedule
 
 Run 'pglease COMMAND --help' for the flags of a command; 'pglease --version' prints the version.
 
@@ -40,6 +42,14 @@ const COMMANDS: Record<string, () => Promise<{ run: Command; help: string }>> = 
   history: async () => {
     const m = await import("./history.ts");
     return { run: m.historyCommand, help: m.HISTORY_HELP };
+  },
+  candidates: async () => {
+    const m = await import("./candidates.ts");
+    return { run: m.candidatesCommand, help: m.CANDIDATES_HELP };
+  },
+  handover: async () => {
+    const m = await import("./handover.ts");
+    return { run: m.handoverCommand, help: m.HANDOVER_HELP };
   },
   release: async () => {
     const m = await import("./release.ts");

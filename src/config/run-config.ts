@@ -45,8 +45,18 @@ export interface RunConfig {
   gracePeriodMs: number;
   startTimeoutMs: number;
   logLevel: LogLevel;
-  /** POD_UID from the downward API scopes the restart lock to this pod. */
-  pod: { name: string | undefined; namespace: string | undefined; uid: string | undefined };
+  /**
+   * POD_UID from the downward API scopes the restart lock to this pod; the revision (POD_REVISION,
+   * or the pod-template-hash / controller-revision-hash label the chart passes) shows with its candidacy.
+   */
+  pod: {
+    name: string | undefined;
+    namespace: string | undefined;
+    uid: string | undefined;
+    revision: string | undefined;
+  };
+  /** --priority, --preempt, --no-lead: see src/candidacy. */
+  candidacy: { priority: number; preempt: boolean; noLead: boolean };
   restartTakeover: boolean;
   sessionTakeover: boolean;
   /** Whether this process publishes to its pod, decided from the environment once, here. */
@@ -125,6 +135,17 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
       name: env.POD_NAME?.trim() || undefined,
       namespace: env.POD_NAMESPACE?.trim() || undefined,
       uid: env.POD_UID?.trim() || undefined,
+      // The chart sets both labels' variables; the workload's controller sets one of the labels.
+      revision:
+        env.POD_REVISION?.trim() ||
+        env.POD_TEMPLATE_HASH?.trim() ||
+        env.CONTROLLER_REVISION_HASH?.trim() ||
+        undefined,
+    },
+    candidacy: {
+      priority: get("priority", (t) => parseInteger(t, 0, 1000)) ?? 0,
+      preempt: get("preempt", parseBoolean) ?? false,
+      noLead: get("no-lead", parseBoolean) ?? false,
     },
     restartTakeover: get("restart-takeover", parseBoolean) ?? true,
     sessionTakeover: get("session-takeover", parseBoolean) ?? false,
@@ -134,6 +155,11 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
   if (config.sessionTakeover && !config.notify) {
     problems.push(
       "--session-takeover needs --notify: the notice session is what a holder records; drop --no-notify or --session-takeover",
+    );
+  }
+  if (config.candidacy.preempt && config.candidacy.noLead) {
+    problems.push(
+      "--preempt and --no-lead contradict each other: a process that never leads cannot preempt; give one of them",
     );
   }
   if (problems.length > 0) throw new UsageError(problems);

@@ -170,6 +170,27 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   },
   ...HEALTH_OPTIONS,
   {
+    flag: "priority",
+    env: "PGLEASE_PRIORITY",
+    value: "N",
+    help: "0 to 1000: when the lease is free a higher one leads first (lower ones wait a retry interval while a live higher one exists), and a stopping leader or a handover without --to picks the highest; a live leader is never preempted unless --preempt",
+    defaultText: "0",
+  },
+  {
+    flag: "preempt",
+    env: "PGLEASE_PREEMPT",
+    boolean: true,
+    help: "ask a live leader of lower priority to hand over to this process (checked once per lease duration)",
+    defaultText: "false",
+  },
+  {
+    flag: "no-lead",
+    env: "PGLEASE_NO_LEAD",
+    boolean: true,
+    help: "campaign as a candidate that never claims (e.g. during a drain); it still follows and shows who leads",
+    defaultText: "false",
+  },
+  {
     flag: "start-timeout",
     env: "PGLEASE_START_TIMEOUT",
     value: "DURATION",

@@ -20,6 +20,7 @@ export const HISTORY_REASONS = {
   "session-takeover":
     "a live term taken over because its holder's database session was gone (--session-takeover)",
   "new-term": "the same holder started a new term (after stepping down locally, or after its term expired)",
+  handover: "the candidate a handover named claimed the lease during its reservation (pglease handover)",
   release: "the holder released its term",
   "forced-release": "an operator ended the term (pglease release)",
   deleted: "the lease row was deleted by hand",
@@ -52,7 +53,7 @@ const createKeyIndex = (t: LeaseTable) =>
  * SECURITY DEFINER: the lease role needs no privilege on the history, so an existing deployment's
  * grants keep working and the lease role cannot rewrite the record. The search_path is pinned.
  */
-const createRecordFunction = (t: LeaseTable) => `
+export const createRecordFunction = (t: LeaseTable) => `
   CREATE OR REPLACE FUNCTION ${t.history.recordFunction}() RETURNS trigger
   LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
   DECLARE
@@ -76,6 +77,8 @@ const createRecordFunction = (t: LeaseTable) => `
       RETURN NEW;
     END IF;
     why := coalesce(named, CASE
+      -- The named candidate claimed within its reservation (pglease handover).
+      WHEN OLD.reserved_for = NEW.holder AND OLD.reserved_until > NEW.acquired_at THEN 'handover'
       -- A released term leaves an entry without a holder for its fence: the lease was free.
       WHEN EXISTS (SELECT 1 FROM ${t.history.table} h
                     WHERE h.key = OLD.key AND h.fence = OLD.fence AND h.holder IS NULL) THEN 'claim'

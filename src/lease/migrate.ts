@@ -1,5 +1,6 @@
 import type pg from "pg";
-import { migrateHistory, missingHistory } from "./history.ts";
+import { createCandidatesTable } from "./candidates.ts";
+import { createRecordFunction, migrateHistory, missingHistory } from "./history.ts";
 import type { LeaseTable } from "./table.ts";
 import { inTransaction } from "./transaction.ts";
 
@@ -19,7 +20,7 @@ const createTable = (t: LeaseTable) => `
     fence       BIGINT NOT NULL,
     acquired_at TIMESTAMPTZ NOT NULL,
     expires_at  TIMESTAMPTZ NOT NULL,
-    ${SESSION_COLUMNS.join(",\n    ")},
+    ${ADDED_COLUMNS.join(",\n    ")},
     CONSTRAINT "${t.table}_expires_after_acquired" CHECK (expires_at > acquired_at)
   ) WITH (fillfactor = 90)`;
 
@@ -31,15 +32,21 @@ const SESSION_COLUMNS = [
   "session_server_started_at TIMESTAMPTZ",
 ];
 
-// Nullable without a default: adding them rewrites nothing, so an existing table upgrades at once.
-const addSessionColumns = (t: LeaseTable) =>
-  `ALTER TABLE ${t.qualified} ${SESSION_COLUMNS.map((c) => `ADD COLUMN IF NOT EXISTS ${c}`).join(", ")}`;
+// Handover: only reserved_for may claim the lease until reserved_until (null: no reservation).
+const RESERVATION_COLUMNS = ["reserved_for TEXT", "reserved_until TIMESTAMPTZ"];
 
-const FIND_SESSION_COLUMNS = `
-  SELECT count(*) = ${SESSION_COLUMNS.length} AS present FROM pg_attribute
+/** Columns newer than the table's first version, added to an existing table by a migration. */
+const ADDED_COLUMNS = [...SESSION_COLUMNS, ...RESERVATION_COLUMNS];
+
+// Nullable without a default: adding them rewrites nothing, so an existing table upgrades at once.
+const addColumns = (t: LeaseTable) =>
+  `ALTER TABLE ${t.qualified} ${ADDED_COLUMNS.map((c) => `ADD COLUMN IF NOT EXISTS ${c}`).join(", ")}`;
+
+const FIND_ADDED_COLUMNS = `
+  SELECT count(*) = ${ADDED_COLUMNS.length} AS present FROM pg_attribute
    WHERE attrelid = to_regclass($1) AND attname = ANY($2) AND NOT attisdropped`;
 
-const sessionColumnNames = SESSION_COLUMNS.map((c) => c.split(" ")[0]);
+const addedColumnNames = ADDED_COLUMNS.map((c) => c.split(" ")[0]);
 
 // Not OWNED BY the table: DROP TABLE and TRUNCATE … RESTART IDENTITY leave the counter where it was.
 const createFenceSequence = (t: LeaseTable) => `CREATE SEQUENCE ${t.fenceSequence} AS bigint MINVALUE 1`;
@@ -49,8 +56,8 @@ const continueAboveRows = (t: LeaseTable) =>
   `SELECT setval('${t.fenceSequence}', max(fence)) FROM ${t.qualified} HAVING max(fence) IS NOT NULL`;
 
 // to_regclass answers NULL instead of raising when the relation is absent.
-const FIND_TABLE_AND_SEQUENCE =
-  "SELECT to_regclass($1) IS NOT NULL AS table_present, to_regclass($2) IS NOT NULL AS sequence_present";
+const FIND_TABLE_AND_SEQUENCE = `SELECT to_regclass($1) IS NOT NULL AS table_present,
+  to_regclass($2) IS NOT NULL AS sequence_present, to_regclass($3) IS NOT NULL AS candidates_present`;
 
 // Each privilege on its own: has_table_privilege with a list answers true when any one is held.
 const FIND_PRIVILEGES = `
@@ -67,7 +74,7 @@ const INSUFFICIENT_PRIVILEGE = "42501";
 const unquoted = (name: string) => name.replaceAll('"', "");
 
 export class LeaseTableMissingError extends Error {
-  constructor(t: LeaseTable, missing: "table" | "sequence" | "columns" = "table") {
+  constructor(t: LeaseTable, missing: "table" | "sequence" | "columns" | "candidates" = "table") {
     super(
       missing === "table"
         ? `lease table ${t.schema}.${t.table} does not exist and migrations are off: run \`pglease migrate\` ` +
@@ -75,8 +82,11 @@ export class LeaseTableMissingError extends Error {
         : missing === "sequence"
           ? `fence sequence ${unquoted(t.fenceSequence)} does not exist (the lease table was made by an older pglease): ` +
             "run `pglease migrate` once with a role allowed to create it, then GRANT USAGE ON SEQUENCE to the lease role"
-          : `lease table ${t.schema}.${t.table} lacks the session columns (${sessionColumnNames.join(", ")}; made by an ` +
-            "older pglease): run `pglease migrate` once as the table's owner",
+          : missing === "candidates"
+            ? `candidates table ${unquoted(t.candidates)} does not exist (the lease table was made by an older pglease): ` +
+              "run `pglease migrate` once with a role allowed to create it"
+            : `lease table ${t.schema}.${t.table} lacks columns of this version (${addedColumnNames.join(", ")}; made by an ` +
+              "older pglease): run `pglease migrate` once as the table's owner",
     );
     this.name = "LeaseTableMissingError";
   }
@@ -119,26 +129,32 @@ async function assertPrivileges(client: Pick<pg.ClientBase, "query">, t: LeaseTa
 async function findRelations(
   client: Pick<pg.ClientBase, "query">,
   t: LeaseTable,
-): Promise<{ table_present: boolean; sequence_present: boolean }> {
-  const { rows } = await client.query(FIND_TABLE_AND_SEQUENCE, [t.qualified, t.fenceSequence]);
-  return rows[0] ?? { table_present: false, sequence_present: false };
+): Promise<{ table_present: boolean; sequence_present: boolean; candidates_present: boolean }> {
+  const { rows } = await client.query(FIND_TABLE_AND_SEQUENCE, [t.qualified, t.fenceSequence, t.candidates]);
+  return rows[0] ?? { table_present: false, sequence_present: false, candidates_present: false };
 }
 
-async function sessionColumnsPresent(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<boolean> {
-  const { rows } = await client.query<{ present: boolean }>(FIND_SESSION_COLUMNS, [
+async function addedColumnsPresent(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<boolean> {
+  const { rows } = await client.query<{ present: boolean }>(FIND_ADDED_COLUMNS, [
     t.qualified,
-    sessionColumnNames,
+    addedColumnNames,
   ]);
   return rows[0]?.present ?? false;
 }
 
-/** A table made before session takeover gets its columns; only the owner may add them. */
-async function addMissingSessionColumns(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
-  if (await sessionColumnsPresent(client, t)) return;
-  await client.query(addSessionColumns(t)).catch((error: unknown) => {
+/**
+ * A table made by an older pglease gets the newer columns, and the history's trigger function the
+ * version that reads them (a handover's claim is recorded as such); only the owner may do both.
+ */
+async function addMissingColumns(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
+  if (await addedColumnsPresent(client, t)) return;
+  try {
+    await client.query(addColumns(t));
+    await client.query(createRecordFunction(t));
+  } catch (error) {
     const denied = (error as { code?: string }).code === INSUFFICIENT_PRIVILEGE;
     throw denied ? new LeaseTableMissingError(t, "columns") : error;
-  });
+  }
 }
 
 /** Creates the lease table and its fence sequence if needed, in one transaction under the migration lock. */
@@ -160,8 +176,9 @@ export async function migrate(pool: pg.Pool, t: LeaseTable): Promise<void> {
       if (found.table_present) await client.query(continueAboveRows(t));
     }
     if (!found.table_present) await client.query(createTable(t));
-    else await addMissingSessionColumns(client, t);
+    else await addMissingColumns(client, t);
     await migrateHistory(client, t);
+    if (!found.candidates_present) await client.query(createCandidatesTable(t));
     await assertPrivileges(client, t);
   });
 }
@@ -173,6 +190,7 @@ export async function assertTablePresent(pool: pg.Pool, t: LeaseTable): Promise<
   if (!found.sequence_present) throw new LeaseTableMissingError(t, "sequence");
   const history = await missingHistory(pool, t);
   if (history.length > 0) throw new HistoryMissingError(t, history);
-  if (!(await sessionColumnsPresent(pool, t))) throw new LeaseTableMissingError(t, "columns");
+  if (!(await addedColumnsPresent(pool, t))) throw new LeaseTableMissingError(t, "columns");
+  if (!found.candidates_present) throw new LeaseTableMissingError(t, "candidates");
   await assertPrivileges(pool, t);
 }

@@ -62,6 +62,7 @@ export class PgReleaseFeed implements ReleaseFeed {
   readonly #listeners = new Set<(key: string) => void>();
   readonly #reconnectListeners = new Set<() => void>();
   readonly #unhealthyListeners = new Set<() => void>();
+  readonly #handoverListeners = new Set<(key: string) => void>();
   /** When the listening connection last proved alive (LISTEN done, or a ping answered). */
   #aliveAt = Number.NEGATIVE_INFINITY;
   #current: Listening | null = null;
@@ -79,6 +80,15 @@ export class PgReleaseFeed implements ReleaseFeed {
   subscribe(listener: (key: string) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Handover requests (pglease handover) for any key, on their own channel so electors never take
+   * one for a release. A hint too: the listener checks the lease row before it acts.
+   */
+  subscribeHandovers(listener: (key: string) => void): () => void {
+    this.#handoverListeners.add(listener);
+    return () => this.#handoverListeners.delete(listener);
   }
 
   /** Called after every reconnection: notices sent while the connection was down were lost. */
@@ -135,13 +145,18 @@ export class PgReleaseFeed implements ReleaseFeed {
     });
     const listening: Listening = { client, socket, session: null };
     client.on("notification", (message) => {
-      if (message.channel === this.#options.table.channel && message.payload) this.#announce(message.payload);
+      if (!message.payload) return;
+      if (message.channel === this.#options.table.channel) this.#announce(message.payload);
+      if (message.channel === this.#options.table.handoverChannel) {
+        for (const listener of this.#handoverListeners) listener(message.payload);
+      }
     });
     client.on("error", (error) => this.#onDrop(listening, error));
     client.on("end", () => this.#onDrop(listening));
     try {
       await client.connect();
       await client.query(`LISTEN "${this.#options.table.channel}"`);
+      await client.query(`LISTEN "${this.#options.table.handoverChannel}"`);
       const own = await client.query<{ pid: number; started: string; server_started: string }>(OWN_SESSION);
       const row = own.rows[0];
       if (row)

@@ -64,19 +64,30 @@ const claimSql = (t: LeaseTable) => `
       -- The session belongs to the term it was recorded with: the fence this very update writes.
       session_fence = CASE WHEN EXCLUDED.session_pid IS NULL THEN NULL ELSE greatest(EXCLUDED.fence, lease.fence + 1) END,
       session_pid = EXCLUDED.session_pid, session_started_at = EXCLUDED.session_started_at,
-      session_server_started_at = EXCLUDED.session_server_started_at
+      session_server_started_at = EXCLUDED.session_server_started_at,
+      -- A new term starts without a reservation: a handover is over once anyone claims.
+      reserved_for = NULL, reserved_until = NULL
     -- A live lease of another holder is taken over only from a predecessor proven dead: both
     -- carry the same restart lock, which the kernel freed for the claimer only when the other died,
     -- bound earlier (so a dead holder's claim delivered late cannot take the lease back).
-    WHERE lease.holder = EXCLUDED.holder OR lease.expires_at <= EXCLUDED.acquired_at
+    WHERE (lease.holder = EXCLUDED.holder OR lease.expires_at <= EXCLUDED.acquired_at
        OR (${PROOF("lease")}[1] = ${PROOF("EXCLUDED")}[1] AND ${PROOF("lease")}[2]::numeric < ${PROOF("EXCLUDED")}[2]::numeric)
        -- Session takeover: the holder's recorded session is gone, and with it the holder's renewals.
-       OR ${SESSION_GONE}
+       OR ${SESSION_GONE})
+      -- A handover's reservation: until it passes only the named candidate may claim, so it claims
+      -- first; after it anyone may, so a named candidate that died never leaves the key leaderless.
+      AND (lease.reserved_until IS NULL OR lease.reserved_until <= EXCLUDED.acquired_at
+           OR lease.reserved_for = EXCLUDED.holder)
     RETURNING holder, fence, acquired_at, expires_at
   ),
   current AS (
     -- FOR SHARE follows a concurrent winner's update to the newest row version.
-    SELECT holder, fence, acquired_at, expires_at FROM ${t.qualified}
+    -- A claimer a reservation shuts out sees the lease taken until the reservation passes, and
+    -- looks again then, not at once.
+    SELECT holder, fence, acquired_at,
+           CASE WHEN reserved_for IS DISTINCT FROM $2 THEN greatest(expires_at, reserved_until)
+                ELSE expires_at END AS expires_at
+      FROM ${t.qualified}
     WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claimed) FOR SHARE
   )
   -- The history trigger publishes how the row changed hands; an insert leaves it unset.

@@ -14,6 +14,10 @@ export interface LeaseTable {
   tag: string;
   /** The LISTEN/NOTIFY channel announcing releases on this table. */
   channel: string;
+  /** The channel asking a leader to hand over (pglease handover); the payload is the key. */
+  handoverChannel: string;
+  /** Every campaigning process per key, `"schema"."<table>_candidates"` (pglease candidates). */
+  candidates: string;
   /** The fence counter, `"schema"."<table>_fence"`: a sequence the table does not own, so fences survive it. */
   fenceSequence: string;
   /** Every change of hands, `"schema"."<table>_history"`, written by a trigger on the lease table. */
@@ -57,6 +61,8 @@ export function leaseTable(schema = "public", table = "pglease_leases"): LeaseTa
     qualified: `"${schema}"."${table}"`,
     tag,
     channel: `pglease_release_${tag}`,
+    handoverChannel: `pglease_handover_${tag}`,
+    candidates: `"${schema}"."${derived("candidates")}"`,
     fenceSequence: `"${schema}"."${sequence}"`,
     history: {
       table: `"${schema}"."${history}"`,

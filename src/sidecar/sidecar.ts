@@ -116,6 +116,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     electors,
     httpPort: http.port,
     stop() {
+      shutdown.started = true;
       stopping ??= (async () => {
         shutdown.started = true;
         await opened.close();
@@ -151,6 +152,7 @@ function leaseOptions(
     restartTakeover: config.restartTakeover,
     sessionTakeover: config.sessionTakeover,
     pod: { name: config.pod.name ?? hostname(), uid: config.pod.uid },
+    revision: config.pod.revision ?? null,
     // A statement must not outlive the elector's call: the same bound on both sides.
     statementTimeoutMs: config.timing.callTimeoutMs,
     startTimeoutMs: config.startTimeoutMs,
@@ -215,6 +217,7 @@ function campaign(
     const gate = appHealth?.gate.gateFor(() => self?.isLeader() ?? false);
     const elector = leases.campaign(key, {
       ...config.timing,
+      ...config.candidacy,
       stopTimeoutMs: stepBudget,
       // A health handover demotes the pod as a shutdown does, before the release.
       ...(published ? { beforeRelease: ({ reason }) => publisher.demote(stepBudget, reason) } : {}),

@@ -5,6 +5,7 @@ import { checkHistory } from "./checker.ts";
 import { cleanHistory, END, inCommitOrder, LEASE, label, row, WINDOW_TO, write } from "./checker-fixture.ts";
 import type { History, Incarnation, LabelChange } from "./history.ts";
 import { termOverlaps } from "./lease-rules.ts";
+import { believedIntervals } from "./timeline.ts";
 import { QUIET_BOUND_MS } from "./workload-timing.ts";
 import { staleWrites, writesNotGranted } from "./write-rules.ts";
 
@@ -263,6 +264,15 @@ describe("chaos checker: beliefs", () => {
     expect(rules(history)).toEqual([]);
     history.incarnations[0] = { ...(history.incarnations[0] as Incarnation), endedAt: 7_100 };
     expect(rules(history)).toEqual(["two-believers"]);
+  });
+
+  it("a leader's belief ends with its 'resigned' line (a handover), before the next leader's", () => {
+    const history = cleanHistory();
+    // a hands over at 5 000 (its campaign gate closed) instead of stepping down.
+    history.transitions[2] = { pid: 1, time: 5_000, outcome: "resigned", fence: 1 };
+    const a = history.incarnations[0] as Incarnation;
+    expect(believedIntervals(history, a)).toEqual([{ from: 1_000, to: 5_000 }]);
+    expect(rules(history)).toEqual([]);
   });
 
   it("two-believers: during shutdown, after the fault phase", () => {

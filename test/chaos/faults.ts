@@ -5,6 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { ChaosCluster } from "./cluster.ts";
 import { type Active, injectDatabaseFault } from "./db-faults.ts";
 import { startFailover } from "./failover.ts";
+import { injectHandover } from "./handover-fault.ts";
 import type { InjectedFault } from "./history.ts";
 import type { Replica } from "./replica.ts";
 import type { PlannedFault } from "./schedule.ts";
@@ -103,6 +104,8 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
   const onPod = injectPodFault(replica, fault, base, skipped);
   if (onPod) return onPod;
   if (fault.kind === "app-unready") return injectAppUnready(cluster, replica, fault, base);
+  const handover = await injectHandover(cluster, fault, base, skipped);
+  if (handover) return handover;
   switch (fault.kind) {
     case "sigkill": {
       if (!replica.killSidecar()) return skipped("sidecar not running");

@@ -22,6 +22,8 @@ export const SINGLE_FAULT_KINDS = [
   "listen-blackhole",
   "clock-step",
   "app-unready",
+  "handover",
+  "handover-target-dies",
 ] as const;
 
 /** Only with a primary and a standby (`--failover`, failover.ts); the default kinds there. */
@@ -149,6 +151,9 @@ function planFault(
     "clock-step": () => between(random, leaseMs, leaseMs * 2),
     // Past the grace period: the leader must hand over, then take its application back.
     "app-unready": () => between(random, healthGraceOf(leaseMs) * 1.25, healthGraceOf(leaseMs) * 3),
+    handover: () => 0,
+    // The target stays dead past the reservation (one lease): someone else must take the lease.
+    "handover-target-dies": () => between(random, leaseMs * 1.25, leaseMs * 2),
   };
   const durationMs = durations[kind]();
   // Most faults hit the leader, where they hurt; some hit any replica, which must not hurt at all.
@@ -170,7 +175,7 @@ function planFault(
   };
 }
 
-const INSTANT = new Set<SingleFaultKind>(["row-delete", "listen-kill"]);
+const INSTANT = new Set<SingleFaultKind>(["row-delete", "listen-kill", "handover"]);
 
 /** Faults of the one shared database: two at once would mostly test each other. */
 const SHARED_DATABASE = new Set<SingleFaultKind>([

@@ -55,11 +55,13 @@ describe.skipIf(skip)("the chart's sidecar settings", () => {
     const fromValues = Object.fromEntries(
       (sidecar.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]),
     );
-    // Given by the cluster, not the chart: the pod's identity and the Secret's URL.
+    // Given by the cluster, not the chart: the pod's identity, its revision and the Secret's URL.
     expect((sidecar.env ?? []).filter((e) => e.valueFrom !== undefined).map((e) => e.name)).toEqual([
       "POD_NAME",
       "POD_NAMESPACE",
       "POD_UID",
+      "POD_TEMPLATE_HASH",
+      "CONTROLLER_REVISION_HASH",
       "DATABASE_URL",
     ]);
     expect(Object.keys(fromValues).filter((k) => !k.startsWith("PGLEASE_"))).toEqual([]);

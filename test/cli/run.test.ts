@@ -204,19 +204,20 @@ describe("a running controller", () => {
       previous_holder: aHolder,
       reason: "release",
     });
+    // The stopping leader reserved the lease for its only live candidate: b's claim is a handover.
     expect(taken).toMatchObject({
       key: "handover",
       fence: takenFence,
       holder,
       previous_holder: aHolder,
-      reason: "claim",
+      reason: "handover",
     });
     const history = await suite.admin.query(
       "SELECT fence::int, holder, previous_holder, reason FROM pglease_leases_history WHERE key = 'handover' ORDER BY id",
     );
     expect(history.rows.slice(-2)).toEqual([
       { fence: releasedFence, holder: null, previous_holder: aHolder, reason: "release" },
-      { fence: takenFence, holder, previous_holder: aHolder, reason: "claim" },
+      { fence: takenFence, holder, previous_holder: aHolder, reason: "handover" },
     ]);
   });
 

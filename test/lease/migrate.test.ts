@@ -41,6 +41,8 @@ it("ten replicas migrating at once all succeed and the table is created once", a
       "session_pid",
       "session_started_at",
       "session_server_started_at",
+      "reserved_for",
+      "reserved_until",
     ]);
     await migrate(first, table);
   } finally {
@@ -71,7 +73,7 @@ it("a table made before the session columns gets them from a migration, and says
       "INSERT INTO before_sessions.leases VALUES ('kept', 'h', 7, now(), now() + interval '1 minute')",
     );
     await expect(assertTablePresent(owner, table)).rejects.toThrow(
-      /before_sessions\.leases lacks the session columns .*run `pglease migrate` once as the table's owner/,
+      /before_sessions\.leases lacks columns of this version \(session_fence, .*reserved_until; .*run `pglease migrate` once as the table's owner/,
     );
     await migrate(owner, table);
     await assertTablePresent(owner, table);

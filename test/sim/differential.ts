@@ -31,6 +31,9 @@ export function candidateClocks(
   for (const real of realRows) {
     if (real && "durationMs" in request) clocks.push(real.expiresAt - request.durationMs * 1000);
     if (real && (request.kind === "release" || request.kind === "releaseMany")) clocks.push(real.expiresAt);
+    if (real?.reservedUntil !== undefined && request.kind === "reserve") {
+      clocks.push(real.reservedUntil - request.windowMs * 1000);
+    }
   }
   // expires_at − ttl is the statement's clock, to the millisecond pg keeps of expires_at.
   const answers = answer instanceof Map ? [...answer.values()] : [answer];
@@ -166,6 +169,12 @@ function sameRows(writes: ReadonlyMap<string, LeaseRow | null>, c: MirrorCase): 
     if (model.holder !== real.holder || !fenceOk) {
       return `row ${key}: model ${model.holder}/${model.fence}, PostgreSQL ${real.holder}/${real.fence}`;
     }
+    if (model.reservedFor !== real.reservedFor) {
+      return `row ${key}.reservedFor: model ${show(model.reservedFor)}, PostgreSQL ${show(real.reservedFor)}`;
+    }
+    if (Math.abs((model.reservedUntil ?? 0) - (real.reservedUntil ?? 0)) > slackUs) {
+      return `row ${key}.reservedUntil: model ${model.reservedUntil}, PostgreSQL ${real.reservedUntil} (µs)`;
+    }
     for (const field of ["acquiredAt", "expiresAt"] as const) {
       if (Math.abs(model[field] - real[field]) > slackUs) {
         return `row ${key}.${field}: model ${model[field]}, PostgreSQL ${real[field]} (µs)`;
@@ -200,6 +209,9 @@ export function drawRequest(rng: Rng, rows: ReadonlyMap<string, LeaseRow>): Requ
   const holder = row && rng.chance(0.6) ? row.holder : rng.pick(HOLDERS);
   const fence = row && rng.chance(0.8) ? row.fence : rng.int(0, 4);
   const durationMs = rng.pick(DURATIONS);
+  // A handover: the reservation's window as short as a lease, so it passes between statements too.
+  if (rng.chance(0.08))
+    return { kind: "reserve", key, fence, target: rng.pick(HOLDERS), windowMs: durationMs };
   const r = rng.next();
   if (r < 0.32) return { kind: "claim", key, holder, durationMs };
   if (r < 0.57) return { kind: "renew", key, holder, fence, durationMs };
@@ -218,7 +230,10 @@ export function drawRequest(rng: Rng, rows: ReadonlyMap<string, LeaseRow>): Requ
 /** What the answer was, to show the sequences exercised every branch of the statements. */
 export function branch(request: Request, answer: unknown): string {
   if (answer instanceof Error) return `${request.kind}:error`;
-  if (request.kind === "claim") return `claim:${(answer as { won: boolean }).won ? "won" : "lost"}`;
+  if (request.kind === "claim") {
+    const a = answer as { won: boolean; change?: { reason: string } };
+    return `claim:${a.won ? (a.change?.reason === "handover" ? "handover" : "won") : "lost"}`;
+  }
   if (request.kind === "renew") return `renew:${(answer as { renewed: boolean }).renewed}`;
   if (request.kind === "renewMany" || request.kind === "releaseMany") {
     return `${request.kind}:${(answer as Map<string, unknown>).size}`;

@@ -17,6 +17,9 @@ export interface LeaseRow {
   tuple: number;
   /** Its term was ended by a release: the history then calls the next claim `claim`. */
   released?: true;
+  /** A handover's reservation (pglease handover): only this holder may claim until reservedUntil. */
+  reservedFor?: string;
+  reservedUntil?: number;
 }
 
 export interface Semantics {
@@ -116,17 +119,23 @@ export function claim(
   }
   // The conflicting row is locked and judged in its newest version, visible to the snapshot or not.
   const takesOver = sem.restartTakeover && provenDeadPredecessor(holder, latest.holder);
-  if (latest.holder !== holder && latest.expiresAt > now && !takesOver) {
+  // A handover's reservation shuts out everyone but the named candidate until it passes.
+  const shutOut = reservedAgainst(latest, holder) && (latest.reservedUntil ?? 0) > now;
+  if ((latest.holder !== holder && latest.expiresAt > now && !takesOver) || shutOut) {
     // `current` reads through the snapshot: a row inserted after the statement started is not seen.
     const seen = updatable(ctx);
     if (!seen) return { answer: { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null } };
+    // Shut out by a reservation, the claimer sees the lease taken until it passes.
+    const expiresAt = reservedAgainst(seen, holder)
+      ? Math.max(seen.expiresAt, seen.reservedUntil ?? seen.expiresAt)
+      : seen.expiresAt;
     return {
       answer: {
         won: false,
         holder: seen.holder,
         fence: seen.fence,
-        expiresAt: date(seen.expiresAt),
-        ttlMs: ms(seen.expiresAt - now),
+        expiresAt: date(expiresAt),
+        ttlMs: ms(expiresAt - now),
       },
     };
   }
@@ -141,15 +150,23 @@ export function claim(
   return { answer: won(row, now, changeOf(latest, holder, now)), write: row };
 }
 
+/** The row carries a reservation (passed or not) for another holder than `holder`. */
+function reservedAgainst(row: LeaseRow, holder: string): boolean {
+  return row.reservedUntil !== undefined && row.reservedFor !== holder;
+}
+
 /** The history trigger's reason, from the locked row the claim replaced (the model has no sessions). */
 function changeOf(latest: LeaseRow, holder: string, now: number): { reason: string; previousHolder: string } {
-  const reason = latest.released
-    ? "claim"
-    : latest.holder === holder
-      ? "new-term"
-      : latest.expiresAt <= now
-        ? "expiry-takeover"
-        : "restart-takeover";
+  const reason =
+    latest.reservedFor === holder && (latest.reservedUntil ?? 0) > now
+      ? "handover"
+      : latest.released
+        ? "claim"
+        : latest.holder === holder
+          ? "new-term"
+          : latest.expiresAt <= now
+            ? "expiry-takeover"
+            : "restart-takeover";
   return { reason, previousHolder: latest.holder };
 }
 
@@ -272,6 +289,27 @@ export function read(ctx: StatementContext): Executed<LeaseView | null> {
       expiresAt: date(row.expiresAt),
       ttlMs: ms(row.expiresAt - ctx.now),
     },
+  };
+}
+
+/**
+ * pglease handover: UPDATE … SET reserved_for, reserved_until = now + window WHERE key AND fence
+ * AND holder <> target AND the term is live (clock_timestamp() at the row), NOTIFY on commit.
+ */
+export function reserve(
+  ctx: StatementContext,
+  fence: number,
+  target: string,
+  windowMs: number,
+): Executed<{ holder: string; fence: number; reservedFor: string; reservedForMs: number } | null> {
+  const row = updatable(ctx);
+  if (!row || row.fence !== fence || row.holder === target || row.expiresAt <= ctx.liveNow) {
+    return { answer: null };
+  }
+  const reservedUntil = ctx.now + windowMs * 1000;
+  return {
+    answer: { holder: row.holder, fence: row.fence, reservedFor: target, reservedForMs: windowMs },
+    write: { ...row, reservedFor: target, reservedUntil },
   };
 }
 

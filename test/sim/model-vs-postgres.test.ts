@@ -4,6 +4,7 @@
 // be set, so each statement's clock is bracketed by clock_timestamp() read just before and after.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { HandoverStore } from "../../src/lease/handover.ts";
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
@@ -28,12 +29,14 @@ import { lockedRowOutcome, queuedClaimFence, queuedOnExpiringRow } from "./serve
 let db: TestDatabase;
 let pool: pg.Pool;
 let store: PgLeaseStore;
+let handovers: HandoverStore;
 let clock: pg.Client;
 
 beforeAll(async () => {
   db = await createTestDatabase();
   pool = createLeasePool({ connectionString: db.url, max: 8 });
   store = new PgLeaseStore({ pool, statementTimeoutMs: 10_000 });
+  handovers = new HandoverStore(pool, store.table, 10_000);
   await migrate(pool, store.table);
   clock = new pg.Client({ connectionString: db.url });
   await clock.connect();
@@ -60,11 +63,14 @@ async function realRow(key: string): Promise<RealRow> {
     acquired: string;
     expires: string;
     released: boolean;
+    reserved_for: string | null;
+    reserved_until: string | null;
   }>(
     // released: the history holds the end of this term by a release, which the next claim's reason follows.
     `SELECT holder, fence::text,
             (extract(epoch FROM acquired_at) * 1000000)::bigint::text AS acquired,
             (extract(epoch FROM expires_at) * 1000000)::bigint::text AS expires,
+            reserved_for, (extract(epoch FROM reserved_until) * 1000000)::bigint::text AS reserved_until,
             EXISTS (SELECT 1 FROM pglease_leases_history h
                      WHERE h.key = l.key AND h.fence = l.fence AND h.holder IS NULL) AS released
        FROM pglease_leases l WHERE key = $1`,
@@ -78,6 +84,9 @@ async function realRow(key: string): Promise<RealRow> {
         acquiredAt: Number(row.acquired),
         expiresAt: Number(row.expires),
         ...(row.released ? { released: true as const } : {}),
+        ...(row.reserved_for !== null && row.reserved_until !== null
+          ? { reservedFor: row.reserved_for, reservedUntil: Number(row.reserved_until) }
+          : {}),
       }
     : null;
 }
@@ -97,6 +106,8 @@ async function perform(request: Request): Promise<unknown> {
         return await store.releaseMany(request.holder, request.terms);
       case "read":
         return await store.read(request.key);
+      case "reserve":
+        return await handovers.reserve(request.key, request.fence, request.target, request.windowMs);
       case "delete": {
         const result = await pool.query("DELETE FROM pglease_leases WHERE key = $1", [request.key]);
         return (result.rowCount ?? 0) > 0;
@@ -107,7 +118,7 @@ async function perform(request: Request): Promise<unknown> {
   }
 }
 
-it("random claim, renew, renewMany, release, read and DELETE sequences get the model's answers", async () => {
+it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE sequences get the model's answers", async () => {
   const seen = new Set<string>();
   for (const seed of [1, 2, 3]) {
     await pool.query("TRUNCATE pglease_leases");
@@ -170,6 +181,9 @@ it("random claim, renew, renewMany, release, read and DELETE sequences get the m
   for (const b of [
     "claim:won",
     "claim:lost",
+    "claim:handover",
+    "reserve:row",
+    "reserve:null",
     ...checkFires,
     "renew:true",
     "renew:false",

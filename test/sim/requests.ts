@@ -10,6 +10,7 @@ import {
   releaseMany,
   renew,
   renewMany,
+  reserve,
   type StatementContext,
 } from "./lease-statements.ts";
 
@@ -25,7 +26,8 @@ export type Request =
   | { kind: "release"; key: string; holder: string; fence: number }
   | { kind: "releaseMany"; holder: string; terms: ReadonlyArray<{ key: string; fence: number }> }
   | { kind: "read"; key: string }
-  | { kind: "delete"; key: string };
+  | { kind: "delete"; key: string }
+  | { kind: "reserve"; key: string; fence: number; target: string; windowMs: number };
 
 export type Kind = Request["kind"];
 
@@ -71,6 +73,8 @@ export function execute(request: Request, contexts: Map<string, StatementContext
       return single(request.key, read(ctx));
     case "delete":
       return single(request.key, deleteRow(ctx));
+    case "reserve":
+      return single(request.key, reserve(ctx, request.fence, request.target, request.windowMs));
   }
 }
 
@@ -83,7 +87,8 @@ export const judgedOnSnapshot = (request: Request) =>
   request.kind === "renewMany" ||
   request.kind === "release" ||
   request.kind === "releaseMany" ||
-  request.kind === "delete";
+  request.kind === "delete" ||
+  request.kind === "reserve";
 
 export function describe(request: Request): string {
   switch (request.kind) {
@@ -101,5 +106,7 @@ export function describe(request: Request): string {
       return `read(${request.key})`;
     case "delete":
       return `DELETE(${request.key})`;
+    case "reserve":
+      return `reserve(${request.key}, fence ${request.fence}, for ${request.target}, ${request.windowMs} ms)`;
   }
 }

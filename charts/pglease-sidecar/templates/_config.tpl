@@ -68,6 +68,9 @@ lease:
   notify: true
   restartTakeover: true
   sessionTakeover: false
+  priority: 0
+  preempt: false
+  noLead: false
 health:
   # Leadership follows the application's health: pod (its containers' ready state), url, or off.
   gate: pod

@@ -91,6 +91,15 @@ containers.
   valueFrom:
     fieldRef:
       fieldPath: metadata.uid
+{{- /* The pod's revision (a Deployment's or a StatefulSet's; the other is empty): a stopping leader hands over to a pod of the newest one. */}}
+- name: POD_TEMPLATE_HASH
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.labels['pod-template-hash']
+- name: CONTROLLER_REVISION_HASH
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.labels['controller-revision-hash']
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
@@ -146,6 +155,12 @@ containers.
 - name: PGLEASE_CLUSTER_NAME
   value: {{ . | quote }}
 {{- end }}
+- name: PGLEASE_PRIORITY
+  value: {{ .lease.priority | quote }}
+- name: PGLEASE_PREEMPT
+  value: {{ .lease.preempt | quote }}
+- name: PGLEASE_NO_LEAD
+  value: {{ .lease.noLead | quote }}
 {{- /* Only the port: the host is the sidecar's default (every address). */}}
 - name: PGLEASE_HTTP_ADDR
   value: {{ printf ":%d" (int .sidecar.httpPort) | quote }}

@@ -1,0 +1,52 @@
+// The candidacy of one lease stack, wired from what openLeases has: its pool and table, its holder
+// and pod, its release feed (whose second channel carries handover requests) and its logger.
+import type pg from "pg";
+import { type Candidate, CandidateStore } from "../lease/candidates.ts";
+import { HandoverStore } from "../lease/handover.ts";
+import type { LeaseTable } from "../lease/table.ts";
+import { Candidacy } from "./candidacy.ts";
+import { type HandoverRequest, type HandoverResult, handOver } from "./plan.ts";
+
+export interface CandidacyWiring {
+  pool: pg.Pool;
+  table: LeaseTable;
+  holder: string;
+  pod: string;
+  revision: string | null;
+  feed: { subscribeHandovers(listener: (key: string) => void): () => void } | undefined;
+  statementTimeoutMs: number;
+  log: {
+    info(message: string, fields?: Record<string, unknown>): void;
+    warn(message: string, fields?: Record<string, unknown>): void;
+  };
+}
+
+export interface OpenCandidacy {
+  candidacy: Candidacy;
+  candidates(key?: string): Promise<Candidate[]>;
+  handover(key: string, request?: HandoverRequest): Promise<HandoverResult>;
+}
+
+export function openCandidacy(w: CandidacyWiring): OpenCandidacy {
+  const candidates = new CandidateStore(w.pool, w.table, w.statementTimeoutMs);
+  const handovers = new HandoverStore(w.pool, w.table, w.statementTimeoutMs);
+  const feed = w.feed;
+  const candidacy = new Candidacy({
+    candidates,
+    handovers,
+    holder: w.holder,
+    pod: w.pod,
+    revision: w.revision,
+    ...(feed
+      ? { subscribeHandovers: (listener: (key: string) => void) => feed.subscribeHandovers(listener) }
+      : {}),
+    statementTimeoutMs: w.statementTimeoutMs,
+    warn: (message, fields) => w.log.warn(message, fields),
+    info: (message, fields) => w.log.info(message, fields),
+  });
+  return {
+    candidacy,
+    candidates: (key) => candidates.list(key ?? null),
+    handover: (key, request) => handOver({ handovers, candidates }, key, request),
+  };
+}

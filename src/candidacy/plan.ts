@@ -1,0 +1,134 @@
+// Whom a handover goes to, and the handover itself as the operator and the library ask for it:
+// pick a live candidate (named, or the best), reserve the lease for it in the term the caller saw,
+// then, when asked to, wait until it leads or the reservation has passed.
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Candidate, CandidateStore } from "../lease/candidates.ts";
+import type { HandoverStore } from "../lease/handover.ts";
+
+/** The default reservation: long enough for a leader to drain its work (5 s by default) and release. */
+export const DEFAULT_RESERVATION_MS = 10_000;
+
+/** Refused before anything was written: no term to hand over, or no live candidate to take it. */
+export class HandoverRefused extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "HandoverRefused";
+  }
+}
+
+/** The reservation was written but the named candidate did not lead within it. */
+export class HandoverNotTaken extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "HandoverNotTaken";
+  }
+}
+
+/**
+ * Best first: higher priority; then a candidate of the newest revision (the revision of the
+ * candidate that began campaigning last: in a rollout, the new pods); then the longest campaigning.
+ */
+export function rankCandidates(candidates: readonly Candidate[]): Candidate[] {
+  const newest = [...candidates]
+    .filter((c) => c.revision !== null)
+    .sort((a, b) => b.startedAt.getTime() - a.startedAt.getTime())[0]?.revision;
+  const ofNewest = (c: Candidate) => (newest !== undefined && c.revision === newest ? 1 : 0);
+  return [...candidates].sort(
+    (a, b) =>
+      b.priority - a.priority ||
+      ofNewest(b) - ofNewest(a) ||
+      a.startedAt.getTime() - b.startedAt.getTime() ||
+      a.holder.localeCompare(b.holder),
+  );
+}
+
+/** The candidates that could take `key` from `holder` now: live, willing to lead, not the holder. */
+export function eligible(candidates: readonly Candidate[], holder: string): Candidate[] {
+  return candidates.filter((c) => c.live && c.leads && c.holder !== holder);
+}
+
+function describe(candidates: readonly Candidate[]): string {
+  return candidates.length === 0
+    ? "there is no live candidate"
+    : `the live candidates are ${candidates.map((c) => `${c.pod} (${c.holder}, priority ${c.priority})`).join(", ")}`;
+}
+
+/** The candidate `to` names (a holder, or a pod with one candidate), or the best one without `to`. */
+export function chooseTarget(key: string, live: readonly Candidate[], to: string | undefined): Candidate {
+  if (to === undefined) {
+    const best = rankCandidates(live)[0];
+    if (!best) throw new HandoverRefused(`cannot hand over lease ${key}: ${describe(live)}`);
+    return best;
+  }
+  const named = live.filter((c) => c.holder === to || c.pod === to);
+  if (named.length === 1 && named[0]) return named[0];
+  if (named.length > 1) {
+    throw new HandoverRefused(
+      `cannot hand over lease ${key} to ${to}: several processes of that pod campaign; name one holder: ${named.map((c) => c.holder).join(", ")}`,
+    );
+  }
+  throw new HandoverRefused(
+    `cannot hand over lease ${key} to ${to}: not a live candidate; ${describe(live)}`,
+  );
+}
+
+export interface HandoverRequest {
+  /** A holder or a pod name; without it the best live candidate. */
+  to?: string;
+  /** How long only the target may claim (default 10 s). */
+  reservationMs?: number;
+  /** Wait until the target leads (default true); false returns once the reservation is written. */
+  wait?: boolean;
+}
+
+export interface HandoverResult {
+  key: string;
+  from: string;
+  fromFence: number;
+  to: Candidate;
+  /** The target's fence once it leads; null when not waited for. */
+  fence: number | null;
+  /** From the reservation to the target's claim seen, ms; null when not waited for. */
+  tookMs: number | null;
+}
+
+/** How often a waiting handover looks at the row: a few statements per handover, from one process. */
+const LOOK_EVERY_MS = 25;
+
+export async function handOver(
+  stores: { handovers: HandoverStore; candidates: CandidateStore },
+  key: string,
+  request: HandoverRequest = {},
+): Promise<HandoverResult> {
+  const reservationMs = request.reservationMs ?? DEFAULT_RESERVATION_MS;
+  const lease = await stores.handovers.reservation(key);
+  if (!lease?.live) throw new HandoverRefused(`lease ${key} is not held: nothing to hand over`);
+  const live = eligible(await stores.candidates.list(key), lease.holder);
+  const target = chooseTarget(key, live, request.to);
+  const startedAt = performance.now();
+  const reserved = await stores.handovers.reserve(key, lease.fence, target.holder, reservationMs);
+  if (!reserved) {
+    throw new HandoverRefused(
+      `lease ${key} changed hands or was released while the handover was being asked (it was held by ${lease.holder} with fence ${lease.fence}): look again with pglease status`,
+    );
+  }
+  const result = { key, from: reserved.holder, fromFence: reserved.fence, to: target };
+  if (request.wait === false) return { ...result, fence: null, tookMs: null };
+  for (;;) {
+    const now = await stores.handovers.reservation(key);
+    if (now?.live && now.holder === target.holder) {
+      return { ...result, fence: now.fence, tookMs: performance.now() - startedAt };
+    }
+    if (
+      !now ||
+      (now.reservedFor !== target.holder && now.fence !== reserved.fence) ||
+      now.reservedForMs <= 0
+    ) {
+      const state = now?.live ? `held by ${now.holder} with fence ${now.fence}` : "free to any candidate";
+      throw new HandoverNotTaken(
+        `asked ${reserved.holder} to hand lease ${key} to ${target.holder}, but it did not lead within the ${reservationMs} ms reservation; the lease is ${state}`,
+      );
+    }
+    await sleep(LOOK_EVERY_MS);
+  }
+}

@@ -1,0 +1,179 @@
+// Candidates and planned handover through the library, several processes' lease stacks on one
+// real PostgreSQL: the leader hears the request, ends its work, runs beforeRelease and releases;
+// the named candidate claims first; a stopping leader reserves for its best successor.
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { HandoverRefused } from "../../src/candidacy/plan.ts";
+import { readHistory } from "../../src/lease/history-store.ts";
+import { type Leases, openLeases } from "../../src/open-leases.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+const open = (name: string, revision: string | null = null) =>
+  openLeases({
+    connectionString: db.url,
+    holder: name,
+    pod: { name: `${name}-pod` },
+    revision,
+    restartTakeover: false,
+  });
+
+async function closeAll(all: Leases[]): Promise<void> {
+  for (const leases of all) await leases.close();
+}
+
+it("hands over to the named candidate, which claims first; the leader's work and beforeRelease end before", async () => {
+  const events: string[] = [];
+  const [a, b, c] = await Promise.all([open("a"), open("b"), open("c")]);
+  try {
+    const ea = a.campaign("k", {
+      lead: ({ signal }) =>
+        new Promise<void>((resolve) =>
+          signal.addEventListener("abort", () => resolve(), { once: true }),
+        ).then(() => events.push("a: work ended")),
+      beforeRelease: async () => {
+        events.push("a: demoted");
+      },
+    });
+    await expect.poll(() => ea.isLeader()).toBe(true);
+    const eb = b.campaign("k", { priority: 1 });
+    const ec = c.campaign("k", { priority: 5 });
+    ec.on("transition", (t) => t.outcome === "acquired" && events.push("c: acquired"));
+    eb.on("transition", (t) => t.outcome === "acquired" && events.push("b: acquired"));
+    await expect.poll(async () => (await a.candidates("k")).filter((x) => x.live).length).toBe(3);
+    expect((await a.candidates("k")).map((x) => [x.pod, x.priority])).toEqual([
+      ["c-pod", 5],
+      ["b-pod", 1],
+      ["a-pod", 0],
+    ]);
+
+    const result = await a.handover("k", { to: "b-pod" });
+    expect(result).toMatchObject({ from: "a", to: { holder: "b" } });
+    expect(eb.isLeader()).toBe(true);
+    expect(result.fence).toBe(eb.status().fence);
+    // c has the higher priority and listens too: the reservation kept it out.
+    expect(events).toEqual(["a: work ended", "a: demoted", "b: acquired"]);
+    const history = await readHistory(a.store.pool, a.store.table, { key: "k", limit: 10 });
+    expect(history.at(-1)).toMatchObject({ holder: "b", previousHolder: "a", reason: "handover" });
+    // Without --to: the best live candidate by priority.
+    expect(await b.handover("k")).toMatchObject({ from: "b", to: { holder: "c" } });
+    expect(ec.isLeader()).toBe(true);
+  } finally {
+    await closeAll([a, b, c]);
+  }
+});
+
+it("refuses a handover to a candidate that is not live, or that never leads, naming the live ones", async () => {
+  const [a, b, d] = await Promise.all([open("a2"), open("b2"), open("d2")]);
+  try {
+    const ea = a.campaign("k2");
+    await expect.poll(() => ea.isLeader()).toBe(true);
+    b.campaign("k2");
+    const ed = d.campaign("k2", { noLead: true });
+    await expect.poll(async () => (await a.candidates("k2")).filter((x) => x.live).length).toBe(3);
+    const refused = await a.handover("k2", { to: "nobody" }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(HandoverRefused);
+    expect(String(refused)).toMatch(
+      /to nobody: not a live candidate; the live candidates are b2-pod \(b2, priority 0\)$/,
+    );
+    await expect(a.handover("k2", { to: "d2" })).rejects.toThrow(/not a live candidate/);
+    await expect(a.handover("absent")).rejects.toThrow(/lease absent is not held: nothing to hand over/);
+    // No-lead mode: it never claims, even a free lease.
+    await a.close();
+    await b.close();
+    // It hears the last release and looks: the lease is free, and it still does not claim.
+    await expect.poll(() => ed.status().leader, { timeout: 5_000 }).toBeNull();
+    expect(ed.status()).toMatchObject({ role: "follower", leader: null, notCampaigning: "no-lead mode" });
+    expect((await d.store.read("k2"))?.ttlMs).toBeLessThanOrEqual(0);
+  } finally {
+    await closeAll([a, b, d]);
+  }
+});
+
+it("a stopping leader reserves the lease for its best successor: priority, then the newest revision", async () => {
+  const old = await open("old", "rev-1");
+  const peer = await open("peer", "rev-1");
+  const fresh = await open("fresh", "rev-2");
+  try {
+    const eo = old.campaign("k3");
+    await expect.poll(() => eo.isLeader()).toBe(true);
+    peer.campaign("k3");
+    // The new revision's pod starts later, as in a rollout.
+    await expect.poll(async () => (await old.candidates("k3")).filter((x) => x.live).length).toBe(2);
+    const ef = fresh.campaign("k3");
+    await expect.poll(async () => (await old.candidates("k3")).filter((x) => x.live).length).toBe(3);
+    await old.close();
+    await expect.poll(() => ef.isLeader()).toBe(true);
+    const history = await readHistory(fresh.store.pool, fresh.store.table, { key: "k3", limit: 10 });
+    expect(history.at(-1)).toMatchObject({ holder: "fresh", reason: "handover" });
+    // Its row is gone with it.
+    expect((await fresh.candidates("k3")).map((x) => x.holder).sort()).toEqual(["fresh", "peer"]);
+  } finally {
+    await closeAll([old, peer, fresh]);
+  }
+});
+
+const quick = (name: string) =>
+  openLeases({
+    connectionString: db.url,
+    holder: name,
+    pod: { name: `${name}-pod` },
+    restartTakeover: false,
+    statementTimeoutMs: 500,
+    successorReservationMs: 0,
+  });
+const QUICK = { leaseDurationMs: 3_000, retryIntervalMs: 1_000 };
+
+it("priority: a free lease goes to the higher candidate; the lower one waits a retry interval, and says so", async () => {
+  const [a, low, high] = await Promise.all([quick("a4"), quick("low4"), quick("high4")]);
+  try {
+    const ea = a.campaign("k4", QUICK);
+    await expect.poll(() => ea.isLeader()).toBe(true);
+    const eh = high.campaign("k4", { ...QUICK, priority: 5 });
+    await expect.poll(async () => (await a.candidates("k4")).length).toBe(2);
+    const el = low.campaign("k4", QUICK);
+    const waited: string[] = [];
+    el.on("tick", (t) => t.outcome === "not-campaigning" && waited.push(t.sentence));
+    // The lower one learns of the higher one from its own announcement, and stops claiming.
+    await expect
+      .poll(() => waited.at(-1), { timeout: 5_000 })
+      .toMatch(/waiting one retry interval for a live candidate of priority 5/);
+    // Released to anyone (no successor reservation): the higher one claims first.
+    await a.close();
+    await expect.poll(() => eh.isLeader()).toBe(true);
+    await expect.poll(() => el.status().leader, { timeout: 3_000 }).toBe("high4");
+    expect(el.isLeader()).toBe(false);
+  } finally {
+    await closeAll([a, low, high]);
+  }
+});
+
+it("priority never preempts a live leader, unless the higher candidate asks with preempt", async () => {
+  const [a, high, pre] = await Promise.all([quick("a5"), quick("high5"), quick("pre5")]);
+  try {
+    const ea = a.campaign("k5", QUICK);
+    await expect.poll(() => ea.isLeader()).toBe(true);
+    high.campaign("k5", { ...QUICK, priority: 5 });
+    await expect.poll(async () => (await a.candidates("k5")).length).toBe(2);
+    // The higher candidate refreshes (and so learns who leads) twice: the leader stays.
+    const seenAt = async () =>
+      (await a.candidates("k5")).find((c) => c.holder === "high5")?.seenAt.getTime() ?? 0;
+    const first = await seenAt();
+    await expect.poll(seenAt, { timeout: 5_000 }).toBeGreaterThan(first);
+    const second = await seenAt();
+    await expect.poll(seenAt, { timeout: 5_000 }).toBeGreaterThan(second);
+    expect(ea.isLeader()).toBe(true);
+    const ep = pre.campaign("k5", { ...QUICK, priority: 9, preempt: true });
+    await expect.poll(() => ep.isLeader(), { timeout: 5_000 }).toBe(true);
+    const history = await readHistory(a.store.pool, a.store.table, { key: "k5", limit: 10 });
+    expect(history.at(-1)).toMatchObject({ holder: "pre5", previousHolder: "a5", reason: "handover" });
+  } finally {
+    await closeAll([a, high, pre]);
+  }
+});
