@@ -4,8 +4,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Address } from "../config/values.ts";
 import type { Elector } from "../election/elector.ts";
-import type { AppHealthView } from "./health-gate.ts";
 import { holderCluster } from "../election/identity.ts";
+import type { AppHealthView } from "./health-gate.ts";
 
 export interface HttpSources {
   /** Empty while the sidecar is starting (waiting for PostgreSQL). */

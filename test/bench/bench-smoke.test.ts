@@ -130,7 +130,14 @@ describe("bench results document", () => {
     expect(run?.database.version).toMatch(/^\d+/);
     expect(run?.database.settings.synchronous_commit).toBeDefined();
     expect(JSON.stringify(document)).not.toContain(db.url);
-    expect(Object.keys(document.groups)).toEqual(["lease-ops", "scale", "footprint", "peers", "takeover", "clusters"]);
+    expect(Object.keys(document.groups)).toEqual([
+      "lease-ops",
+      "scale",
+      "footprint",
+      "peers",
+      "takeover",
+      "clusters",
+    ]);
   });
 
   it("has every lease statement, ours and the advisory lock's, in every setup, with positive figures", () => {

@@ -17,14 +17,14 @@ afterEach(async () => {
 });
 
 /** The application's health endpoint, answering `health.status`. */
-async function application(): Promise<{ url: string; health: { status: number } }> {
+async function application(): Promise<{ url: string; port: number; health: { status: number } }> {
   const health = { status: 503 };
   app = createServer((_, res) => {
     res.writeHead(health.status).end();
   });
   await new Promise<void>((resolve) => app?.listen(0, "127.0.0.1", resolve));
   const { port } = app.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/healthz?token=s3cret-token`, health };
+  return { url: `http://127.0.0.1:${port}/healthz?token=s3cret-token`, port, health };
 }
 
 async function sidecar(lease: string, url: string, extra: string[] = []) {
@@ -83,8 +83,7 @@ it("with --health-strict hands over when the endpoint stops answering 2xx, and c
 });
 
 it("exits 1 when its HTTP port is taken, the health probe already started stopping with it", async () => {
-  const { url } = await application();
-  const { port } = app?.address() as AddressInfo; // taken by the application itself
+  const { url, port } = await application(); // the port is taken by the application itself
   const args = ["run", "--lease", "health-url-3", "--http-addr", `127.0.0.1:${port}`, "--health-url", url];
   const exit = await runPglease(args, { DATABASE_URL: suite.db.url }, 20_000);
   expect(exit.code).toBe(1);
