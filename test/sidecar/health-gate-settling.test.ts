@@ -4,71 +4,14 @@
 // leader until that peer's settle period ends, although the README promises that a leader hands
 // over only to a pod that can lead. Real sidecars, a real PostgreSQL, both API servers; the test
 // writes the application container's `ready` as the kubelet would.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import type { V1Pod } from "@kubernetes/client-node";
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import type { StatusDocument } from "../../src/sidecar/http-server.ts";
-import { type Running, startShortLeaseRun } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
-import type { TestKube } from "../support/kube-servers.ts";
+import { seedWorkloadPod, setAppReady } from "../support/kubelet.ts";
+import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
 
 const NS = "shop";
-let db: TestDatabase;
-let kube: TestKube;
-let kubeconfigDir: string;
-const running: Running[] = [];
 // A settle period much longer than the lease (3 s): a leaderless lease lasts that long.
 const GATE = ["--health-gate", "pod", "--health-grace", "1s", "--health-settle", "12s"];
-
-async function seed(name: string): Promise<void> {
-  await kube.seedPod({
-    metadata: { name, namespace: NS, labels: { "app.kubernetes.io/name": "orders" } },
-    spec: {
-      containers: [
-        { name: "app", image: "app:1" },
-        { name: "pglease", image: "pglease:1" },
-      ],
-    },
-  } as V1Pod);
-  await setApp(name, true);
-}
-
-async function setApp(name: string, ready: boolean): Promise<void> {
-  // The kubelet's write races the sidecar's patches: on a 409 it reads again and retries.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await kube.mutatePod(NS, name, (pod) => {
-        const now = new Date();
-        pod.status ??= {};
-        pod.status.phase = "Running";
-        pod.status.containerStatuses = ["app", "pglease"].map((c, i) => ({
-          name: c,
-          image: `${c}:1`,
-          imageID: `${c}@sha256:${"0".repeat(63)}${i}`,
-          ready: c === "app" ? ready : true,
-          restartCount: 0,
-          state: { running: { startedAt: now } },
-        }));
-      });
-      return;
-    } catch (error) {
-      if (attempt >= 5 || !String(error).includes("409")) throw error;
-    }
-  }
-}
-
-async function sidecar(pod: string) {
-  const { run, port } = await startShortLeaseRun(
-    "settling-1",
-    { DATABASE_URL: db.url, KUBECONFIG: join(kubeconfigDir, "config"), POD_NAME: pod, POD_NAMESPACE: NS },
-    GATE,
-  );
-  running.push(run);
-  return { run, port };
-}
 
 /** Why the sidecar does not campaign, from its /status. */
 async function notCampaigning(port: number): Promise<string | null> {
@@ -76,30 +19,17 @@ async function notCampaigning(port: number): Promise<string | null> {
   return status.leases[0]?.notCampaigning ?? null;
 }
 
-const leaders = async () => {
-  const pods = await Promise.all(["settling-a", "settling-b"].map((name) => kube.pod(NS, name)));
-  return pods
-    .filter((p) => p?.metadata?.labels?.["pglease.io/role"] === "leader")
-    .map((p) => p?.metadata?.name);
-};
-
-await onEachKubeServer("health gate: a peer in its settle period", (server) => {
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kube = await server.start({ namespace: NS });
-    kubeconfigDir = await mkdtemp(join(tmpdir(), "pglease-kubeconfig-"));
-    await writeFile(join(kubeconfigDir, "config"), kube.kubeConfig({ namespace: NS }).exportConfig());
-  });
-
-  afterEach(async () => {
-    for (const r of running.splice(0)) await r.stop("SIGKILL");
-  });
-
-  afterAll(async () => {
-    await kube?.close();
-    await db?.drop();
-    if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
-  });
+await onEachSidecarKubeServer("health gate: a peer in its settle period", NS, (suite) => {
+  const seed = (name: string) =>
+    seedWorkloadPod(suite.kube, NS, name, { "app.kubernetes.io/name": "orders" }, true);
+  const setApp = (name: string, ready: boolean) => setAppReady(suite.kube, NS, name, ready);
+  const sidecar = (pod: string) => suite.sidecar(pod, "settling-1", GATE);
+  const leaders = async () => {
+    const pods = await Promise.all(["settling-a", "settling-b"].map((name) => suite.kube.pod(NS, name)));
+    return pods
+      .filter((p) => p?.metadata?.labels?.["pglease.io/role"] === "leader")
+      .map((p) => p?.metadata?.name);
+  };
 
   // Failed before the pod showed why it does not campaign (pglease.io/not-campaigning): the leader
   // could not tell a settling peer from a candidate.

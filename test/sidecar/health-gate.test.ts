@@ -1,105 +1,20 @@
 // Leadership follows the application's health, on real `pglease run` processes, a real
 // PostgreSQL and an API server (the real kube-apiserver and the in-process one). The test plays
 // the kubelet: it writes the application container's `ready` into each pod's status.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import type { V1Pod } from "@kubernetes/client-node";
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import type { StatusDocument } from "../../src/sidecar/http-server.ts";
-import { type Running, startShortLeaseRun } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
-import type { TestKube } from "../support/kube-servers.ts";
+import { seedWorkloadPod, setAppReady } from "../support/kubelet.ts";
+import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
 
 const NS = "shop";
-let db: TestDatabase;
-let kube: TestKube;
-let kubeconfigDir: string;
-const running: Running[] = [];
+const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };
 const GATE = ["--health-gate", "pod", "--health-grace", "1s", "--health-settle", "2s"];
 
-/** A pod of the workload whose application container's readiness is `ready`, as the kubelet says. */
-async function seed(name: string, ready: boolean): Promise<void> {
-  await kube.seedPod({
-    metadata: {
-      name,
-      namespace: NS,
-      labels: { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" },
-    },
-    spec: {
-      containers: [
-        { name: "app", image: "app:1" },
-        { name: "pglease", image: "pglease:1" },
-      ],
-    },
-  } as V1Pod);
-  await setApp(name, ready);
-}
-
-async function setApp(name: string, ready: boolean): Promise<void> {
-  // The kubelet's write races the sidecar's patches: a replace on a stale version is refused
-  // (409), and the kubelet, like this, reads again and retries.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await writeApp(name, ready);
-    } catch (error) {
-      if (attempt >= 5 || !String(error).includes("409")) throw error;
-    }
-  }
-}
-
-async function writeApp(name: string, ready: boolean): Promise<void> {
-  await kube.mutatePod(NS, name, (pod) => {
-    const now = new Date();
-    pod.status ??= {};
-    pod.status.phase = "Running";
-    pod.status.containerStatuses = ["app", "pglease"].map((c, i) => ({
-      name: c,
-      image: `${c}:1`,
-      imageID: `${c}@sha256:${"0".repeat(63)}${i}`,
-      ready: c === "app" ? ready : true,
-      restartCount: 0,
-      state: { running: { startedAt: now } },
-    }));
-    const flag = ready ? "True" : "False";
-    pod.status.conditions = [
-      { type: "Ready", status: flag, lastTransitionTime: now },
-      { type: "ContainersReady", status: flag, lastTransitionTime: now },
-      ...(pod.status.conditions ?? []).filter((c) => c.type !== "Ready" && c.type !== "ContainersReady"),
-    ];
-  });
-}
-
-async function sidecar(pod: string, lease: string, extra: string[] = GATE) {
-  const { run, port } = await startShortLeaseRun(
-    lease,
-    { DATABASE_URL: db.url, KUBECONFIG: join(kubeconfigDir, "config"), POD_NAME: pod, POD_NAMESPACE: NS },
-    extra,
-  );
-  running.push(run);
-  return { run, port };
-}
-
-const role = async (pod: string) => (await kube.pod(NS, pod))?.metadata?.labels?.["pglease.io/role"];
-
-await onEachKubeServer("pglease run with the health gate", (server) => {
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    kube = await server.start({ namespace: NS });
-    kubeconfigDir = await mkdtemp(join(tmpdir(), "pglease-kubeconfig-"));
-    await writeFile(join(kubeconfigDir, "config"), kube.kubeConfig({ namespace: NS }).exportConfig());
-  });
-
-  afterEach(async () => {
-    for (const r of running.splice(0)) await r.stop("SIGKILL");
-  });
-
-  afterAll(async () => {
-    await kube?.close();
-    await db?.drop();
-    if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
-  });
+await onEachSidecarKubeServer("pglease run with the health gate", NS, (suite) => {
+  const seed = (name: string, ready: boolean) => seedWorkloadPod(suite.kube, NS, name, LABELS, ready);
+  const setApp = (name: string, ready: boolean) => setAppReady(suite.kube, NS, name, ready);
+  const sidecar = (pod: string, lease: string, extra: string[] = GATE) => suite.sidecar(pod, lease, extra);
+  const role = suite.role;
 
   it("a leader whose application stays unready hands over to a pod whose application is ready", async () => {
     await seed("health-a", true);
@@ -119,7 +34,7 @@ await onEachKubeServer("pglease run with the health gate", (server) => {
     await b.run.waitForLog(/^acquired lease health-1 with fence \d+$/);
     await expect.poll(() => role("health-b"), { timeout: 10_000 }).toBe("leader");
     expect(await role("health-a")).toBe("follower");
-    const lost = (await kube.events(NS)).find(
+    const lost = (await suite.kube.events(NS)).find(
       (e) => e.involvedObject?.name === "health-a" && e.reason === "LeadershipLost",
     );
     expect(lost?.message).toMatch(/application unready/);

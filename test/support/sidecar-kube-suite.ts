@@ -1,0 +1,62 @@
+// The frame of a suite of `pglease run` sidecars publishing to their pods, on each API server this
+// machine has: a database, the API server with the chart's Role, a kubeconfig for the sidecars,
+// and every sidecar it starts killed after each test.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll } from "vitest";
+import { type Running, startShortLeaseRun } from "./cli.ts";
+import { createTestDatabase, type TestDatabase } from "./database.ts";
+import { onEachKubeServer } from "./kube-server-suites.ts";
+import type { TestKube } from "./kube-servers.ts";
+
+export interface SidecarKubeSuite {
+  /** Set in beforeAll. */
+  db: TestDatabase;
+  kube: TestKube;
+  /** `pglease run` for `lease` in `pod` (a short lease), killed after the test. */
+  sidecar(pod: string, lease: string, extra?: readonly string[]): Promise<{ run: Running; port: number }>;
+  /** The pod's role label, as the API server has it now. */
+  role(pod: string): Promise<string | undefined>;
+}
+
+export async function onEachSidecarKubeServer(
+  title: string,
+  namespace: string,
+  body: (suite: SidecarKubeSuite) => void,
+): Promise<void> {
+  await onEachKubeServer(title, (server) => {
+    let kubeconfigDir = "";
+    const running: Running[] = [];
+    const suite = {
+      async sidecar(pod: string, lease: string, extra: readonly string[] = []) {
+        const env = {
+          DATABASE_URL: suite.db.url,
+          KUBECONFIG: join(kubeconfigDir, "config"),
+          POD_NAME: pod,
+          POD_NAMESPACE: namespace,
+        };
+        const started = await startShortLeaseRun(lease, env, extra);
+        running.push(started.run);
+        return started;
+      },
+      role: async (pod: string) =>
+        (await suite.kube.pod(namespace, pod))?.metadata?.labels?.["pglease.io/role"],
+    } as SidecarKubeSuite;
+    beforeAll(async () => {
+      suite.db = await createTestDatabase();
+      suite.kube = await server.start({ namespace });
+      kubeconfigDir = await mkdtemp(join(tmpdir(), "pglease-kubeconfig-"));
+      await writeFile(join(kubeconfigDir, "config"), suite.kube.kubeConfig({ namespace }).exportConfig());
+    });
+    afterEach(async () => {
+      for (const r of running.splice(0)) await r.stop("SIGKILL");
+    });
+    afterAll(async () => {
+      await suite.kube?.close();
+      await suite.db?.drop();
+      if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
+    });
+    body(suite);
+  });
+}
