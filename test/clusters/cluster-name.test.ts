@@ -2,7 +2,6 @@
 // so the table, the history and the logs say where the leader runs, read back without disturbing
 // the restart proof appended after it.
 import { describe, expect, it } from "vitest";
-import { UsageError } from "../../src/config/options.ts";
 import { readRunConfig } from "../../src/config/run-config.ts";
 import {
   holderCluster,
@@ -11,18 +10,10 @@ import {
   restartProof,
   withRestartProof,
 } from "../../src/election/identity.ts";
+import { NO_DIAL_DATABASE, runConfigProblems } from "../support/run-config.ts";
 
-const db = { DATABASE_URL: "postgres://app:pw@db:5432/app" };
-
-function problemsOf(argv: string[], env: NodeJS.ProcessEnv): string[] {
-  try {
-    readRunConfig(argv, env);
-    return [];
-  } catch (error) {
-    if (error instanceof UsageError) return error.problems;
-    throw error;
-  }
-}
+const db = NO_DIAL_DATABASE;
+const problemsOf = runConfigProblems;
 
 describe("--cluster-name", () => {
   it("is none by default, and read from the flag or PGLEASE_CLUSTER_NAME (the flag wins)", () => {

@@ -3,21 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { readDatabaseConfig, redactUrl } from "../../src/config/database.ts";
-import { readOptions, UsageError } from "../../src/config/options.ts";
+import { readOptions } from "../../src/config/options.ts";
 import { readRunConfig } from "../../src/config/run-config.ts";
 import { parseAddress, parseDuration, parseLeaseNames } from "../../src/config/values.ts";
+import { NO_DIAL_DATABASE, runConfigProblems } from "../support/run-config.ts";
 
-const db = { DATABASE_URL: "postgres://app:pw@db:5432/app" };
-
-function problemsOf(argv: string[], env: NodeJS.ProcessEnv): string[] {
-  try {
-    readRunConfig(argv, env);
-    return [];
-  } catch (error) {
-    if (error instanceof UsageError) return error.problems;
-    throw error;
-  }
-}
+const db = NO_DIAL_DATABASE;
+const problemsOf = runConfigProblems;
 
 describe("values", () => {
   it("durations need a unit and are whole milliseconds", () => {
