@@ -17,6 +17,8 @@ export interface SimEvent {
   at: number;
   /** Orders events due at the same instant: 0 normally; after a freeze see #defer. */
   tie: number;
+  /** When it first fell due: a deferred event keeps it, so events held over two freezes keep their order. */
+  dueAt: number;
   seq: number;
   owner: Owner | null;
   fire: () => void;
@@ -27,7 +29,8 @@ export interface SimEvent {
   deferred: boolean;
 }
 
-const before = (a: SimEvent, b: SimEvent) => a.at - b.at || a.tie - b.tie || a.seq - b.seq;
+const before = (a: SimEvent, b: SimEvent) =>
+  a.at - b.at || a.tie - b.tie || a.dueAt - b.dueAt || a.seq - b.seq;
 
 export class EventLoop {
   nowUs = 0;
@@ -43,9 +46,11 @@ export class EventLoop {
   }
 
   at(atUs: number, owner: Owner | null, fire: () => void, io = false): SimEvent {
+    const due = Math.max(atUs, this.nowUs);
     const event: SimEvent = {
-      at: Math.max(atUs, this.nowUs),
+      at: due,
       tie: 0,
+      dueAt: due,
       seq: this.#seq++,
       owner,
       fire,
@@ -117,13 +122,14 @@ export class EventLoop {
 
   /**
    * A frozen process runs what fell due in the meantime when it wakes. Its timers keep their
-   * order (Node fires them by due time); a message that arrived meanwhile may be read before or
-   * after them, depending on where in the loop's phases the freeze struck: the scheduler picks.
+   * order (Node fires them by due time), also when a second freeze holds them again (so neither
+   * the instant nor the sequence number is renewed); a message that arrived meanwhile may be read
+   * before or after them, depending on where in the loop's phases the freeze struck: the
+   * scheduler picks, once.
    */
   #defer(event: SimEvent, untilUs: number): void {
     event.at = untilUs;
-    event.tie = event.io ? this.#rng.next() : 0.5;
-    event.seq = this.#seq++;
+    if (!event.deferred) event.tie = event.io ? this.#rng.next() : 0.5;
     event.deferred = true;
     this.#push(event);
   }

@@ -110,6 +110,15 @@ it("a work timer and the deadline timer due on the same microsecond: the write t
   expect(result.violation).toBeNull();
 });
 
+it("a paused process handles what fell due while it slept in the order it fell due, over two pauses too", async () => {
+  // Seed 10,099,169 of the long run: the gate closed and opened again while its process slept
+  // through two pauses; the close, deferred twice, was re-queued behind the open and the process
+  // woke with its gate closed for good (no-leader), an order no real event loop has.
+  const withUnfit: SimOptions = { ...shipped, families: new Set([...DEFAULT_FAMILIES, "unfit"]) };
+  const result = await runSchedule(makeScenario(10_099_169, withUnfit), withUnfit, { trace: false });
+  expect(result.violation).toBeNull();
+});
+
 it("campaign gates closing and opening (application unready) break no invariant; electors that ignore the gate claim while unfit", async () => {
   const withUnfit: SimOptions = { ...shipped, families: new Set([...DEFAULT_FAMILIES, "unfit"]) };
   const result = await runBatch({
