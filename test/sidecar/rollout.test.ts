@@ -59,7 +59,7 @@ await onEachKubeServer("a rolling update of the chart's Deployment", (server) =>
     expect([v1.replicas, v1.maxSurge, v1.maxUnavailable]).toEqual([3, 1, 0]);
     expect(v2.podTemplateHash).not.toBe(v1.podTemplateHash);
     pods = new DeploymentPods(kube, NS, async (pod, deployment: ChartDeployment) => {
-      const env = {
+      const env: NodeJS.ProcessEnv = {
         ...sidecarEnvironment(deployment, pod, { DATABASE_URL: db.url }),
         KUBECONFIG: join(configDir, "config"),
       };

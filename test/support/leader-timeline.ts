@@ -38,19 +38,21 @@ export function labelEvents(
 
 /**
  * client-go: its Lease as written (accepted writes only); a write naming no holder is the release.
- * `podOf` maps a holder identity to its pod.
+ * `pods` maps each holder identity to its pod. client-go writes protobuf: the holder is found as
+ * the identity the body holds.
  */
 export function leaseEvents(
   requests: readonly RecordedRequest[],
-  podOf: (identity: string) => string | undefined,
+  pods: ReadonlyMap<string, string>,
 ): Shown[] {
   const shown: Shown[] = [];
   let holder: string | undefined;
   for (const r of requests) {
     if (r.resource !== "leases" || (r.method !== "PUT" && r.method !== "POST")) continue;
     if (r.status !== 200 && r.status !== 201) continue;
-    const identity = (r.body as { spec?: { holderIdentity?: string } } | undefined)?.spec?.holderIdentity;
-    const pod = identity ? podOf(identity) : undefined;
+    const body = typeof r.body === "string" ? r.body : JSON.stringify(r.body ?? null);
+    const identity = [...pods.keys()].find((id) => body.includes(id));
+    const pod = identity === undefined ? undefined : pods.get(identity);
     if (pod === holder) continue;
     if (holder) shown.push({ at: r.at, pod: holder, leader: false });
     if (pod) shown.push({ at: r.at, pod, leader: true });
