@@ -3,7 +3,6 @@
 // election a real process (`pglease run` with the chart's environment, or the real client-go
 // elector with ReleaseOnCancel), each old pod's deletion a SIGTERM. Who leads is read from what
 // the candidates sent the API server: pglease's role labels, client-go's Lease writes.
-import { setTimeout as delay } from "node:timers/promises";
 import type { V1Pod } from "@kubernetes/client-node";
 import {
   type ChartDeployment,
@@ -17,6 +16,7 @@ import { Candidate } from "./candidates.ts";
 import { type KubeFixture, startKubeFixture } from "./kube-fixture.ts";
 import type { LaneEnvironment } from "./lane.ts";
 import { argsFor, type PeerTiming, SYSTEMS } from "./systems.ts";
+import { until } from "./wait.ts";
 
 export type RolloutSystem = "pglease" | "client-go-release";
 
@@ -31,7 +31,6 @@ export interface RolloutTrial {
 }
 
 const LEASE = "pglease";
-const POLL_MS = 10;
 const ROLLOUT_BUDGET_MS = 180_000;
 
 export class RolloutLane {
@@ -113,8 +112,9 @@ export class RolloutLane {
     };
   }
 
-  #shown(since: number): Shown[] {
-    const requests = (this.kube as KubeFixture).requests.slice(since);
+  /** Everything shown since the lane started: a Lease write means something only after the one before it. */
+  #shown(): Shown[] {
+    const { requests } = this.kube as KubeFixture;
     if (this.system === "pglease") return labelEvents(requests, this.pods.removedAt);
     const pods = new Map<string, string>();
     for (const c of this.candidates.values()) if (c.identity) pods.set(c.identity, c.pod);
@@ -124,7 +124,7 @@ export class RolloutLane {
   /** The pods shown leading now. */
   #showing(): Set<string> {
     const showing = new Set<string>();
-    for (const e of this.#shown(0).sort((a, b) => a.at - b.at)) {
+    for (const e of this.#shown().sort((a, b) => a.at - b.at)) {
       if (e.leader) showing.add(e.pod);
       else showing.delete(e.pod);
     }
@@ -132,16 +132,17 @@ export class RolloutLane {
   }
 
   /** The one pod shown leading, once it is a live pod of `revision`. */
-  async #leaderOf(revision: string): Promise<string> {
-    const deadline = Date.now() + ROLLOUT_BUDGET_MS;
-    for (;;) {
-      this.#env.signal.throwIfAborted();
-      const showing = [...this.#showing()];
-      const live = this.pods.live(revision).map((p) => p.name);
-      if (showing.length === 1 && showing[0] && live.includes(showing[0])) return showing[0];
-      if (Date.now() > deadline) throw new Error(`${this.system}: no leader of revision ${revision} shown`);
-      await delay(POLL_MS, undefined, { signal: this.#env.signal });
-    }
+  #leaderOf(revision: string): Promise<string> {
+    return until(
+      `${this.system}: no leader of revision ${revision} shown`,
+      ROLLOUT_BUDGET_MS,
+      this.#env.signal,
+      () => {
+        const showing = [...this.#showing()];
+        const live = this.pods.live(revision).map((p) => p.name);
+        return showing.length === 1 && showing[0] && live.includes(showing[0]) ? showing[0] : null;
+      },
+    );
   }
 
   /** The pod leading now (the request log read from its start). */
@@ -154,7 +155,6 @@ export class RolloutLane {
     const from = this.#current as ChartDeployment;
     const to = await this.#nextRevision();
     const first = await this.leader();
-    const mark = (this.kube as KubeFixture).requests.length;
     const startedAt = Date.now();
     // The ReplicaSet's choice among equally ranked old pods: the one leading now, the worst order.
     const leaderFirst = async (old: DeploymentPod[]) => {
@@ -165,7 +165,7 @@ export class RolloutLane {
     this.#current = to;
     await this.#leaderOf(to.podTemplateHash);
     const endedAt = Date.now();
-    const shown = timeline(this.#shown(mark), first, startedAt, endedAt);
+    const shown = timeline(this.#shown(), first, startedAt, endedAt);
     const revisionOf = (pod: string) => (pod.includes(`-${to.podTemplateHash}-`) ? "new" : "old");
     return {
       changes: shown.changes,
@@ -188,24 +188,18 @@ export class RolloutLane {
     const mark = (this.kube as KubeFixture).requests.length;
     const startedAt = Date.now();
     await handover(to.name);
-    const labelled = await this.#until(() =>
-      labelEvents((this.kube as KubeFixture).requests.slice(mark), new Map()).find(
-        (e) => e.leader && e.pod === to.name,
-      ),
+    const labelled = await until(
+      `${this.system}: ${to.name} never labelled leader`,
+      ROLLOUT_BUDGET_MS,
+      this.#env.signal,
+      () =>
+        labelEvents((this.kube as KubeFixture).requests.slice(mark), new Map()).find(
+          (e) => e.leader && e.pod === to.name,
+        ),
     );
     if ((await this.leader()) !== to.name)
       throw new Error(`the handover to ${to.name} left another leader shown`);
     return labelled.at - startedAt;
-  }
-
-  async #until<T>(probe: () => T | undefined): Promise<T> {
-    const deadline = Date.now() + ROLLOUT_BUDGET_MS;
-    for (;;) {
-      const found = probe();
-      if (found !== undefined) return found;
-      if (Date.now() > deadline) throw new Error(`${this.system}: not shown within ${ROLLOUT_BUDGET_MS} ms`);
-      await delay(POLL_MS, undefined, { signal: this.#env.signal });
-    }
   }
 
   /** Every process killed, the servers and the database undone; each step tried, the first error thrown. */
