@@ -21,6 +21,7 @@ import { clustersGroup } from "./groups/clusters.ts";
 import { footprintGroup } from "./groups/footprint.ts";
 import { leaseOpsGroup } from "./groups/lease-ops.ts";
 import { type PeerFigures, peersGroup } from "./groups/peers.ts";
+import { rolloutGroup } from "./groups/rollout.ts";
 import { scaleGroup } from "./groups/scale.ts";
 import { takeoverGroup } from "./groups/takeover.ts";
 import { buildKubeApiServer, kubeBackendDescription, stopKubeFixtures } from "./peers/kube-fixture.ts";
@@ -37,6 +38,7 @@ const GROUPS: FigureGroup[] = [
   peersGroup,
   takeoverGroup,
   clustersGroup,
+  rolloutGroup,
 ];
 
 const DEFAULT_JSON = "bench/results/latest.json";
@@ -172,7 +174,7 @@ async function main(): Promise<void> {
   let database: BenchDatabase | undefined;
   try {
     // Before PostgreSQL starts: a first build takes many minutes.
-    const kube = flags.groups.includes(peersGroup) || flags.groups.includes(takeoverGroup);
+    const kube = [peersGroup, takeoverGroup, rolloutGroup].some((group) => flags.groups.includes(group));
     if (kube) await buildKubeApiServer(progress);
     server = await startBenchServer(progress);
     controller.signal.throwIfAborted();

@@ -141,6 +141,26 @@ export const TARGETS: TargetSpec[] = [
     op: "<=",
     threshold: 6,
   },
+  {
+    id: "handover-to-labelled",
+    target:
+      "planned handover (leases.handover / pglease handover --to POD): the named pod labelled leader, p99",
+    figure: "rollout.handover[system=pglease].toLabelled.p99Ms",
+    unit: "ms",
+    op: "<",
+    threshold: 100,
+    note: "from the call, without the CLI's process start; client-go has no planned handover",
+  },
+  {
+    id: "rollout-changes",
+    target:
+      "rolling update of the chart's Deployment (3 replicas): leadership changes per rollout, the most in any rollout",
+    figure: "rollout.rollouts[system=pglease].changes.max",
+    unit: "per rollout",
+    op: "==",
+    threshold: 1,
+    note: "the leader's pod deleted first, the order that moves leadership most; client-go with ReleaseOnCancel is beside it in the rollout table",
+  },
 ];
 
 function holds(measured: number | boolean, op: TargetSpec["op"], threshold: number | boolean): boolean {

@@ -22,6 +22,7 @@ import {
 } from "./performance.ts";
 import { failover, statements, steady } from "./readme.ts";
 import { Reference } from "./reference.ts";
+import { readmeRollout } from "./rollout.ts";
 import { peersKube, peersTrials, runs, targets } from "./shared.ts";
 import { readmeTakeover, saysTakeover } from "./takeover.ts";
 
@@ -42,6 +43,7 @@ function regionRenderers(document: ResultsDocument): Record<string, () => string
     "readme-statements": () => statements(ref),
     "readme-takeover": () => readmeTakeover(ref),
     "readme-clusters": () => readmeClusters(ref),
+    "readme-rollout": () => readmeRollout(ref),
     tables: () => tables(document),
     "says-crash": () => saysCrash(ref),
     "says-advisory": () => saysAdvisory(ref),

@@ -5,8 +5,9 @@
 import pg from "pg";
 import type { BenchContext, FigureGroup, GroupResult } from "../group.ts";
 import { latencyStats } from "../measure.ts";
+import { failoverTrial, type TrialResult } from "../peers/failover-trial.ts";
 import { type KubeBackend, kubeBackend } from "../peers/kube-fixture.ts";
-import { Lane, type LaneEnvironment, type TrialResult } from "../peers/lane.ts";
+import { Lane, type LaneEnvironment } from "../peers/lane.ts";
 import { type PeerTiming, SYSTEMS, type SystemId } from "../peers/systems.ts";
 import { ms } from "../report.ts";
 import { peersTables, ratiosOf, type SeriesRatio } from "./peers-tables.ts";
@@ -93,7 +94,7 @@ async function runLane(
   const results: TrialResult[] = [];
   try {
     for (let i = 0; i < trials; i++) {
-      const result = await lane.trial(plan.event === "crash" ? "SIGKILL" : "SIGTERM");
+      const result = await failoverTrial(lane, plan.event === "crash" ? "SIGKILL" : "SIGTERM");
       results.push(result);
       const published = result.publishedMs === null ? "" : `, published ${ms(result.publishedMs)} ms`;
       context.progress(`peers: ${name} trial ${i + 1}/${trials}: holds ${ms(result.holdsMs)} ms${published}`);

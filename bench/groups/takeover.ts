@@ -4,9 +4,10 @@
 // lock; a SIGKILL without restart under --session-takeover, whose neighbours are the peers group's
 // crash rows; and the application in the leader's pod turning unready under --health-gate pod.
 import type { BenchContext, FigureGroup, GroupResult } from "../group.ts";
+import { failoverTrial, type TrialResult } from "../peers/failover-trial.ts";
 import { type HealthTrialResult, healthTrial } from "../peers/health-trial.ts";
 import { type KubeBackend, kubeBackend } from "../peers/kube-fixture.ts";
-import { Lane, type LaneEnvironment, type TrialResult } from "../peers/lane.ts";
+import { Lane, type LaneEnvironment } from "../peers/lane.ts";
 import { type RestartTrialResult, restartTrial } from "../peers/restart-trial.ts";
 import { healthGraceMs, type PeerTiming, SYSTEMS, type SystemId } from "../peers/systems.ts";
 import { ms } from "../report.ts";
@@ -125,7 +126,14 @@ export async function runTakeover(context: BenchContext): Promise<GroupResult<Ta
       restart("advisory-lock", 1),
     ]),
     guard(
-      runSeries("pglease-session-takeover", 1, crashTrials, (lane) => lane.trial("SIGKILL"), context, env),
+      runSeries(
+        "pglease-session-takeover",
+        1,
+        crashTrials,
+        (lane) => failoverTrial(lane, "SIGKILL"),
+        context,
+        env,
+      ),
     ),
     guard(runSeries("pglease-health-gate", 1, crashTrials, healthTrial, context, env)),
   ]);

@@ -16,6 +16,7 @@ import {
   inProcessKubeServer,
   type KubeServerKind,
   realKubeServer,
+  type TestKube,
 } from "../../test/support/kube-servers.ts";
 import { realKubeApiServerAvailable } from "../../test/support/real-kube-apiserver.ts";
 
@@ -29,6 +30,9 @@ const LEASE_RULE = {
 };
 
 export interface KubeFixture {
+  /** The API server as the harness drives it (the rollout plays the controllers and the kubelet on it). */
+  server: TestKube;
+  namespace: string;
   /** Every request the candidates sent, in arrival order, with its answer's status. */
   requests: RecordedRequest[];
   /** The pod's pglease.io/role label as the server holds it now. */
@@ -145,6 +149,8 @@ export async function startKubeFixture(): Promise<KubeFixture> {
   }
   const dir = configDir;
   return {
+    server: kube,
+    namespace,
     requests: kube.requests,
     roleLabel: async (pod) => (await kube.pod(namespace, pod))?.metadata?.labels?.["pglease.io/role"],
     env: { KUBECONFIG: join(dir, "config"), POD_NAMESPACE: namespace },

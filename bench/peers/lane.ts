@@ -1,37 +1,21 @@
 // One election under test: three candidate processes of one system, with a database and an API
-// server of their own (so what they cost is counted for them alone), and the trials that stop
-// the leader and time the handover on the servers' clocks.
-import { setTimeout as delay } from "node:timers/promises";
+// server of their own (so what they cost is counted for them alone). The trials that stop its
+// leader are in failover-trial.ts, restart-trial.ts and health-trial.ts.
 import pg from "pg";
 import { FailoverTimer } from "../../test/support/demo-helpers.ts";
 import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";
 import { type KubeFixture, startKubeFixture } from "./kube-fixture.ts";
-import { leaseNamesNewHolder, podLabelledLeader } from "./request-log.ts";
 import { type StatementCounter, startStatementCounter } from "./statement-counter.ts";
-import { argsFor, type PeerTiming, pgleaseRenewMs, type SystemSpec } from "./systems.ts";
+import { argsFor, type PeerTiming, type SystemSpec } from "./systems.ts";
+import { until } from "./wait.ts";
 
 const LEASE = "bench-election";
 const LOCK_KEY = 4242;
 const CANDIDATES = 3;
-const POLL_MS = 5;
-
 // Both instants on the database server's clock, as text for FailoverTimer and as epoch ms.
 const SERVER_CLOCK = `SELECT t::text AS text, (extract(epoch FROM t) * 1000)::float8 AS ms FROM clock_timestamp() AS t`;
-// The dead leader's last expiry: its term (key and fence) can no longer be renewed by anyone.
-const TERM_EXPIRY =
-  "SELECT expires_at::text AS expires_at FROM public.pglease_leases WHERE key = $1 AND fence = $2";
-
-export interface TrialResult {
-  lane: string;
-  /** Stop signal sent → a new leader holds the lease (pglease: acquired_at; client-go: its acquired; advisory: the lock's take). */
-  holdsMs: number;
-  /** → the new leader's pod labelled (pglease) / the Lease object names it (client-go); null for the advisory lock. */
-  publishedMs: number | null;
-  /** pglease after a crash: the dead leader's server-side expiry → the new claim. */
-  expiryToClaimMs: number | null;
-}
 
 export interface LaneEnvironment {
   /** The bench's database: lanes create databases of their own beside it. */
@@ -40,24 +24,6 @@ export interface LaneEnvironment {
 }
 
 const START_BUDGET_MS = 120_000;
-
-async function until<T>(
-  what: string,
-  timeoutMs: number,
-  signal: AbortSignal,
-  probe: () => T | null | undefined | Promise<T | null | undefined>,
-  /** What the timeout message adds, to say why. */
-  detail?: () => string,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    signal.throwIfAborted();
-    const found = await probe();
-    if (found !== null && found !== undefined) return found;
-    if (performance.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms${detail?.() ?? ""}`);
-    await delay(POLL_MS, undefined, { signal });
-  }
-}
 
 export class Lane {
   readonly name: string;
@@ -131,12 +97,12 @@ export class Lane {
   }
 
   /** Candidate n's cluster: the clusters take the candidates in turn. */
-  #clusterOf(pod: string): number {
+  clusterOf(pod: string): number {
     return (Number(pod.slice(pod.lastIndexOf("-") + 1)) - 1) % Math.max(1, this.#kubes.length);
   }
 
   #kubeOf(pod: string): KubeFixture | undefined {
-    return this.#kubes[this.#clusterOf(pod)];
+    return this.#kubes[this.clusterOf(pod)];
   }
 
   async #seedPod(pod: string): Promise<void> {
@@ -162,7 +128,7 @@ export class Lane {
   #spawn(pod: string): Candidate {
     const args = argsFor(this.system, this.timing, LEASE, LOCK_KEY);
     const cluster = this.system.clusters
-      ? { PGLEASE_CLUSTER_NAME: `cluster-${this.#clusterOf(pod) + 1}` }
+      ? { PGLEASE_CLUSTER_NAME: `cluster-${this.clusterOf(pod) + 1}` }
       : {};
     return new Candidate(
       this.system.kind,
@@ -225,6 +191,21 @@ export class Lane {
     return `: ${states.join("; ")}`;
   }
 
+  /** Every cluster's API server, the first one's as `kube`. */
+  get kubes(): readonly KubeFixture[] {
+    return this.#kubes;
+  }
+
+  /** The lease the candidates campaign for. */
+  get lease(): string {
+    return LEASE;
+  }
+
+  /** The lane's own database, as the bench (lanes with a database only). */
+  get admin(): pg.Pool | null {
+    return this.#admin;
+  }
+
   /** The lease's term reader (pglease lanes only). */
   get timer(): FailoverTimer | null {
     return this.#timer;
@@ -250,95 +231,6 @@ export class Lane {
     const row = rows[0];
     if (!row) throw new Error("the server did not tell its clock");
     return row;
-  }
-
-  /** Stops the leader with `signal` at a random phase of its renew cycle, times the handover, restarts it. */
-  async trial(signal: "SIGKILL" | "SIGTERM"): Promise<TrialResult> {
-    const leader = await this.settle();
-    // A uniformly random moment within the renew cycle: a crash right after a renewal waits longest.
-    await delay(Math.random() * pgleaseRenewMs(this.timing), undefined, { signal: this.#env.signal });
-    const oldFence = this.#timer ? ((await this.#timer.read())?.fence ?? 0) : 0;
-    const server = this.#admin ? await this.serverClock() : null;
-    const wallAt = Date.now();
-    const marks = this.#kubes.map((k) => k.requests.length);
-    const oldIdentity = leader.identity;
-    await leader.kill(signal);
-    const slot = this.candidates.indexOf(leader);
-    try {
-      return await this.#measure({
-        server,
-        wallAt,
-        marks,
-        oldFence,
-        oldIdentity,
-        crash: signal === "SIGKILL",
-      });
-    } finally {
-      // The pod's container is restarted, as the kubelet would: a new process, a new identity.
-      this.candidates[slot] = this.#spawn(leader.pod);
-    }
-  }
-
-  async #measure(start: {
-    server: { text: string; ms: number } | null;
-    wallAt: number;
-    /** How many requests each cluster's API server had logged when the leader was stopped. */
-    marks: number[];
-    oldFence: number;
-    oldIdentity: string | null;
-    crash: boolean;
-  }): Promise<TrialResult> {
-    const { signal } = this.#env;
-    const after = (at: number, since: number) => at - since;
-    if (this.system.kind === "advisory-lock") {
-      const taken = await this.firstAcquired(start.wallAt, () => true);
-      return {
-        lane: this.name,
-        holdsMs: after(Number(taken.fields.serverAtMs), start.server?.ms ?? 0),
-        publishedMs: null,
-        expiryToClaimMs: null,
-      };
-    }
-    if (this.system.kind === "client-go") {
-      const taken = await this.firstAcquired(start.wallAt, (c) => c.identity !== start.oldIdentity);
-      const contenders = this.candidates
-        .map((c) => c.identity)
-        .filter((id): id is string => id !== null && id !== start.oldIdentity);
-      const shown = await until(
-        `${this.name}: the Lease never named a new holder`,
-        this.timeoutMs,
-        signal,
-        () => this.kube?.requests.slice(start.marks[0]).find(leaseNamesNewHolder(contenders)),
-      );
-      return {
-        lane: this.name,
-        holdsMs: after(Number(taken.fields.at), start.wallAt),
-        publishedMs: after(shown.at, start.wallAt),
-        expiryToClaimMs: null,
-      };
-    }
-    const timer = this.#timer as FailoverTimer;
-    const expiry = start.crash
-      ? (await (this.#admin as pg.Pool).query<{ expires_at: string }>(TERM_EXPIRY, [LEASE, start.oldFence]))
-          .rows[0]?.expires_at
-      : undefined;
-    const term = await timer.waitForNewTerm(start.oldFence, start.server?.text ?? "", this.timeoutMs, signal);
-    const fromExpiry = expiry === undefined ? null : ((await timer.read(expiry))?.acquiredAfterMs ?? null);
-    const pod = this.candidates.find((c) => c.identity === term.holder)?.pod;
-    // Its own cluster's API server: a leader publishes nowhere else.
-    const cluster = pod === undefined ? 0 : this.#clusterOf(pod);
-    const labelled = await until(
-      `${this.name}: the new leader's pod was never labelled`,
-      this.timeoutMs,
-      signal,
-      () => this.#kubes[cluster]?.requests.slice(start.marks[cluster]).find(podLabelledLeader(pod)),
-    );
-    return {
-      lane: this.name,
-      holdsMs: term.failoverMs,
-      publishedMs: after(labelled.at, start.wallAt),
-      expiryToClaimMs: fromExpiry,
-    };
   }
 
   /** The first acquisition since `since` (Date.now()) by a running candidate that `eligible` accepts. */

@@ -25,6 +25,7 @@ import {
 import {
   type ChartIdentity,
   createRunningPod,
+  deleteRealPod,
   emptyNamespace,
   installChartRbac,
   mutateRealPod,
@@ -45,6 +46,11 @@ export interface TestKube {
   pod(namespace: string, name: string): Promise<V1Pod | undefined>;
   /** Another actor's write (kubectl, the kubelet). */
   mutatePod(namespace: string, name: string, change: (pod: V1Pod) => void): Promise<V1Pod>;
+  /**
+   * A DELETE as a controller sends it: with a grace period the pod stays, marked terminating, until
+   * the kubelet's DELETE with 0 once its containers have exited.
+   */
+  deletePod(namespace: string, name: string, graceSeconds: number): Promise<void>;
   events(namespace: string): Promise<CoreV1Event[]>;
   /** What the code under test sent, in arrival order (the harness's own reads and writes are not in it). */
   requests: RecordedRequest[];
@@ -92,6 +98,14 @@ export function inProcessKubeServer(): KubeServerKind {
         seedPod: async (pod) => server.seedPod({ ...pod, metadata: { namespace, ...pod.metadata } }),
         pod: async (ns, name) => server.pod(ns, name),
         mutatePod: async (ns, name, change) => server.mutatePod(ns, name, change),
+        // The in-process server has no graceful deletion: the mark is written as the real one would.
+        deletePod: async (ns, name, graceSeconds) => {
+          if (graceSeconds === 0) return server.deletePod(ns, name);
+          await server.mutatePod(ns, name, (pod) => {
+            pod.metadata = { ...pod.metadata, deletionTimestamp: new Date() };
+            pod.metadata.deletionGracePeriodSeconds = graceSeconds;
+          });
+        },
         events: async (ns) => server.events(ns),
         requests: server.requests,
         clearRequests: () => server.clearRequests(),
@@ -137,6 +151,7 @@ async function realTestKube(
     seedPod: (pod) => createRunningPod(admin, pod.metadata?.namespace ?? namespace, pod),
     pod: (ns, name) => readPod(admin, ns, name),
     mutatePod: (ns, name, change) => mutateRealPod(admin, ns, name, change),
+    deletePod: (ns, name, graceSeconds) => deleteRealPod(admin, ns, name, graceSeconds),
     events: (ns) => readEvents(admin, ns),
     requests: proxy.requests,
     clearRequests: () => {

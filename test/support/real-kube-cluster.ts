@@ -174,6 +174,15 @@ export async function createRunningPod(admin: KubeConfig, namespace: string, pod
   return core.replaceNamespacedPodStatus({ namespace, name, body: { ...created, status } });
 }
 
+export async function deleteRealPod(
+  admin: KubeConfig,
+  namespace: string,
+  name: string,
+  gracePeriodSeconds: number,
+): Promise<void> {
+  await admin.makeApiClient(CoreV1Api).deleteNamespacedPod({ namespace, name, gracePeriodSeconds });
+}
+
 export async function readPod(
   admin: KubeConfig,
   namespace: string,
