@@ -71,6 +71,11 @@ const tookGone = async (holder: string) =>
     )
   ).rows[0]?.took ?? null;
 
+// The fault's session, in its transaction once its SELECT … FOR UPDATE locked the lease row.
+// A row lock writes the locker's transaction id into the row: only that session has one.
+const FAULT_HOLDS_ROW =
+  "SELECT 1 FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()";
+
 const base = () => ({ kind: "leader-session-kill" as const, target: null, startedAt: Date.now() });
 const skipped = (why: string) => ({ ...base(), detail: `skipped: ${why}`, heal: async () => Date.now() });
 
@@ -81,7 +86,7 @@ describe("leader-session-kill, the session watch and the takeover witness", () =
     const won = await store.claim("k", "a-1", LEASE_MS);
     expect(won.won).toBe(true);
     // The watch must have seen the session alive before the kill.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await expect.poll(() => watch.tracking()?.holder, { timeout: 30_000 }).toBe("a-1");
     const active = await injectSessionKill(cluster, planned("plain"), base(), skipped);
     expect(active?.detail).toMatch(
       /^pg_terminate_backend of a-1's recorded session \(backend \d+, fence \d+\) while it runs$/,
@@ -98,7 +103,7 @@ describe("leader-session-kill, the session watch and the takeover witness", () =
     expect(taken).toMatchObject({ won: true });
     expect(taken.fence).toBeGreaterThan(won.fence as number);
     expect(await tookGone("b-1")).toBe(true);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await expect.poll(() => watch.ends.length, { timeout: 30_000 }).toBeGreaterThan(0);
     const seen = (await watch.stop()).find((e) => e.holder === "a-1");
     expect(seen).toMatchObject({ holder: "a-1", fence: won.fence });
     // The watch's window holds the end the fault measured.
@@ -123,7 +128,7 @@ describe("leader-session-kill, the session watch and the takeover witness", () =
       skipped,
     );
     // The renew is sent once the fault holds the row: it queues, the session dies, then it runs.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await expect.poll(async () => (await admin.query(FAULT_HOLDS_ROW)).rowCount, { timeout: 30_000 }).toBe(1);
     const renewed = await store.renew("q", "c-1", won.fence as number, LEASE_MS);
     const active = await fault;
     expect(active?.detail).toMatch(/while 1 statement\(s\) queued on the row lock$/);
@@ -134,7 +139,8 @@ describe("leader-session-kill, the session watch and the takeover witness", () =
   it("witnesses nothing when a live term is taken over by anything but a gone session", async () => {
     const { store, client } = await holderWithSession();
     await store.claim("e", "d-1", 1);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    const expired = "SELECT expires_at <= clock_timestamp() AS over FROM pglease_leases WHERE key = 'e'";
+    await expect.poll(async () => (await admin.query(expired)).rows[0].over).toBe(true);
     // Expired, its session alive: an ordinary takeover.
     const other = new PgLeaseStore({ pool: admin, statementTimeoutMs: 5_000 });
     expect((await other.claim("e", "e-1", LEASE_MS)).won).toBe(true);

@@ -109,6 +109,11 @@ export class SessionWatch {
     };
   }
 
+  /** The term whose session is being watched now, if any. */
+  tracking(): { holder: string; fence: number } | null {
+    return this.#tracked && { holder: this.#tracked.holder, fence: this.#tracked.fence };
+  }
+
   async stop(): Promise<SessionEnd[]> {
     this.#stop.abort();
     await this.#loop;
