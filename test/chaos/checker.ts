@@ -86,8 +86,8 @@ export interface ServerEnd extends Interval {
   holder?: string;
 }
 
-/** The renew interval plus the call timeout of the chaos sidecars (test/chaos/replica.ts). */
-export const sessionWindowOf = (leaseMs: number) => Math.floor(leaseMs / 3) + Math.floor(leaseMs / 3 / 2);
+/** Renew interval plus call timeout at pglease's defaults: a third of the lease, half of that. */
+const sessionWindowOf = (leaseMs: number) => Math.floor(leaseMs / 3) + Math.floor(leaseMs / 3 / 2);
 
 function serverEnds(history: History, graceMs: number, sessionGraceMs: number): ServerEnd[] {
   const byFault = history.slots.flatMap((s) => s.faults.flatMap((f) => f.serverEnded ?? []));
