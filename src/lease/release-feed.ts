@@ -207,7 +207,9 @@ export class PgReleaseFeed implements ReleaseFeed {
 
   #reconnectLater(): void {
     if (this.#closed) return;
-    const delayMs = reconnectDelay(this.#failedAttempts, this.#options.reconnectDelayMs ?? 1_000);
+    const delayMs = reconnectDelay(this.#failedAttempts, this.#options.reconnectDelayMs ?? 1_000, {
+      pinnedSession: this.#options.pinnedSession === true,
+    });
     this.#retry = setTimeout(() => {
       this.#retry = null;
       this.#reconnect().then(
@@ -266,8 +268,15 @@ const RECONNECT_CAP_MS = 30_000;
 
 /**
  * The wait before reconnection attempt `failed + 1`: doubling from `baseMs` up to 30 s, so a long
- * database outage costs a warning every 30 s, not every second. Followers poll meanwhile.
+ * database outage costs a warning every 30 s, not every second. Followers poll meanwhile. Under
+ * session takeover (`pinnedSession`) nobody claims without this session, so the wait stays at the
+ * base: a doubled one would keep the lease leaderless for up to 30 s after the server is back.
  */
-export function reconnectDelay(failed: number, baseMs: number): number {
+export function reconnectDelay(
+  failed: number,
+  baseMs: number,
+  options: { pinnedSession?: boolean } = {},
+): number {
+  if (options.pinnedSession) return baseMs;
   return Math.min(RECONNECT_CAP_MS, baseMs * 2 ** Math.min(failed, 20));
 }

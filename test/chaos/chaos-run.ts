@@ -6,10 +6,18 @@ import type { Replication } from "../support/failover-pair.ts";
 import { type CheckOptions, type CheckResult, checkHistory } from "./checker.ts";
 import { ChaosCluster } from "./cluster.ts";
 import { runFault } from "./faults.ts";
-import type { History, Slot } from "./history.ts";
+import type { History, SessionEnd, Slot } from "./history.ts";
 import type { ApiServerChoice } from "./kube.ts";
 import { buildHistory, Recorder } from "./recorder.ts";
-import { FAILOVER_FAULT_KINDS, type FaultKind, type PlannedSlot, planSchedule } from "./schedule.ts";
+import {
+  FAILOVER_FAULT_KINDS,
+  FAULT_KINDS,
+  type FaultKind,
+  type PlannedSlot,
+  planSchedule,
+  SESSION_FAULT_KINDS,
+} from "./schedule.ts";
+import { SessionWatch } from "./session-watch.ts";
 
 export interface ChaosOptions {
   seed: string;
@@ -22,10 +30,12 @@ export interface ChaosOptions {
   guarded: boolean;
   /** Passed to the checker (tolerance, wake-up grace, liveness bound). */
   check?: CheckOptions;
-  /** Default: every kind, or the failover kinds with `failover`. */
+  /** Default: every kind, the failover kinds with `failover`, every kind and leader-session-kill with `sessionTakeover`. */
   kinds?: readonly FaultKind[];
   /** A primary with a streaming standby, replicating synchronously or not (failover.ts). */
   failover?: Replication;
+  /** The sidecars run with --session-takeover. */
+  sessionTakeover?: boolean;
   /** Default "auto": the real kube-apiserver when it is built, else the in-process one. */
   apiServer?: ApiServerChoice;
   signal?: AbortSignal;
@@ -97,6 +107,26 @@ async function settle(cluster: ChaosCluster, planned: PlannedSlot, signal: Abort
   if (!signal.aborted) await sleep(RECOVERY_SEEN_MS, undefined, { signal }).catch(() => {});
 }
 
+function defaultKinds(options: ChaosOptions): readonly FaultKind[] | undefined {
+  if (options.failover) return FAILOVER_FAULT_KINDS;
+  return options.sessionTakeover ? [...FAULT_KINDS, ...SESSION_FAULT_KINDS] : undefined;
+}
+
+/** Each session end once, from the watch and the faults that know theirs: the tighter bounds. */
+function sessionEnds(watched: readonly SessionEnd[], slots: readonly Slot[]): SessionEnd[] {
+  const byTerm = new Map<string, SessionEnd>();
+  const known = slots.flatMap((s) => s.faults.flatMap((f) => f.sessionEnded ?? []));
+  for (const end of [...watched, ...known]) {
+    const key = `${end.holder} ${end.fence}`;
+    const seen = byTerm.get(key);
+    byTerm.set(
+      key,
+      seen ? { ...end, from: Math.max(seen.from, end.from), to: Math.min(seen.to, end.to) } : end,
+    );
+  }
+  return [...byTerm.values()];
+}
+
 export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   const began = Date.now();
   const signal = options.signal ?? new AbortController().signal;
@@ -108,7 +138,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     leaseMs: options.leaseMs,
     renewMs: renewIntervalOf(options.leaseMs),
     blockMs: blockDurationOf(options.leaseMs),
-    kinds: options.kinds ?? (options.failover ? FAILOVER_FAULT_KINDS : undefined),
+    kinds: options.kinds ?? defaultKinds(options),
   });
   const notes: string[] = [];
   const recorder = new Recorder();
@@ -120,6 +150,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       retryMs: options.retryMs,
       blockMs: blockDurationOf(options.leaseMs),
       guarded: options.guarded,
+      sessionTakeover: options.sessionTakeover ?? false,
       ...(options.failover ? { failover: options.failover } : {}),
       apiServer: options.apiServer ?? "auto",
       note: (message) => {
@@ -130,8 +161,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     recorder,
   );
   const slots: Slot[] = [];
+  let watch: SessionWatch | null = null;
   try {
     await cluster.start();
+    if (options.sessionTakeover && cluster.postgres) watch = new SessionWatch(cluster.postgres.url, LEASE);
     if (cluster.clockMissing) cluster.settings.note(`clock-step faults are skipped: ${cluster.clockMissing}`);
     await steadyLeader(cluster, signal).catch((error: unknown) => {
       throw signal.aborted ? new ChaosInterrupted() : error;
@@ -161,6 +194,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     // Shutdown is judged too: the recording runs until every process has exited.
     await cluster.stopReplicas();
     const end = Date.now();
+    const watched = (await watch?.stop()) ?? [];
     if (signal.aborted) throw new ChaosInterrupted();
     if (!cluster.admin) throw new Error("the cluster has no database pool");
     const database = await recorder.readDatabase(cluster.admin);
@@ -173,6 +207,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       labels: cluster.labels?.changes ?? [],
       slots,
       ...database,
+      ...(options.sessionTakeover ? { sessionEnds: sessionEnds(watched, slots) } : {}),
     });
     return {
       schedule,
@@ -193,6 +228,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       elapsedMs: Date.now() - began,
     };
   } finally {
+    await watch?.stop();
     await cluster.stop();
   }
 }

@@ -5,7 +5,7 @@
 // figures over the fault phase.
 import { unreadyLeaders } from "./health-rules.ts";
 import type { History, Pause } from "./history.ts";
-import { fenceViolations, termOverlaps } from "./lease-rules.ts";
+import { fenceViolations, replicaOfHolder, termOverlaps } from "./lease-rules.ts";
 import { type FaultKind, healthGraceOf } from "./schedule.ts";
 import { type Belief, beliefs, type Interval, LeadershipView } from "./timeline.ts";
 import type { Violation } from "./violation.ts";
@@ -52,6 +52,13 @@ export interface CheckOptions {
    */
   serverEndGraceMs?: number;
   /**
+   * Session takeover: how long a holder whose recorded session ended while it lived may go on
+   * believing after that end: the README's window, one renew interval plus the call timeout
+   * (its local deadline after its last good renew, which was sent before the end). Default
+   * lease/3 + lease/6, the chaos sidecars' renew interval and call timeout (999 ms at 2 s).
+   */
+  sessionEndGraceMs?: number;
+  /**
    * How long a pod may stay labelled leader with its application unready while another pod's is
    * ready: the health gate's grace period, then a handover (peer list, demotion) or, when the
    * leader cannot act, a takeover after its lease; default grace + lease + 1 s.
@@ -69,20 +76,40 @@ export const DEFAULT_TOLERANCE_MS = 2;
  */
 export const DEFAULT_WAKE_GRACE_MS = 200;
 
-/** Windows in which the server ended a live term without telling its holder. */
-function serverEnds(history: History): Interval[] {
-  return history.slots.flatMap((s) => s.faults.flatMap((f) => f.serverEnded ?? []));
+/**
+ * A window in which the server ended a live term without telling its holder, and how long after
+ * it the holder may still believe. `holder`: only that holder's belief is excused (a recorded
+ * session that ended); without it, whoever held then (a row removed, the clock stepped).
+ */
+export interface ServerEnd extends Interval {
+  graceMs: number;
+  holder?: string;
+}
+
+/** Renew interval plus call timeout at pglease's defaults: a third of the lease, half of that. */
+const sessionWindowOf = (leaseMs: number) => Math.floor(leaseMs / 3) + Math.floor(leaseMs / 3 / 2);
+
+function serverEnds(history: History, graceMs: number, sessionGraceMs: number): ServerEnd[] {
+  const byFault = history.slots.flatMap((s) => s.faults.flatMap((f) => f.serverEnded ?? []));
+  return [
+    ...byFault.map((w) => ({ ...w, graceMs })),
+    ...(history.sessionEnds ?? []).map((e) => ({
+      from: e.from,
+      to: e.to,
+      graceMs: sessionGraceMs,
+      holder: e.holder,
+    })),
+  ];
 }
 
 /**
  * No two processes that could act believed they led at the same instant; except a holder whose
- * term the server ended behind its back (`serverEnded`), until `graceMs` after that.
+ * term the server ended behind its back (`serverEnded`), until the window's grace after that.
  */
 export function overlappingBeliefs(
   list: readonly Belief[],
   toleranceMs: number,
-  serverEnded: readonly Interval[] = [],
-  graceMs = 0,
+  serverEnded: readonly ServerEnd[] = [],
 ): Violation[] {
   const intervals = list
     .flatMap((b) => b.running.map((i) => ({ ...i, who: b.incarnation })))
@@ -96,7 +123,12 @@ export function overlappingBeliefs(
       if (!b || b.from >= a.to) break;
       const overlap = Math.min(a.to, b.to) - b.from;
       if (a.who.pid === b.who.pid || overlap <= toleranceMs) continue;
-      if (serverEnded.some((w) => a.from < w.to && b.from >= w.from && a.to <= w.to + graceMs)) continue;
+      const excused = (w: ServerEnd) =>
+        (w.holder === undefined || w.holder === a.who.holder) &&
+        a.from < w.to &&
+        b.from >= w.from &&
+        a.to <= w.to + w.graceMs;
+      if (serverEnded.some(excused)) continue;
       out.push({
         rule: "two-believers",
         at: b.from,
@@ -111,13 +143,16 @@ export function overlappingBeliefs(
  * At every state the API server went through, at most one pod carried the leader label; except
  * while a holder whose term the server ended behind its back may still believe (and so label).
  */
-export function overlappingLabels(
-  history: History,
-  serverEnded: readonly Interval[] = [],
-  graceMs = 0,
-): Violation[] {
-  const excused = (from: number, to: number) =>
-    serverEnded.some((w) => from >= w.from && to <= w.to + graceMs);
+export function overlappingLabels(history: History, serverEnded: readonly ServerEnd[] = []): Violation[] {
+  const replicaOf = replicaOfHolder(history);
+  const podOf = (holder: string) => history.pods[replicaOf(holder) ?? ""];
+  const excused = (from: number, to: number, pods: Set<string>) =>
+    serverEnded.some(
+      (w) =>
+        (w.holder === undefined || pods.has(podOf(w.holder) ?? "")) &&
+        from >= w.from &&
+        to <= w.to + w.graceMs,
+    );
   const out: Violation[] = [];
   const roles = new Map<string, string | null>();
   let published = false;
@@ -130,7 +165,7 @@ export function overlappingLabels(
       open ??= { at: change.time, pods: new Set() };
       for (const pod of leaders) open.pods.add(pod);
     } else if (open) {
-      if (excused(open.at, change.time)) {
+      if (excused(open.at, change.time, open.pods)) {
         open = null;
         continue;
       }
@@ -178,6 +213,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   const bound = options.livenessBoundMs ?? history.leaseMs + 1_000;
   const quietBoundMs = options.quietBoundMs ?? QUIET_BOUND_MS;
   const serverEndGraceMs = options.serverEndGraceMs ?? Math.round(history.leaseMs / 2);
+  const sessionEndGraceMs = options.sessionEndGraceMs ?? sessionWindowOf(history.leaseMs);
+  const ended = serverEnds(history, serverEndGraceMs, sessionEndGraceMs);
   const unreadyLeaderBoundMs =
     options.unreadyLeaderBoundMs ?? healthGraceOf(history.leaseMs) + history.leaseMs + 1_000;
   const list = beliefs(history, wakeGraceMs);
@@ -189,8 +226,8 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     ...quiet.violations,
     ...fenceViolations(history),
     ...termOverlaps(history),
-    ...overlappingBeliefs(list, toleranceMs, serverEnds(history), serverEndGraceMs),
-    ...overlappingLabels(history, serverEnds(history), serverEndGraceMs),
+    ...overlappingBeliefs(list, toleranceMs, ended),
+    ...overlappingLabels(history, ended),
     ...unreadyLeaders(history, unreadyLeaderBoundMs),
   ];
   const slots = [...history.slots].sort((a, b) => a.startedAt - b.startedAt);
@@ -228,6 +265,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
       livenessBoundMs: bound,
       quietBoundMs,
       serverEndGraceMs,
+      sessionEndGraceMs,
       unreadyLeaderBoundMs,
     },
   };

@@ -30,15 +30,25 @@ export interface ChaosDatabase {
 
 // The lease table's change log. AFTER ROW runs while the statement holds the row's lock, so seq
 // (drawn here) follows the order in which the claims, renewals and releases committed.
+// took_gone_session is the server's own witness, taken inside the claim's transaction, that the
+// term this row replaced had recorded its holder's session (session takeover) and that session
+// no longer existed: written out here rather than reusing the lease store's predicate.
 export const CREATE_LEASE_LOG = `
   CREATE TABLE chaos_lease_log (
     seq BIGSERIAL PRIMARY KEY, key TEXT NOT NULL, holder TEXT NOT NULL, fence BIGINT NOT NULL,
     acquired_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL,
-    logged_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());
+    logged_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(), took_gone_session BOOLEAN);
   CREATE FUNCTION chaos_log_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+  DECLARE took BOOLEAN := NULL;
   BEGIN
-    INSERT INTO chaos_lease_log (key, holder, fence, acquired_at, expires_at)
-    VALUES (NEW.key, NEW.holder, NEW.fence, NEW.acquired_at, NEW.expires_at);
+    IF TG_OP = 'UPDATE' AND (NEW.holder, NEW.fence) IS DISTINCT FROM (OLD.holder, OLD.fence) THEN
+      took := OLD.session_fence = OLD.fence
+        AND OLD.session_server_started_at = pg_postmaster_start_time()
+        AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
+                         WHERE pid = OLD.session_pid AND backend_start = OLD.session_started_at);
+    END IF;
+    INSERT INTO chaos_lease_log (key, holder, fence, acquired_at, expires_at, took_gone_session)
+    VALUES (NEW.key, NEW.holder, NEW.fence, NEW.acquired_at, NEW.expires_at, took);
     RETURN NULL;
   END $$;
   CREATE TRIGGER chaos_log_lease AFTER INSERT OR UPDATE ON pglease_leases
@@ -58,6 +68,8 @@ export interface ClusterSettings {
   retryMs: number;
   blockMs: number;
   guarded: boolean;
+  /** The sidecars run with --session-takeover. */
+  sessionTakeover: boolean;
   /** A primary with a standby, replicating synchronously or not; one server when absent. */
   failover?: Replication;
   apiServer: ApiServerChoice;
@@ -143,6 +155,7 @@ export class ChaosCluster {
           },
           dir: this.#dir,
           guarded: s.guarded,
+          sessionTakeover: s.sessionTakeover,
           recorder: this.recorder,
           note: s.note,
         }),

@@ -48,6 +48,7 @@ const fault = (kind: SingleFaultKind, extra: Partial<PlannedFault> = {}): Planne
   latencyMs: 0,
   restartMode: "fast",
   stepMs: 0,
+  sessionKill: "plain",
   ...extra,
 });
 

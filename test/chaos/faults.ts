@@ -9,6 +9,7 @@ import { injectHandover } from "./handover-fault.ts";
 import type { InjectedFault } from "./history.ts";
 import type { Replica } from "./replica.ts";
 import type { PlannedFault } from "./schedule.ts";
+import { injectSessionKill } from "./session-fault.ts";
 
 function targetOf(cluster: ChaosCluster, fault: PlannedFault): Replica {
   const leader = fault.target === "leader" ? cluster.recorder.believedLeader() : null;
@@ -106,6 +107,8 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
   if (fault.kind === "app-unready") return injectAppUnready(cluster, replica, fault, base);
   const handover = await injectHandover(cluster, fault, base, skipped);
   if (handover) return handover;
+  const sessionKill = await injectSessionKill(cluster, fault, base, skipped);
+  if (sessionKill) return sessionKill;
   switch (fault.kind) {
     case "sigkill": {
       if (!replica.killSidecar()) return skipped("sidecar not running");
@@ -256,5 +259,6 @@ export async function runFault(
     healedAt,
     detail: active.detail,
     ...(active.serverEnded?.length ? { serverEnded: active.serverEnded } : {}),
+    ...(active.sessionEnded?.length ? { sessionEnded: active.sessionEnded } : {}),
   };
 }

@@ -43,6 +43,23 @@ export interface LeaseRow {
   expiresAt: number;
   /** The server's clock when the row was written (the trigger's clock_timestamp()), ms. */
   loggedAt: number;
+  /**
+   * Session takeover: the row replaced a term that had recorded its holder's session, and the
+   * server found that session gone inside this claim's transaction (the trigger's own check).
+   */
+  tookGoneSession?: boolean;
+}
+
+/**
+ * A holder's recorded session that ended while the server kept running: it ended after `from`
+ * and before `to` (a kill's send and its answer, or the session watch's last sight of it alive
+ * and its first of it gone). From then on a follower may take the term over (session takeover).
+ */
+export interface SessionEnd {
+  holder: string;
+  fence: number;
+  from: number;
+  to: number;
 }
 
 /** A row the workload wrote, in commit order (seq). */
@@ -91,6 +108,8 @@ export interface InjectedFault {
    * statement was sent to just after its answer. The holder learns it from its next answer.
    */
   serverEnded?: { from: number; to: number }[];
+  /** The recorded sessions this fault ended, when it knows (leader-session-kill). */
+  sessionEnded?: SessionEnd[];
 }
 
 export interface Slot {
@@ -124,5 +143,7 @@ export interface History {
   labels: LabelChange[];
   /** Every change of an application container's readiness, in time order. */
   appReadiness: AppReadiness[];
+  /** Recorded sessions seen ending (session takeover runs; absent or empty otherwise). */
+  sessionEnds?: SessionEnd[];
   slots: Slot[];
 }

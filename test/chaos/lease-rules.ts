@@ -82,7 +82,8 @@ function provenDeadTakeover(history: History, old: string, taker: string): boole
 
 /**
  * No holder's term starts on the server before the previous holder's term has run out, unless
- * its process was proven dead (a restart takeover). A term runs until the latest expiry any of its
+ * its process was proven dead (a restart takeover) or its recorded session was gone (a session
+ * takeover). A term runs until the latest expiry any of its
  * rows promised (a renew committed late with an older clock does not take back what an earlier
  * one promised), or, once released, until the release: a release is the only statement that
  * writes an expiry already past when it runs.
@@ -100,7 +101,12 @@ export function termOverlaps(history: History): Violation[] {
       continue;
     }
     const overlaps = term && term.row.holder !== row.holder && row.acquiredAt < term.until;
-    if (term && overlaps && !provenDeadTakeover(history, term.row.holder, row.holder)) {
+    // Session takeover: the server itself saw, in the claim's transaction, that the term it
+    // replaced had recorded its holder's session and that the session was gone, which ends
+    // that term's renewals; the claim is then a new term (fence-order wants its fence higher).
+    const excused =
+      row.tookGoneSession === true || provenDeadTakeover(history, term?.row.holder ?? "", row.holder);
+    if (term && overlaps && !excused) {
       out.push({
         rule: "term-overlap",
         at: row.acquiredAt,

@@ -21,7 +21,7 @@ const READ_LEASE_LOG = `
   SELECT seq, key, holder, fence::text,
          (extract(epoch FROM acquired_at) * 1000)::text AS acquired_ms,
          (extract(epoch FROM expires_at) * 1000)::text AS expires_ms,
-         (extract(epoch FROM logged_at) * 1000)::text AS logged_ms
+         (extract(epoch FROM logged_at) * 1000)::text AS logged_ms, took_gone_session
     FROM chaos_lease_log ORDER BY seq`;
 const READ_WRITES = "SELECT seq, replica, fence::text, issued_ms::text FROM chaos_writes ORDER BY seq";
 
@@ -130,6 +130,7 @@ export class Recorder {
       acquired_ms: string;
       expires_ms: string;
       logged_ms: string;
+      took_gone_session: boolean | null;
     }>(READ_LEASE_LOG);
     const writes = await pool.query<{ seq: string; replica: string; fence: string; issued_ms: string }>(
       READ_WRITES,
@@ -143,6 +144,7 @@ export class Recorder {
         acquiredAt: Number(r.acquired_ms),
         expiresAt: Number(r.expires_ms),
         loggedAt: Number(r.logged_ms),
+        ...(r.took_gone_session ? { tookGoneSession: true } : {}),
       })),
       writes: writes.rows.map((w) => ({
         seq: Number(w.seq),
@@ -165,7 +167,7 @@ export function buildHistory(
   recorder: Recorder,
   parts: Pick<
     History,
-    "lease" | "leaseMs" | "window" | "end" | "pods" | "leaseRows" | "writes" | "labels"
+    "lease" | "leaseMs" | "window" | "end" | "pods" | "leaseRows" | "writes" | "labels" | "sessionEnds"
   > & {
     slots: Slot[];
   },

@@ -35,6 +35,8 @@ export interface ReplicaSettings {
   /** Where the replica's kubeconfig file goes. */
   dir: string;
   guarded: boolean;
+  /** The sidecars run with --session-takeover. */
+  sessionTakeover: boolean;
   recorder: Recorder;
   /** Something a reader of the report should know: an unexpected exit, say. */
   note(message: string): void;
@@ -113,6 +115,7 @@ export class Replica {
         // Leadership follows the application container's readiness in the pod's status (app-status.ts).
         ...["--health-gate", "pod", "--health-grace", `${healthGraceOf(s.leaseMs)}ms`],
         ...["--health-settle", `${healthSettleOf(s.leaseMs)}ms`],
+        ...(s.sessionTakeover ? ["--session-takeover"] : []),
       ],
       {
         DATABASE_URL: this.dbProxy.url(s.databaseUrl),

@@ -2,7 +2,7 @@
 import type { ChaosOptions, ChaosOutcome } from "./chaos-run.ts";
 import { renewIntervalOf } from "./chaos-run.ts";
 import type { InjectedFault } from "./history.ts";
-import { FAILOVER_FAULT_KINDS, FAULT_KINDS } from "./schedule.ts";
+import { FAILOVER_FAULT_KINDS, FAULT_KINDS, SESSION_FAULT_KINDS } from "./schedule.ts";
 
 export interface KindSummary {
   kind: string;
@@ -40,6 +40,8 @@ export interface Summary {
   writeErrors: Record<string, number>;
   setup: ChaosOutcome["setup"];
   warnings: ChaosOutcome["warnings"];
+  /** Under --session-takeover: recorded sessions seen ending, and terms the server took over for it. */
+  sessions?: { ended: number; takenOver: number };
 }
 
 /** Nearest-rank percentile. */
@@ -59,21 +61,23 @@ export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary
   const { history, result } = outcome;
   const injected = history.slots.flatMap((s) => s.faults);
   const skippedFault = (f: InjectedFault) => f.detail.startsWith("skipped");
-  const faults = [...FAULT_KINDS, ...FAILOVER_FAULT_KINDS].map((kind): KindSummary => {
-    const slots = result.slots.filter((s) => s.kind === kind);
-    const ofKind = kind === "two-at-once" ? [] : injected.filter((f) => f.kind === kind);
-    const failovers = slots.flatMap((s) => (s.failoverMs === null ? [] : [s.failoverMs]));
-    const recoveries = slots.flatMap((s) => (s.recoveryMs === null ? [] : [s.recoveryMs]));
-    return {
-      kind,
-      slots: slots.length,
-      injected: kind === "two-at-once" ? slots.length : ofKind.filter((f) => !skippedFault(f)).length,
-      skipped: ofKind.filter(skippedFault).length,
-      disrupted: failovers.length,
-      failoverMs: spread(failovers),
-      recoveryMs: spread(recoveries),
-    };
-  });
+  const faults = [...FAULT_KINDS, ...FAILOVER_FAULT_KINDS, ...SESSION_FAULT_KINDS].map(
+    (kind): KindSummary => {
+      const slots = result.slots.filter((s) => s.kind === kind);
+      const ofKind = kind === "two-at-once" ? [] : injected.filter((f) => f.kind === kind);
+      const failovers = slots.flatMap((s) => (s.failoverMs === null ? [] : [s.failoverMs]));
+      const recoveries = slots.flatMap((s) => (s.recoveryMs === null ? [] : [s.recoveryMs]));
+      return {
+        kind,
+        slots: slots.length,
+        injected: kind === "two-at-once" ? slots.length : ofKind.filter((f) => !skippedFault(f)).length,
+        skipped: ofKind.filter(skippedFault).length,
+        disrupted: failovers.length,
+        failoverMs: spread(failovers),
+        recoveryMs: spread(recoveries),
+      };
+    },
+  );
   const byReplica: Record<string, number> = {};
   for (const w of history.writes) byReplica[w.replica] = (byReplica[w.replica] ?? 0) + 1;
   const acquisitions = history.transitions.filter(
@@ -102,6 +106,14 @@ export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary
     writeErrors: outcome.writeErrors,
     setup: outcome.setup,
     warnings: outcome.warnings,
+    ...(history.sessionEnds
+      ? {
+          sessions: {
+            ended: history.sessionEnds.length,
+            takenOver: history.leaseRows.filter((r) => r.tookGoneSession).length,
+          },
+        }
+      : {}),
   };
 }
 
@@ -164,6 +176,11 @@ export function formatSummary(s: Summary): string {
       .join(", ")} (grace ${s.bounds.wakeGraceMs} ms)`,
     `longest a leader with a healthy database link went without an accepted write: ${s.longestWriteGapMs} ms (bound ${s.bounds.quietBoundMs} ms)`,
     `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal; a holder whose term the server ended behind its back may believe ${s.bounds.serverEndGraceMs} ms longer; a pod whose application is unready may stay labelled leader ${s.bounds.unreadyLeaderBoundMs} ms while another's is ready`,
+    ...(s.sessions
+      ? [
+          `session takeover: ${s.sessions.ended} recorded sessions seen ending while the server ran, ${s.sessions.takenOver} live terms taken over for it; a holder whose session ended may believe ${s.bounds.sessionEndGraceMs} ms after the end (renew interval + call timeout)`,
+        ]
+      : []),
     `violations: ${s.violations.length}`,
     ...s.violations.slice(0, 30).map((v) => `  - ${v.rule} at ${new Date(v.at).toISOString()}: ${v.detail}`),
     ...(s.violations.length > 30 ? [`  … and ${s.violations.length - 30} more (see --json)`] : []),

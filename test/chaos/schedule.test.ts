@@ -6,6 +6,7 @@ import {
   pairable,
   planSchedule,
   type ScheduleShape,
+  SESSION_FAULT_KINDS,
   seededRandom,
 } from "./schedule.ts";
 
@@ -100,6 +101,21 @@ describe("chaos fault schedule", () => {
       expect(pairable(api, "app-unready")).toBe(false);
     }
     expect(pairable("app-unready", "sigkill")).toBe(true);
+  });
+
+  it("under --session-takeover kills the leader's session often, in each variant, pausing only the paused one", () => {
+    const slots = planSchedule({
+      ...shape,
+      durationMs: 300_000,
+      kinds: [...FAULT_KINDS, ...SESSION_FAULT_KINDS],
+    });
+    const kills = slots.flatMap((s) => s.faults).filter((f) => f.kind === "leader-session-kill");
+    expect(kills.length).toBeGreaterThanOrEqual(5);
+    expect(new Set(kills.map((f) => f.sessionKill))).toEqual(new Set(["plain", "paused", "renew-queued"]));
+    for (const f of kills) {
+      if (f.sessionKill === "paused") expect(f.durationMs).toBeGreaterThanOrEqual(200);
+      else expect(f.durationMs).toBe(0);
+    }
   });
 
   it("refuses an empty list of kinds", () => {

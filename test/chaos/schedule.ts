@@ -29,7 +29,13 @@ export const SINGLE_FAULT_KINDS = [
 /** Only with a primary and a standby (`--failover`, failover.ts); the default kinds there. */
 export const FAILOVER_FAULT_KINDS = ["pg-failover", "pg-failover-lagging"] as const;
 
-export type SingleFaultKind = (typeof SINGLE_FAULT_KINDS)[number] | (typeof FAILOVER_FAULT_KINDS)[number];
+/** Only with `--session-takeover` (session-fault.ts): there it joins every other kind. */
+export const SESSION_FAULT_KINDS = ["leader-session-kill"] as const;
+
+export type SingleFaultKind =
+  | (typeof SINGLE_FAULT_KINDS)[number]
+  | (typeof FAILOVER_FAULT_KINDS)[number]
+  | (typeof SESSION_FAULT_KINDS)[number];
 export type FaultKind = SingleFaultKind | "two-at-once";
 export const FAULT_KINDS: readonly FaultKind[] = [...SINGLE_FAULT_KINDS, "two-at-once"];
 
@@ -50,7 +56,16 @@ export interface PlannedFault {
   restartMode: "fast" | "immediate";
   /** clock-step: the server clock's step at the start (undone at the heal), ms; negative: back. */
   stepMs: number;
+  /**
+   * leader-session-kill: the session killed while the leader runs ("plain"), while its pod or
+   * sidecar is SIGSTOPped for durationMs ("paused"), or while its renew waits on the lease row's
+   * lock ("renew-queued").
+   */
+  sessionKill: SessionKillMode;
 }
+
+export const SESSION_KILL_MODES = ["plain", "paused", "renew-queued"] as const;
+export type SessionKillMode = (typeof SESSION_KILL_MODES)[number];
 
 export interface PlannedSlot {
   index: number;
@@ -122,6 +137,8 @@ function planFault(
   atLeader: boolean,
 ): PlannedFault {
   const { leaseMs, renewMs } = shape;
+  // Drawn for this kind alone: the schedules of runs without it stay what they were.
+  const sessionKill = kind === "leader-session-kill" ? pick(random, SESSION_KILL_MODES) : "plain";
   const durations: Record<SingleFaultKind, () => number> = {
     sigkill: () => between(random, 300, leaseMs * 1.5),
     // Longer than the lease: the others must take over while it sleeps.
@@ -154,6 +171,8 @@ function planFault(
     handover: () => 0,
     // The target stays dead past the reservation (one lease): someone else must take the lease.
     "handover-target-dies": () => between(random, leaseMs * 1.25, leaseMs * 2),
+    // The pause: within the documented window (renew interval + call timeout) or well past it.
+    "leader-session-kill": () => (sessionKill === "paused" ? between(random, 200, leaseMs * 2) : 0),
   };
   const durationMs = durations[kind]();
   // Most faults hit the leader, where they hurt; some hit any replica, which must not hurt at all.
@@ -172,6 +191,7 @@ function planFault(
     stepMs:
       (random() < 0.5 ? -1 : 1) *
       (random() < 0.5 ? between(random, 2_000, 4_000) : between(random, 100, renewMs * 0.6)),
+    sessionKill,
   };
 }
 
@@ -235,6 +255,14 @@ function allowanceMs(fault: PlannedFault, leaseMs: number): number {
 
 /** Share of the slots after the first pass that are two faults at once. */
 const PAIR_SHARE = 0.3;
+/** Share of the single faults after the first pass that kill the leader's session, when it is a kind. */
+const SESSION_KILL_SHARE = 0.25;
+
+/** The mode's own fault comes often enough to be seen in every variant, among the 20-odd others. */
+function pickSingle(random: Random, singles: readonly SingleFaultKind[]): SingleFaultKind {
+  if (singles.includes("leader-session-kill") && random() < SESSION_KILL_SHARE) return "leader-session-kill";
+  return pick(random, singles);
+}
 
 /**
  * Slots until the duration would be over if every recovery were as quick as `minSettleMs` allows:
@@ -255,7 +283,7 @@ export function planSchedule(shape: ScheduleShape): PlannedSlot[] {
   let startMs = 0;
   for (let index = 0; ; index++) {
     const pair = kinds.includes("two-at-once") && (singles.length === 0 || random() < PAIR_SHARE);
-    const kind = queue[index] ?? (pair ? "two-at-once" : pick(random, singles));
+    const kind = queue[index] ?? (pair ? "two-at-once" : pickSingle(random, singles));
     const faults = slotFaults(random, shape, kind, index < queue.length);
     const healMs = Math.max(...faults.map((f) => f.delayMs + f.durationMs + allowanceMs(f, shape.leaseMs)));
     if (startMs + healMs + minSettleMs > shape.durationMs) break;
