@@ -138,11 +138,12 @@ await onEachKubeServer("publisher peers suite", (kube) => {
       await h.publisher.start(follower());
       await refusePeerWatches();
       h.server.clearRequests();
-      const list = h.server.faults.hang({ match: { method: "GET", path: /\/pods$/ } });
+      const list = h.server.faults.hang({ match: { method: "GET", path: /\/pods$/, watch: false } });
       h.publisher.setDesired(leader(8));
       await list.waitForHeld(1);
       // Without a healthy watch of the peers, the leader-labelled ones are listed at the handover.
-      expect(h.server.requests.find((r) => r.verb === "list")?.query.labelSelector).toBe(
+      const listed = h.server.requests.find((r) => r.verb === "list" && r.query.labelSelector);
+      expect(listed?.query.labelSelector).toBe(
         "app.kubernetes.io/name=orders,app.kubernetes.io/instance=prod,pglease.io/role=leader",
       );
       leads = false;
@@ -206,6 +207,20 @@ await onEachKubeServer("publisher peers suite", (kube) => {
       expect(h.server.requests.some((r) => r.verb === "list" && r.query.labelSelector)).toBe(false);
       expect(role(await h.pod("orders-1"))).toBe("leader");
       expect(h.logs.filter((l) => l.level >= 40)).toEqual([]);
+    });
+
+    it("still lists the peers for the health gate's candidates with peerSelector: null", async () => {
+      h = await startHarness(kube, { config: { peerSelector: null } });
+      await h.server.seedPod({ metadata: { name: "orders-1", namespace: NAMESPACE, labels: APP_LABELS } });
+      await h.server.seedPod({
+        metadata: { name: "other-0", namespace: NAMESPACE, labels: { app: "other" } },
+      });
+      await h.publisher.start(follower());
+      // The selector built from the pod's own labels: demotion is off, finding candidates is not.
+      expect((await h.publisher.listPeers()).map((p) => p.metadata?.name)).toEqual(["orders-1"]);
+      expect(h.server.requests.find((r) => r.query.labelSelector)?.query.labelSelector).toBe(
+        "app.kubernetes.io/name=orders,app.kubernetes.io/instance=prod",
+      );
     });
 
     it("uses a configured peer selector", async () => {
