@@ -238,7 +238,8 @@ class KubePodPublisher implements PodPublisher {
   /** Starts the peer view once the pod's labels give the peer selector (peer demotion on). */
   #watchPeers(pod: Pod): void {
     const { config, logger } = this.#opts;
-    if (this.#stopping.signal.aborted) return;
+    // Once stop() has begun it stops only the view it found then.
+    if (this.#stopped !== null) return;
     let selector: string | null;
     try {
       selector = peerSelectorFor(config, pod.metadata?.labels);
