@@ -12,8 +12,9 @@ const HOUR_MS = 3_600_000;
 /** client-go's acquire loop waits retry × (1 + U·1.2): 1.6 retry periods on average. */
 const CLIENT_GO_MEAN_FOLLOWER_WAIT = 1.6;
 /**
- * pglease's publisher (src/kube/pod-watch.ts): one watch, renewed every 30–60 min from its last
- * resourceVersion (one request, no re-read); nothing else while it streams.
+ * pglease's publisher (src/kube/pod-watch.ts): two watches, its pod's and its peers'
+ * (peer-view.ts), each renewed every 30–60 min from its last resourceVersion (one request, no
+ * re-read); nothing else while they stream.
  */
 const PGLEASE_MEAN_WATCH_MS = 2_700_000;
 /** The release feed's check of its listening connection (src/lease/release-feed.ts, its default). */
@@ -70,7 +71,7 @@ function leaderPerHour(system: SystemId, timing: PeerTiming): number {
 function expected(system: SystemId, timing: PeerTiming, pods: number): { statements: number; api: number } {
   const perHour = (periodMs: number) => HOUR_MS / periodMs;
   const followers = pods - 1;
-  const api = perHour(PGLEASE_MEAN_WATCH_MS);
+  const api = 2 * perHour(PGLEASE_MEAN_WATCH_MS);
   switch (system) {
     // The health gate reads its pod from the watch the publisher keeps: no statement, no request more.
     case "pglease-health-gate":

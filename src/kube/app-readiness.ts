@@ -48,6 +48,17 @@ export function isHealthyCandidate(pod: Pod, rule: ReadinessRule): boolean {
   return applicationReadiness(pod, rule).ready;
 }
 
+/**
+ * A peer that could lead, judged by its pod's conditions (`--health-gate url`, where the peers' own
+ * URLs are not reachable from here): ContainersReady, not Ready, since a readiness gate on the
+ * leader condition keeps a follower's Ready False.
+ */
+export function containersReady(pod: Pod): boolean {
+  if (pod.metadata?.deletionTimestamp) return false;
+  if (pod.metadata?.annotations?.[POD_CONTRACT.notCampaigningAnnotation]) return false;
+  return pod.status?.conditions?.some((c) => c.type === "ContainersReady" && c.status === "True") ?? false;
+}
+
 function describe(c: ContainerStatus): string {
   const why = c.state?.waiting?.reason ?? c.state?.terminated?.reason;
   return `container ${c.name} not ready${why ? ` (${why})` : ""}`;

@@ -1,5 +1,5 @@
 // Exponential backoff with jitter, so replicas that failed together do not retry together.
-import type { Clock } from "../election/clock.ts";
+import type { Clock, Timer } from "../election/clock.ts";
 
 export interface BackoffTiming {
   initialMs: number;
@@ -24,4 +24,17 @@ export function pause(clock: Clock, ms: number, signal: AbortSignal): Promise<vo
     const timer = clock.setTimer(ms, done);
     signal.addEventListener("abort", done, { once: true });
   });
+}
+
+/** Calls `fire` every `intervalMs` until cancelled. */
+export function repeat(clock: Clock, intervalMs: number, fire: () => void): Timer {
+  let timer: Timer;
+  const arm = () => {
+    timer = clock.setTimer(intervalMs, () => {
+      arm();
+      fire();
+    });
+  };
+  arm();
+  return { cancel: () => timer.cancel() };
 }

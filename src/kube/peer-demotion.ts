@@ -11,17 +11,22 @@ import type { PublishConfig } from "./publish-config.ts";
 export interface PeerDemotionOptions {
   api: PodApi;
   config: PublishConfig;
-  peerSelector: string;
+  /** The pods to look at: a list of the leader-labelled peers, or the peer view's pods. */
+  peers: Pod[];
   lease: string;
+  /** The fence of the term that demotes; null for a follower clearing its cluster (all are stale). */
+  fence: number | null;
   wallClock: () => Date;
   /**
-   * Asked before each patch. The list can be seconds old by then: a process that lost the lease
+   * Asked before each patch. The peers can be seconds old by then: a process that lost the lease
    * meanwhile (or, for a follower, a holder that changed) would take the label off the new leader,
    * so it stops at the first false.
    */
   stillLeads: () => boolean;
   /** Wraps each patch so the caller can time it and count it. */
   observe: <T>(run: () => Promise<T>) => Promise<T>;
+  /** Each demoted peer as the API server answered. */
+  demotedPod: (pod: Pod) => void;
 }
 
 export interface PeerDemotion {
@@ -30,11 +35,15 @@ export interface PeerDemotion {
   stoppedEarly: boolean;
 }
 
-/** Demotes every other pod still labelled leader for this lease, while this process still leads. */
+/** The leader-labelled peers of a peer selector, as the list at the moment of handover asks for them. */
+export function leaderSelector(config: PublishConfig, peerSelector: string): string {
+  return `${peerSelector},${config.roleLabel}=${config.leaderValue}`;
+}
+
+/** Demotes every other pod still labelled leader for this lease by an older term, while this process still leads. */
 export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerDemotion> {
   const { config } = opts;
-  const selector = `${opts.peerSelector},${config.roleLabel}=${config.leaderValue}`;
-  const peers = (await opts.api.listPods(selector)).filter((pod) => isStaleLeader(pod, opts));
+  const peers = opts.peers.filter((pod) => isStaleLeader(pod, config, opts.lease, opts.fence));
   // What the peer's own publisher would write as a follower, so a live peer has nothing to fix.
   const follower = desiredPod({ lease: opts.lease, role: "follower", fence: null, holder: "" }, config);
   const demoted: string[] = [];
@@ -42,10 +51,10 @@ export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerD
     const name = peer.metadata?.name as string;
     try {
       if (!opts.stillLeads()) return { demoted, stoppedEarly: true };
-      await opts.observe(() => opts.api.patchMetadata(name, demotion(config)));
+      opts.demotedPod(await opts.observe(() => opts.api.patchMetadata(name, demotion(config))));
       // A peer once started is finished: a follower label beside a True condition would mislead.
       const status = conditionPatch(follower, peer, opts.wallClock());
-      if (status) await opts.observe(() => opts.api.patchStatus(name, status));
+      if (status) opts.demotedPod(await opts.observe(() => opts.api.patchStatus(name, status)));
       demoted.push(name);
     } catch (error) {
       // A peer deleted meanwhile no longer carries any label: nothing left to do for it.
@@ -53,6 +62,23 @@ export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerD
     }
   }
   return { demoted, stoppedEarly: false };
+}
+
+/**
+ * A peer labelled leader for this lease by a newer term than `fence` (the higher fence wins): the
+ * name of the first, or null. A holder that still believes it leads must not label itself then.
+ */
+export function newerLeader(
+  peers: Pod[],
+  config: PublishConfig,
+  lease: string,
+  fence: number,
+): string | null {
+  const newer = peers.find((pod) => {
+    const theirs = leaderFence(pod, config, lease);
+    return theirs !== null && theirs !== undefined && theirs > fence;
+  });
+  return newer?.metadata?.name ?? null;
 }
 
 /**
@@ -69,9 +95,23 @@ function demotion(config: PublishConfig): MetadataPatch {
   };
 }
 
-function isStaleLeader(pod: Pod, opts: PeerDemotionOptions): boolean {
-  if (pod.metadata?.name === opts.config.podName) return false;
-  if (pod.metadata?.labels?.[opts.config.roleLabel] !== opts.config.leaderValue) return false;
-  const lease = pod.metadata?.annotations?.[opts.config.leaseAnnotation];
-  return lease === undefined || lease === opts.lease;
+/**
+ * A leader-labelled peer of this lease whose term is older than `fence` (or any, when `fence` is
+ * null): a peer without a fence annotation is stale, one with a higher fence is a newer term.
+ */
+function isStaleLeader(pod: Pod, config: PublishConfig, lease: string, fence: number | null): boolean {
+  if (pod.metadata?.name === config.podName) return false;
+  const theirs = leaderFence(pod, config, lease);
+  if (theirs === undefined) return false;
+  return fence === null || theirs === null || theirs < fence;
+}
+
+/** undefined: not labelled leader for this lease; null: labelled, with no fence it can read. */
+function leaderFence(pod: Pod, config: PublishConfig, lease: string): number | null | undefined {
+  if (pod.metadata?.labels?.[config.roleLabel] !== config.leaderValue) return undefined;
+  const annotations = pod.metadata?.annotations;
+  const theirLease = annotations?.[config.leaseAnnotation];
+  if (theirLease !== undefined && theirLease !== lease) return undefined;
+  const fence = annotations?.[config.fenceAnnotation] ?? "";
+  return /^\d{1,15}$/.test(fence) ? Number(fence) : null;
 }

@@ -114,9 +114,9 @@ export function createPodApi(opts: PodApiOptions) {
         query: { fieldSelector: `metadata.name=${opts.podName}` },
       }),
 
-    listPods: async (labelSelector: string): Promise<Pod[]> =>
-      (await send<PodList>(PERMISSIONS.listPods, { method: "GET", path: pods, query: { labelSelector } }))
-        .items,
+    /** The pods a label selector picks, with the list's resourceVersion (where a watch of them starts). */
+    listSelected: (labelSelector: string): Promise<PodList> =>
+      send(PERMISSIONS.listPods, { method: "GET", path: pods, query: { labelSelector } }),
 
     patchMetadata: (name: string, body: MetadataPatch): Promise<Pod> =>
       send(PERMISSIONS.patchPod, { method: "PATCH", path: pod(name), body, contentType: MERGE_PATCH }),

@@ -2,20 +2,20 @@
 // reconcile step (reconcile.ts) on the state record (publisher-state.ts) until the pod shows the
 // newest desired state. The elector never waits on it: setDesired() records the state and returns.
 import { type Clock, monotonicClock, type Timer } from "../election/clock.ts";
-import { pause } from "./backoff.ts";
+import { pause, repeat } from "./backoff.ts";
 import type { Pod } from "./client/api-types.ts";
 import { createKubeClient, type KubeClient } from "./client/connection.ts";
 import type { LeadershipState } from "./desired-state.ts";
 import { createEventRecorder, type EventRecorder, leadershipTransitions } from "./leadership-events.ts";
+import { type PeerView, startPeerView } from "./peer-view.ts";
 import { checkPermissions } from "./permission-check.ts";
 import { createPodApi, KubeRequestError, type PodApi } from "./pod-api.ts";
-import { watchOwnPod } from "./pod-watch.ts";
+import { type PodWatch, watchOwnPod } from "./pod-watch.ts";
 import { defaultPeerSelector, peerSelectorFor } from "./publish-config.ts";
 import { failureLog } from "./publish-failures.ts";
-import { createPublishTracker, type PublishTracker } from "./publish-tracker.ts";
+import { createPublishTracker, observePatch, type PublishTracker } from "./publish-tracker.ts";
 import {
   DEFAULT_TIMING,
-  type PatchObservation,
   type PodPublisher,
   type PodPublisherOptions,
   type PublishTiming,
@@ -43,6 +43,8 @@ class KubePodPublisher implements PodPublisher {
   readonly #tracker: PublishTracker;
   readonly #loop: WorkLoop;
   #running: { loop: Promise<void>; stopWatch: () => Promise<void>; resync: Timer } | null = null;
+  /** Watches the peers once their selector is known (demotion on): the handover reads them here. */
+  #peerView: PeerView | null = null;
   #starting: Promise<StartResult> | null = null;
   #stopped: Promise<void> | null = null;
 
@@ -126,14 +128,14 @@ class KubePodPublisher implements PodPublisher {
     // Also with peer demotion off: the health gate still looks for candidates among the peers.
     const selector = this.#opts.config.peerSelector ?? defaultPeerSelector(pod?.metadata?.labels);
     if (selector === null) return [];
-    const peers = await this.#api.listPods(selector);
+    const peers = (await this.#api.listSelected(selector)).items;
     return peers.filter((peer) => peer.metadata?.name !== this.#opts.config.podName);
   }
 
   stop(): Promise<void> {
     this.#stopped ??= (async () => {
       this.#running?.resync.cancel();
-      const watchStopped = this.#running?.stopWatch();
+      const watchStopped = Promise.all([this.#running?.stopWatch(), this.#peerView?.stop()]);
       // Give the last events (a LeadershipLost at shutdown) one bounded chance to be sent.
       const grace = new AbortController();
       await Promise.race([
@@ -193,6 +195,8 @@ class KubePodPublisher implements PodPublisher {
       stopSignal: this.#stopping.signal,
       stillLeads: this.#opts.stillLeads ?? (() => true),
       seen: (pod) => this.#seen(pod),
+      peers: (selector) => (this.#peerView?.selector === selector ? this.#peerView.peers() : null),
+      peerSeen: (pod) => this.#peerView?.seen(pod),
       observe: (target, run) => observePatch(this.#clock, target, run, this.#opts.onPatch),
     };
     const failures = failureLog(logger, config);
@@ -217,6 +221,7 @@ class KubePodPublisher implements PodPublisher {
 
   #seen(next: Pod): void {
     this.#state.pod = next;
+    if (!this.#peerView) this.#watchPeers(next);
     this.#opts.onPod?.(next);
     const desired = this.#state.desired;
     if (desired && podShowsDesired(this.#state)) {
@@ -230,18 +235,49 @@ class KubePodPublisher implements PodPublisher {
     this.#tracker.notify();
   }
 
-  #startBackground(): void {
+  /** Starts the peer view once the pod's labels give the peer selector (peer demotion on). */
+  #watchPeers(pod: Pod): void {
     const { config, logger } = this.#opts;
-    const watch = watchOwnPod({
-      client: this.#client,
-      list: () => this.#api.listOwnPod(),
-      namespace: config.namespace,
+    // Once stop() has begun it stops only the view it found then.
+    if (this.#stopped !== null) return;
+    let selector: string | null;
+    try {
+      selector = peerSelectorFor(config, pod.metadata?.labels);
+    } catch {
+      return; // start() and the first leading pass say why
+    }
+    if (selector === null) return;
+    this.#peerView = startPeerView({
+      ...this.#watchTiming(),
+      logger: logger.child({ watch: "peers" }),
+      selector,
       podName: config.podName,
-      logger,
+      list: () => this.#api.listSelected(selector),
+      // A peer labelled leader by an older term while this pod leads: the next pass demotes it.
+      onChange: () => {
+        if (this.#state.desired?.state.role === "leader") this.#loop.wake();
+      },
+    });
+  }
+
+  #watchTiming() {
+    return {
+      client: this.#client,
+      namespace: this.#opts.config.namespace,
       backoff: this.#timing.backoff,
       openTimeoutMs: this.#timing.requestTimeoutMs,
       random: this.#random,
       clock: this.#clock,
+    };
+  }
+
+  #startBackground(): void {
+    const { config, logger } = this.#opts;
+    const watch: PodWatch = watchOwnPod({
+      ...this.#watchTiming(),
+      list: () => this.#api.listOwnPod(),
+      podName: config.podName,
+      logger,
       onPod: (next) => {
         if (!isOlder(next, this.#state.pod)) this.#seen(next);
       },
@@ -264,35 +300,4 @@ class KubePodPublisher implements PodPublisher {
       resync: repeat(this.#clock, config.resyncIntervalMs, resync),
     };
   }
-}
-
-async function observePatch<T>(
-  clock: Clock,
-  target: PatchObservation["target"],
-  run: () => Promise<T>,
-  onPatch: ((e: PatchObservation) => void) | undefined,
-): Promise<T> {
-  const started = clock.now();
-  try {
-    const result = await run();
-    onPatch?.({ target, ok: true, durationMs: clock.now() - started });
-    return result;
-  } catch (error) {
-    const status = error instanceof KubeRequestError ? error.status : undefined;
-    onPatch?.({ target, ok: false, durationMs: clock.now() - started, ...(status ? { status } : {}) });
-    throw error;
-  }
-}
-
-/** Calls `fire` every `intervalMs` until cancelled. */
-function repeat(clock: Clock, intervalMs: number, fire: () => void): Timer {
-  let timer: Timer;
-  const arm = () => {
-    timer = clock.setTimer(intervalMs, () => {
-      arm();
-      fire();
-    });
-  };
-  arm();
-  return { cancel: () => timer.cancel() };
 }

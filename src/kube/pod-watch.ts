@@ -1,6 +1,6 @@
-// A watch on this process's own pod, so a label, annotation or condition changed by hand is
-// seen at once and put back. It lists the pod once, then watches from the list's
-// resourceVersion; every event and bookmark moves that version on, so a watch that ends
+// Watches of pods: this process's own pod, so a label, annotation or condition changed by hand is
+// seen at once and put back, and its peers (peer-view.ts). Each lists once, then watches from the
+// list's resourceVersion; every event and bookmark moves that version on, so a watch that ends
 // (server timeout, proxy, API server restart) resumes where it stopped and the server replays
 // what changed meanwhile: no re-read. Only when the server no longer has that version (410
 // Gone) is the pod listed again.
@@ -10,20 +10,35 @@ import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 import type { Pod, PodList, WatchEvent } from "./client/api-types.ts";
 import { KubeApiError, type KubeClient } from "./client/connection.ts";
 
-export interface PodWatchOptions {
+interface WatchTiming {
   client: KubeClient;
-  /** Lists this pod (fieldSelector metadata.name), for the version to watch from. */
-  list: () => Promise<PodList>;
   namespace: string;
-  podName: string;
   logger: Logger;
   backoff: BackoffTiming;
   /** A watch whose answer has not started after this long is abandoned. */
   openTimeoutMs: number;
   random: () => number;
   clock: Clock;
+}
+
+export interface PodWatchOptions extends WatchTiming {
+  /** Lists this pod (fieldSelector metadata.name), for the version to watch from. */
+  list: () => Promise<PodList>;
+  podName: string;
   onPod: (pod: Pod) => void;
   onDeleted: () => void;
+}
+
+export interface PodsWatchOptions extends WatchTiming {
+  /** The watch's selector query (`fieldSelector` or `labelSelector`), the list's too. */
+  selector: Record<string, string>;
+  /** Lists the watched pods with the same selector, for the version to watch from. */
+  list: () => Promise<PodList>;
+  /** Every pod the server has now (at start and after a 410); `first` for the first list. */
+  onList: (pods: Pod[], first: boolean) => void;
+  onPod: (pod: Pod) => void;
+  /** A pod deleted, or no longer matching the selector. */
+  onGone: (pod: Pod) => void;
 }
 
 export interface PodWatch {
@@ -41,9 +56,24 @@ const MIN_WATCH_SECONDS = 1800;
 type WatchEnd = "ended" | "gone";
 
 export function watchOwnPod(opts: PodWatchOptions): PodWatch {
+  const { list, podName, onPod, onDeleted, ...timing } = opts;
+  return watchPods({
+    ...timing,
+    selector: { fieldSelector: `metadata.name=${podName}` },
+    list,
+    onList: (pods, first) => {
+      const pod = pods[0];
+      if (pod) onPod(pod);
+      else if (!first) onDeleted();
+    },
+    onPod,
+    onGone: () => onDeleted(),
+  });
+}
+
+export function watchPods(opts: PodsWatchOptions): PodWatch {
   const stopping = new AbortController();
   const path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/pods`;
-  const fieldSelector = `metadata.name=${opts.podName}`;
   let resourceVersion: string | undefined;
   // Watch attempts that failed in a row. While there are none and a version is known, no change
   // can be missed: a watch streams, or the next one resumes where the last ended and is replayed.
@@ -51,9 +81,7 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
 
   async function relist(first: boolean): Promise<void> {
     const list = await opts.list();
-    const pod = list.items[0];
-    if (pod) opts.onPod(pod);
-    else if (!first) opts.onDeleted();
+    opts.onList(list.items, first);
     resourceVersion = list.metadata?.resourceVersion;
   }
 
@@ -65,7 +93,7 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
     }
     resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion;
     // A bookmark only moves the version on: a resumed watch then starts from a recent one.
-    if (event.type === "DELETED") opts.onDeleted();
+    if (event.type === "DELETED") opts.onGone(event.object);
     else if (event.type !== "BOOKMARK") opts.onPod(event.object);
     return undefined;
   }
@@ -95,7 +123,7 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
         path,
         query: {
           watch: "true",
-          fieldSelector,
+          ...opts.selector,
           allowWatchBookmarks: "true",
           timeoutSeconds: String(timeoutSeconds),
           ...(resourceVersion ? { resourceVersion } : {}),

@@ -1,6 +1,8 @@
 // Who is waiting for the pod to show something (start, demote), and how long a role change
 // took to reach the pod. Waits are bounded: a hung API server turns into `false`, never a hang.
 import type { Clock } from "../election/clock.ts";
+import { KubeRequestError } from "./pod-api.ts";
+import type { PatchObservation } from "./publisher-contract.ts";
 
 type Verdict = boolean | null;
 
@@ -49,3 +51,22 @@ export function createPublishTracker(clock: Clock) {
   };
 }
 export type PublishTracker = ReturnType<typeof createPublishTracker>;
+
+/** Runs one patch, timed on `clock`, and tells `onPatch` how it went. */
+export async function observePatch<T>(
+  clock: Clock,
+  target: PatchObservation["target"],
+  run: () => Promise<T>,
+  onPatch: ((e: PatchObservation) => void) | undefined,
+): Promise<T> {
+  const started = clock.now();
+  try {
+    const result = await run();
+    onPatch?.({ target, ok: true, durationMs: clock.now() - started });
+    return result;
+  } catch (error) {
+    const status = error instanceof KubeRequestError ? error.status : undefined;
+    onPatch?.({ target, ok: false, durationMs: clock.now() - started, ...(status ? { status } : {}) });
+    throw error;
+  }
+}

@@ -23,12 +23,21 @@ export interface PublisherState {
    * another cluster for which it demoted its own cluster's stale leaders; null when neither.
    */
   peersClearedFor: string | null;
+  /** The term and the newer-term peer it last left the leader label to (reconcile's yieldTo). */
+  yieldedFor: string | null;
   /** Why the last pass failed, until one succeeds. */
   lastError: string | undefined;
 }
 
 export function initialState(): PublisherState {
-  return { desired: null, pod: undefined, podStale: true, peersClearedFor: null, lastError: undefined };
+  return {
+    desired: null,
+    pod: undefined,
+    podStale: true,
+    peersClearedFor: null,
+    yieldedFor: null,
+    lastError: undefined,
+  };
 }
 
 /** Whether the pod as last seen shows the newest desired state. */

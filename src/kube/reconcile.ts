@@ -2,6 +2,9 @@
 // never overlap": read the pod if it may be stale; as a leader, demote stale peers and check
 // that this process still leads; then patch labels and annotations, then the condition. A
 // pass that a newer desired state overtakes stops early: the worker starts a fresh one.
+// The higher fence wins: a leader whose peer view shows a peer labelled leader by an older term
+// demotes it on every pass (the view wakes the worker), and one that sees a peer labelled by a
+// newer term does not label itself (its own term has ended on the server; it learns so soon).
 // Across clusters a new leader reaches only its own cluster's API server, so a follower that
 // learns the lease is held in another cluster demotes its own cluster's stale leaders in the same
 // pass; a failed pass is retried like any other, so a cluster whose API server was away repairs
@@ -15,7 +18,7 @@ import {
   type LeadershipState,
   metadataPatch,
 } from "./desired-state.ts";
-import { demoteStalePeers } from "./peer-demotion.ts";
+import { demoteStalePeers, leaderSelector, newerLeader } from "./peer-demotion.ts";
 import type { PodApi } from "./pod-api.ts";
 import { ROLE } from "./pod-contract.ts";
 import { type PublishConfig, peerSelectorFor } from "./publish-config.ts";
@@ -32,6 +35,10 @@ export interface ReconcileContext {
   stillLeads: (term: LeadershipState) => boolean;
   /** Records a pod the API server answered with. */
   seen: (pod: Pod) => void;
+  /** The peers a healthy watch of `selector` shows, or null: then they are listed. */
+  peers: (selector: string) => Pod[] | null;
+  /** Records a peer the API server answered with. */
+  peerSeen: (pod: Pod) => void;
   /** Times and counts one patch. */
   observe: <T>(target: PatchObservation["target"], run: () => Promise<T>) => Promise<T>;
 }
@@ -56,9 +63,11 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
   }
   if (target.state.role === ROLE.leader) {
     const leads = () => !superseded() && ctx.stillLeads(target.state);
-    if (leads()) await clearStalePeers(state, ctx, target.state, termKey(target.state), leads);
+    const key = termKey(target.state);
+    const newer = leads() ? await clearStalePeers(state, ctx, target.state, key, leads) : null;
     if (superseded()) return;
     if (!ctx.stillLeads(target.state)) throw new NoLongerLeads(target.state);
+    if (newer !== null) return yieldTo(state, ctx, target.state, newer);
   } else if (heldInAnotherCluster(target.state, ctx.config)) {
     // A newer desired state (this pod leads, or the holder moved) ends what this pass knows.
     const elsewhere = () => !superseded();
@@ -85,8 +94,10 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
 }
 
 /**
- * Demotes the stale peers of `term` once per `key` (a term of this pod, or a holder in another
- * cluster) while `valid()` holds; throws PublishConfigError when peers cannot be found.
+ * Demotes the stale peers of `term` while `valid()` holds: once per `key` (a term of this pod, or
+ * a holder in another cluster) from a list, or on every pass of a leader whose peer view is
+ * healthy. Returns a peer labelled leader by a newer term, or null; throws PublishConfigError
+ * when peers cannot be found.
  */
 async function clearStalePeers(
   state: PublisherState,
@@ -94,29 +105,57 @@ async function clearStalePeers(
   term: LeadershipState,
   key: string,
   valid: () => boolean,
-): Promise<void> {
-  if (state.peersClearedFor === key) return;
+): Promise<string | null> {
   const peerSelector = peerSelectorFor(ctx.config, state.pod?.metadata?.labels);
-  if (peerSelector !== null) {
-    const result = await demoteStalePeers({
-      api: ctx.api,
-      config: ctx.config,
-      peerSelector,
-      lease: term.lease,
-      wallClock: ctx.wallClock,
-      stillLeads: valid,
-      observe: (run) => ctx.observe("peer", run),
-    });
-    if (result.demoted.length > 0) {
-      // `holder` in a sidecar's lines is its own identity (its logger's binding): the lease's goes under `leader`.
-      ctx.logger.warn(
-        { pods: result.demoted, ...(term.role === ROLE.leader ? {} : { leader: term.holder }) },
-        term.role === ROLE.leader
-          ? "took a stale leader label off other pods"
-          : "the lease is held in another cluster: took a stale leader label off pods of this cluster",
-      );
-    }
-    if (result.stoppedEarly) return;
+  if (peerSelector === null) {
+    state.peersClearedFor = key;
+    return null;
   }
-  state.peersClearedFor = key;
+  const watched = ctx.peers(peerSelector);
+  // A follower's view of another cluster's holder may lag its own cluster's new leader: once only.
+  const everyPass = watched !== null && term.fence !== null;
+  if (state.peersClearedFor === key && !everyPass) return null;
+  const peers = watched ?? (await ctx.api.listSelected(leaderSelector(ctx.config, peerSelector))).items;
+  const again = state.peersClearedFor === key;
+  const result = await demoteStalePeers({
+    api: ctx.api,
+    config: ctx.config,
+    peers,
+    lease: term.lease,
+    // A term's first pass takes every other leader label off, as the contract says; later passes
+    // only an older term's, so a peer of a newer term is left to win (see yieldTo).
+    fence: again ? term.fence : null,
+    wallClock: ctx.wallClock,
+    stillLeads: valid,
+    observe: (run) => ctx.observe("peer", run),
+    demotedPod: ctx.peerSeen,
+  });
+  if (result.demoted.length > 0) {
+    // `holder` in a sidecar's lines is its own identity (its logger's binding): the lease's goes under `leader`.
+    ctx.logger.warn(
+      {
+        pods: result.demoted,
+        ...(term.role === ROLE.leader ? { fence: term.fence } : { leader: term.holder }),
+        ...(again ? { again: true } : {}),
+      },
+      term.role === ROLE.leader
+        ? "took a stale leader label off other pods"
+        : "the lease is held in another cluster: took a stale leader label off pods of this cluster",
+    );
+  }
+  if (!result.stoppedEarly) state.peersClearedFor = key;
+  if (term.fence === null) return null;
+  const left = peers.filter((pod) => !result.demoted.includes(pod.metadata?.name as string));
+  return newerLeader(left, ctx.config, term.lease, term.fence);
+}
+
+/** Leaves the leader label to a peer of a newer term, saying so once per term and peer. */
+function yieldTo(state: PublisherState, ctx: ReconcileContext, term: LeadershipState, peer: string): void {
+  const said = `${termKey(term)}>${peer}`;
+  if (state.yieldedFor === said) return;
+  state.yieldedFor = said;
+  ctx.logger.warn(
+    { fence: term.fence, pod: peer },
+    "a peer is labelled leader by a newer term (higher fence): not labelling this pod leader while this process still believes it leads",
+  );
 }

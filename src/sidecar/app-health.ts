@@ -6,9 +6,13 @@
 import type { Logger } from "pino";
 import type { HealthConfig } from "../config/health-config.ts";
 import { monotonicClock } from "../election/clock.ts";
-import { applicationReadiness, isHealthyCandidate, type ReadinessRule } from "../kube/app-readiness.ts";
+import {
+  applicationReadiness,
+  containersReady,
+  isHealthyCandidate,
+  type ReadinessRule,
+} from "../kube/app-readiness.ts";
 import type { Pod } from "../kube/client/api-types.ts";
-import { POD_CONTRACT } from "../kube/pod-contract.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import { HealthGate } from "./health-gate.ts";
 import { probeHealth } from "./health-probe.ts";
@@ -47,7 +51,7 @@ export function startAppHealth(
         (pod) => pod.metadata?.annotations?.[lease.annotation] === lease.name,
       );
       const healthy = peers.find((pod) =>
-        config.source === "pod" ? isHealthyCandidate(pod, rule) : podReady(pod),
+        config.source === "pod" ? isHealthyCandidate(pod, rule) : containersReady(pod),
       );
       return healthy?.metadata?.name ?? null;
     },
@@ -79,11 +83,4 @@ export function startAppHealth(
       gate.stop();
     },
   };
-}
-
-/** ContainersReady, not Ready: a readiness gate on the leader condition keeps a follower's Ready False. */
-function podReady(pod: Pod): boolean {
-  if (pod.metadata?.deletionTimestamp) return false;
-  if (pod.metadata?.annotations?.[POD_CONTRACT.notCampaigningAnnotation]) return false;
-  return pod.status?.conditions?.some((c) => c.type === "ContainersReady" && c.status === "True") ?? false;
 }

@@ -84,7 +84,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       },
       (term) => {
         const elector = view.electors?.find((e) => e.key === term.lease);
-        return elector !== undefined && elector.isLeader() && elector.status().fence === term.fence;
+        return elector?.isLeader() === true && elector.status().fence === term.fence;
       },
       (pod) => appHealth?.onPod(pod),
     );

@@ -97,7 +97,10 @@ await onEachKubeServer("publisher across clusters suite", (kube) => {
     h.publisher.setDesired(follower(WEST_HOLDER));
     await until("the holder on the pod", () => h.publisher.state().published);
     expect(await annotations()).not.toHaveProperty("pglease.io/leader-cluster");
-    expect(h.server.requests.some((r) => r.verb === "list" && r.query.labelSelector)).toBe(false);
+    // No list of leader-labelled peers (the peer watch's own list selects by the workload's labels only).
+    expect(
+      h.server.requests.some((r) => r.verb === "list" && r.query.labelSelector?.includes("pglease.io/role")),
+    ).toBe(false);
     expect(role(await h.pod("orders-1"))).toBe("leader");
   });
 });

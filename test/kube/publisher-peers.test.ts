@@ -50,6 +50,21 @@ async function seedLeader(
   expect(seeded.metadata?.name).toBe(name);
 }
 
+/** The watches of the peer view (its own pod's has a field selector). */
+const peerWatches = () => h.server.requests.filter((r) => r.verb === "watch" && r.query.labelSelector);
+
+/** Every watch of the peers refused from now on: the peer view never knows them, peers are listed. */
+async function refusePeerWatches(): Promise<void> {
+  h.server.faults.failNext({
+    match: (r) => r.watch && r.query.get("labelSelector") !== null,
+    status: 500,
+    count: 1_000,
+  });
+  // The one streaming now ends; its successors are refused.
+  h.server.faults.dropWatches();
+  await until("a refused watch of the peers", () => peerWatches().some((w) => w.status === 500));
+}
+
 await onEachKubeServer("publisher peers suite", (kube) => {
   describe("gap, never overlap", () => {
     it("clears a stale leader label of the same lease on other pods before labelling itself", async () => {
@@ -59,6 +74,8 @@ await onEachKubeServer("publisher peers suite", (kube) => {
       await seedLeader("orders-3", APP_LABELS, "billing-sync");
       await seedLeader("other-app-0", { "app.kubernetes.io/name": "other" }, "orders-sync");
       await h.publisher.start(follower());
+      await until("a watch of the peers", () => peerWatches().length > 0);
+      const watched = peerWatches()[0]?.query.labelSelector;
       h.server.clearRequests();
 
       h.publisher.setDesired(leader(8));
@@ -73,10 +90,9 @@ await onEachKubeServer("publisher peers suite", (kube) => {
         POD,
         `${POD}/status`,
       ]);
-      const list = h.server.requests.find((r) => r.verb === "list");
-      expect(list?.query.labelSelector).toBe(
-        "app.kubernetes.io/name=orders,app.kubernetes.io/instance=prod,pglease.io/role=leader",
-      );
+      // Known from its watch of the peers: nothing is listed at the moment of handover.
+      expect(h.server.requests.filter((r) => r.verb === "list")).toEqual([]);
+      expect(watched).toBe("app.kubernetes.io/name=orders,app.kubernetes.io/instance=prod");
       for (const name of ["orders-1", "orders-2"]) {
         const pod = await h.pod(name);
         expect(role(pod)).toBe("follower");
@@ -120,10 +136,16 @@ await onEachKubeServer("publisher peers suite", (kube) => {
       await seedLeader("orders-1", APP_LABELS, "orders-sync");
       await seedLeader("orders-2", APP_LABELS, "orders-sync");
       await h.publisher.start(follower());
+      await refusePeerWatches();
       h.server.clearRequests();
-      const list = h.server.faults.hang({ match: { method: "GET", path: /\/pods$/ } });
+      const list = h.server.faults.hang({ match: { method: "GET", path: /\/pods$/, watch: false } });
       h.publisher.setDesired(leader(8));
       await list.waitForHeld(1);
+      // Without a healthy watch of the peers, the leader-labelled ones are listed at the handover.
+      const listed = h.server.requests.find((r) => r.verb === "list" && r.query.labelSelector);
+      expect(listed?.query.labelSelector).toBe(
+        "app.kubernetes.io/name=orders,app.kubernetes.io/instance=prod,pglease.io/role=leader",
+      );
       leads = false;
       list.release();
       await until("the pass to give up", () => /no longer leads/.test(h.publisher.state().lastError ?? ""));
@@ -185,6 +207,20 @@ await onEachKubeServer("publisher peers suite", (kube) => {
       expect(h.server.requests.some((r) => r.verb === "list" && r.query.labelSelector)).toBe(false);
       expect(role(await h.pod("orders-1"))).toBe("leader");
       expect(h.logs.filter((l) => l.level >= 40)).toEqual([]);
+    });
+
+    it("still lists the peers for the health gate's candidates with peerSelector: null", async () => {
+      h = await startHarness(kube, { config: { peerSelector: null } });
+      await h.server.seedPod({ metadata: { name: "orders-1", namespace: NAMESPACE, labels: APP_LABELS } });
+      await h.server.seedPod({
+        metadata: { name: "other-0", namespace: NAMESPACE, labels: { app: "other" } },
+      });
+      await h.publisher.start(follower());
+      // The selector built from the pod's own labels: demotion is off, finding candidates is not.
+      expect((await h.publisher.listPeers()).map((p) => p.metadata?.name)).toEqual(["orders-1"]);
+      expect(h.server.requests.find((r) => r.query.labelSelector)?.query.labelSelector).toBe(
+        "app.kubernetes.io/name=orders,app.kubernetes.io/instance=prod",
+      );
     });
 
     it("uses a configured peer selector", async () => {

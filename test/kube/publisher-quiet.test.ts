@@ -1,5 +1,6 @@
-// A quiet pod's cost on the API server, and drift repair without the periodic re-read: the watch
-// resumes from its last resourceVersion, so nothing is re-read while a watch streams.
+// A quiet pod's cost on the API server, and drift repair without the periodic re-read: the watches
+// (its own pod, its peers) resume from their last resourceVersion, so nothing is re-read while
+// they stream.
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/election/clock.ts";
 import { PUBLISH_DEFAULTS } from "../../src/kube/publish-config.ts";
@@ -38,7 +39,8 @@ async function startedAsLeader(kube: Parameters<typeof startHarness>[0], clock: 
   h.publisher.setDesired(leader(7));
   await until("leader on the pod", () => h.publisher.state().published);
   await until("its LeaderElected event", async () => (await h.server.events(NAMESPACE)).length > 0);
-  await h.server.waitForWatches(1);
+  // Its own pod's and its peers'.
+  await h.server.waitForWatches(2);
 }
 
 /** Moves the clock on a minute at a time, letting what each minute starts (a renewal) run. */
@@ -49,7 +51,8 @@ async function passQuietly(clock: ManualClock, ms: number): Promise<void> {
   }
 }
 
-const watches = () => h.server.requests.filter((r) => r.verb === "watch");
+/** The watches of its own pod (the peer view's have a label selector). */
+const watches = () => h.server.requests.filter((r) => r.verb === "watch" && r.query.fieldSelector);
 
 const reads = () => h.server.requests.filter((r) => r.verb === "get" || r.verb === "list");
 
@@ -60,9 +63,9 @@ await onEachKubeServer("publisher quiet-cost suite", (kube) => {
       await startedAsLeader(kube, clock);
       h.server.clearRequests();
       await passQuietly(clock, HOUR_MS);
-      await until("a watch streaming", async () => {
+      await until("both watches streaming", async () => {
         clock.advance(50);
-        return h.server.openWatches === 1;
+        return h.server.openWatches === 2;
       });
       const quiet = h.server.requests.map((r) => `${r.verb} ${r.resource}`);
       expect(quiet.length, quiet.join(", ")).toBeLessThanOrEqual(QUIET_HOUR_BUDGET);
@@ -80,8 +83,11 @@ await onEachKubeServer("publisher quiet-cost suite", (kube) => {
       await startedAsLeader(kube, clock);
       h.server.clearRequests();
       // The server ends the watch (its timeout) and refuses the next one once: a gap with no watch.
-      h.server.faults.failNext({ match: { watch: true }, status: 500 });
-      expect(h.server.faults.dropWatches({ mode: "end" })).toBe(1);
+      h.server.faults.failNext({
+        match: (r) => r.watch && r.query.get("fieldSelector") !== null,
+        status: 500,
+      });
+      expect(h.server.faults.dropWatches({ mode: "end" })).toBe(2);
       // The pauses between watches are on the publisher's clock.
       await until("the refused watch", () => {
         clock.advance(50);
