@@ -79,7 +79,7 @@ export const TARGETS: TargetSpec[] = [
     unit: "ms",
     op: "<",
     threshold: 20,
-    note: "the database side step by step is the lease-ops group's graceful handover table; the rest is the processes' scheduling",
+    note: "counts the stopping pod's demotion (its label patch comes before the release, DESIGN §4) and the processes' scheduling; the database steps alone are the lease-ops group's graceful handover table",
   },
   {
     id: "graceful-labelled",
