@@ -2,52 +2,45 @@
 // tick runs one store call, turns the answer into a Decision (decide.ts) and applies it.
 // A separate deadline timer ends leadership locally even while a call hangs.
 import { EventEmitter } from "node:events";
-import { settledWithin, withDeadline } from "./bounded.ts";
+import { withDeadline } from "./bounded.ts";
 import { type Clock, monotonicClock, type Timer } from "./clock.ts";
 import {
-  type Action,
-  afterClaim,
   afterError,
-  afterRead,
-  afterRenew,
   type Context,
   type Decision,
   type ElectionState,
   initialState,
-  lateClaimWon,
   nextAction,
   type Outcome,
-  refusedReleaseFailed,
-  releaseFailed,
-  releasing,
-  resigned,
-  serverClockJumped,
   stepDown,
-  strayTerm,
-  type Term,
   wonWhileStopping,
 } from "./decide.ts";
+import { perform } from "./elector-calls.ts";
+import type { ElectorCore } from "./elector-core.ts";
+import { statusOf } from "./elector-status.ts";
 import {
-  type ElectorEvents,
-  type ElectorOptions,
-  type ElectorStatus,
-  emitSafely,
-  type LeaderSeen,
-  type TickReport,
+  drain,
+  releaseRefused,
+  releaseStrayTerm,
+  releaseTerm,
+  settleUncertainClaim,
+} from "./elector-stop.ts";
+import type {
+  ElectorEvents,
+  ElectorOptions,
+  ElectorStatus,
+  LeaderSeen,
+  TickReport,
 } from "./elector-types.ts";
+import { emitSafely } from "./elector-types.ts";
 import { LeaderWork } from "./leader-work.ts";
 import { ServerClockWatch } from "./server-clock.ts";
 import { wakeAt } from "./shared-ticks.ts";
 import { type Timing, timingOrThrow } from "./timing.ts";
 import { UnansweredWrites } from "./unanswered-writes.ts";
+import { subscribeWakeUps } from "./wake-ups.ts";
 
-export type {
-  ElectorOptions,
-  ElectorStatus,
-  LeaderSeen,
-  LeaderTerm,
-  TickReport,
-} from "./elector-types.ts";
+export type { ElectorOptions, ElectorStatus, LeaderSeen, LeaderTerm, TickReport } from "./elector-types.ts";
 export type { ClockStepReport } from "./server-clock.ts";
 
 export class Elector extends EventEmitter<ElectorEvents> {
@@ -79,7 +72,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
   /** The highest fence ever handed to leader work or status(); every new term must exceed it. */
   #handedOut = 0;
   readonly #unanswered: UnansweredWrites;
-  readonly #serverClock: ServerClockWatch;
+  /** What the store calls and the stop path see of this elector (elector-core.ts). */
+  readonly #core: ElectorCore;
 
   constructor(options: ElectorOptions) {
     super();
@@ -98,39 +92,49 @@ export class Elector extends EventEmitter<ElectorEvents> {
       ...(options.sessionTakeover ? { sessionTakeover: true } : {}),
     };
     this.#unanswered = new UnansweredWrites(this.#clock, this.timing.callTimeoutMs);
-    this.#serverClock = new ServerClockWatch(this.key, this.timing.safetyMarginMs);
     this.#work = options.lead
       ? new LeaderWork(this.#clock, this.#stopTimeoutMs, options.lead, (error) =>
           emitSafely(this, "work-error", error),
         )
       : null;
     this.#leaderSeen = { key: this.key, holder: null, fence: null };
+    this.#core = this.#coreView();
+  }
+
+  #coreView(): ElectorCore {
+    return {
+      key: this.key,
+      holder: this.holder,
+      timing: this.timing,
+      ctx: this.#ctx,
+      clock: this.#clock,
+      options: this.#opts,
+      work: this.#work,
+      unanswered: this.#unanswered,
+      serverClock: new ServerClockWatch(this.key, this.timing.safetyMarginMs),
+      stopTimeoutMs: this.#stopTimeoutMs,
+      events: this,
+      state: () => this.#state,
+      handedOut: () => this.#handedOut,
+      apply: (decision, action, durationMs, schedule) => this.#apply(decision, action, durationMs, schedule),
+      call: (operation) => withDeadline(this.#clock, this.timing.callTimeoutMs, operation),
+    };
   }
 
   /** Starts campaigning. Returns at once; watch the events or status(). */
   start(): void {
     if (this.#started) return;
     this.#started = true;
-    const feed = this.#opts.releases;
-    // A notice makes a follower claim at once (nextAction says why that is safe even when it is
-    // forged), and a leader renew at once: an operator's release of its lease then ends it at once.
-    // A reconnection (notices may have been missed) or a feed no longer known healthy makes a
-    // follower read at once; from then on it polls until the feed is healthy again.
     const look = () => {
       if (this.#stopping) return;
       this.#lookAgain = true;
       this.#schedule(this.#clock.now());
     };
-    const noticed = (key: string) => {
-      if (key !== this.key) return;
+    const noticed = () => {
       this.#noticed = true;
       look();
     };
-    if (feed) this.#unsubscribe.push(feed.subscribe(noticed));
-    if (feed?.subscribeReconnects) this.#unsubscribe.push(feed.subscribeReconnects(look));
-    if (feed?.subscribeUnhealthy) this.#unsubscribe.push(feed.subscribeUnhealthy(look));
-    // The gate closing makes a leader hand over at once; opening makes a follower look, and claim.
-    if (this.#opts.campaign) this.#unsubscribe.push(this.#opts.campaign.subscribe(look));
+    this.#unsubscribe = subscribeWakeUps(this.key, this.#opts, look, noticed);
     this.#schedule(this.#clock.now());
   }
 
@@ -141,24 +145,16 @@ export class Elector extends EventEmitter<ElectorEvents> {
   }
 
   status(): ElectorStatus {
-    const { observed } = this.#state;
-    // Answered from the clock, not only the state: a loop that was blocked past the deadline may
-    // serve a request before its deadline timer runs.
-    const term = this.isLeader() ? this.#state.term : null;
-    const role = term ? "leader" : "follower";
-    return {
+    return statusOf({
       key: this.key,
       holder: this.holder,
-      role,
-      fence: term?.fence ?? null,
-      leader: role === "leader" ? this.holder : (observed?.holder ?? null),
-      leaderFence: term?.fence ?? observed?.fence ?? null,
-      expiresAt: term?.expiresAt ?? observed?.expiresAt ?? null,
+      state: this.#state,
+      leading: this.isLeader(),
+      now: this.#clock.now(),
       lastOutcome: this.#lastOutcome,
       since: this.#since,
-      deadlineInMs: term ? Math.max(0, term.deadline - this.#clock.now()) : null,
       notCampaigning: this.#opts.campaign?.reasonNotToLead() ?? null,
-    };
+    });
   }
 
   #schedule(at: number): void {
@@ -189,7 +185,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
 
   async #runTick(): Promise<void> {
     // Only when there is one: otherwise the call goes out in this very turn of the event loop.
-    if (this.#state.role === "follower" && this.#unanswered.claimPending) await this.#settleUncertainClaim();
+    if (this.#state.role === "follower" && this.#unanswered.claimPending)
+      await settleUncertainClaim(this.#core);
     if (this.#stopping) return;
     const generation = this.#generation;
     const sentAt = this.#clock.now();
@@ -204,7 +201,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#lookAgain = false;
     let decision: Decision;
     try {
-      decision = await this.#perform(ctx, action, sentAt, unfit);
+      decision = await perform(this.#core, ctx, action, sentAt, unfit);
     } catch (error) {
       decision = afterError(ctx, this.#state, action, error, this.#clock.now());
     }
@@ -216,7 +213,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
       decision = wonWhileStopping(this.#ctx, decision.state.term.fence, this.#clock.now());
     }
     this.#apply(decision, action, this.#clock.now() - sentAt, !this.#stopping);
-    if (decision.release !== undefined) await this.#releaseRefused(decision.release);
+    if (decision.release !== undefined) await releaseRefused(this.#core, decision.release);
   }
 
   /** The context of one tick: whether notices are heard is asked of the feed each time. */
@@ -224,89 +221,6 @@ export class Elector extends EventEmitter<ElectorEvents> {
     // Under session takeover followers keep reading: no notice says a holder's session is gone.
     const healthy = !this.#ctx.sessionTakeover && (this.#opts.releases?.healthy?.() ?? false);
     return healthy ? { ...this.#ctx, noticesHealthy: true } : this.#ctx;
-  }
-
-  async #perform(ctx: Context, action: Action, sentAt: number, unfit: string | null): Promise<Decision> {
-    const { store } = this.#opts;
-    const { leaseDurationMs } = this.timing;
-    if (action === "resign") return this.#handOver(unfit ?? "its campaign gate closed");
-    if (action === "renew") {
-      const term = this.#state.term;
-      if (!term) throw new Error("renew without a term");
-      const renew = store.renew(this.key, this.holder, term.fence, leaseDurationMs);
-      const answer = await this.#unanswered.write(renew, (o) => this.#call(o));
-      const receivedAt = this.#clock.now();
-      const step = answer.renewed ? this.#observeServer(answer, sentAt, receivedAt) : null;
-      if (step?.direction === "forward") return serverClockJumped(ctx, this.#state, step.sizeMs, receivedAt);
-      return afterRenew(ctx, this.#state, answer, sentAt, receivedAt);
-    }
-    if (action === "read") {
-      const view = await this.#call(store.read(this.key));
-      const receivedAt = this.#clock.now();
-      if (view) this.#observeServer(view, sentAt, receivedAt);
-      // Asked again: the gate may have closed while the read was out, and a claim follows at once.
-      const decision = afterRead(ctx, view, receivedAt, this.#opts.campaign?.reasonNotToLead() ?? null);
-      // Free, expired or ours: claim in the same tick.
-      if (decision) return decision;
-      sentAt = receivedAt;
-    }
-    const claim = store.claim(this.key, this.holder, leaseDurationMs);
-    const answer = await this.#unanswered.claim(claim, (o) => this.#call(o));
-    const receivedAt = this.#clock.now();
-    this.#observeServer(answer, sentAt, receivedAt);
-    return afterClaim(ctx, answer, sentAt, receivedAt, this.#handedOut);
-  }
-
-  /**
-   * The campaign gate closed while leading: as stop() does, the work ends and beforeRelease runs
-   * (bounded, and never past the deadline), then a write still queued on the server settles, so no
-   * renew revives the term after its release. The caller applies the decision, then releases.
-   */
-  async #handOver(reason: string): Promise<Decision> {
-    const term = this.#state.term;
-    if (!term) throw new Error("a hand-over without a term");
-    this.#work?.abort(`handing over lease ${this.key}: ${reason}`);
-    await this.#drain(term, reason);
-    await this.#unanswered.settled();
-    return resigned(this.#ctx, term.fence, reason, this.#clock.now());
-  }
-
-  /** A store call bounded on the elector's own clock, so a hung pool or socket costs one tick. */
-  #call<T>(operation: Promise<T>): Promise<T> {
-    return withDeadline(this.#clock, this.timing.callTimeoutMs, operation);
-  }
-
-  /** Feeds one answer's server time to the clock watch; a step is reported, and returned. */
-  #observeServer(
-    answer: { expiresAt: Date | null; ttlMs: number | null },
-    sentAt: number,
-    receivedAt: number,
-  ) {
-    const step = this.#serverClock.observe(answer, sentAt, receivedAt);
-    if (answer.expiresAt !== null && answer.ttlMs !== null) {
-      const serverNowMs = answer.expiresAt.getTime() - answer.ttlMs;
-      emitSafely(this, "server-time", { serverNowMs, roundTripMs: receivedAt - sentAt });
-    }
-    if (step) emitSafely(this, "clock-step", step);
-    return step;
-  }
-
-  /** A follower first waits (bounded) for a claim that got no answer: if it won after all, that term is refused. */
-  async #settleUncertainClaim(): Promise<void> {
-    const answer = await this.#unanswered.settleClaim();
-    if (!answer?.won) return;
-    this.#apply(lateClaimWon(this.#ctx, answer.fence, this.#clock.now()), "claim", 0, false);
-    await this.#releaseRefused(answer.fence);
-  }
-
-  /** Ends a term this elector won but will not lead; if that fails, it ends at its expiry. */
-  async #releaseRefused(fence: number): Promise<void> {
-    try {
-      await this.#call(this.#opts.store.release(this.key, this.holder, fence));
-    } catch (error) {
-      const failed = refusedReleaseFailed(this.#ctx, this.#state, fence, error, this.#clock.now());
-      this.#apply(failed, "release", 0, false);
-    }
   }
 
   #apply(decision: Decision, action: TickReport["action"], durationMs: number, schedule = true): void {
@@ -378,53 +292,13 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#work?.abort(`stopping: releasing lease ${this.key}`);
     await this.#inflight;
     const term = this.#state.role === "leader" ? this.#state.term : null;
-    if (term) await this.#drain(term, "stopping");
+    if (term) await drain(this.#core, term, "stopping");
     else await this.#work?.ended(this.#stopTimeoutMs);
     // A write still queued on the server could commit after the release: a renew would revive the
     // term, a claim would take one nobody leads. The server's statement timeout bounds the wait.
     await this.#unanswered.settled();
-    if (term) await this.#releaseTerm(term.fence);
-    else if (this.#unanswered.any) await this.#releaseStrayTerm();
+    if (term) await releaseTerm(this.#core, term.fence);
+    else if (this.#unanswered.any) await releaseStrayTerm(this.#core);
     this.#deadline?.cancel();
-  }
-
-  /** Waits for the work, then beforeRelease: each bounded, and never past the local deadline. */
-  async #drain(term: Term, reason: string): Promise<void> {
-    // The deadline timer stays armed and steps down if a wait runs that long.
-    const bound = () => Math.max(0, Math.min(this.#stopTimeoutMs, term.deadline - this.#clock.now()));
-    await this.#work?.ended(bound());
-    const demote = this.#opts.beforeRelease;
-    if (demote) {
-      const demoted = Promise.resolve().then(() => demote({ key: this.key, fence: term.fence, reason }));
-      await settledWithin(this.#clock, bound(), demoted);
-    }
-  }
-
-  /** Ends the term here first (unless its deadline or a loss already did), then on the server. */
-  async #releaseTerm(fence: number): Promise<void> {
-    if (this.#state.role === "leader") {
-      this.#apply(releasing(this.#ctx, fence, this.#clock.now()), "release", 0, false);
-    }
-    const sentAt = this.#clock.now();
-    try {
-      // Scoped to this term's fence: harmless if the term already ended.
-      await this.#call(this.#opts.store.release(this.key, this.holder, fence));
-    } catch (error) {
-      const failed = releaseFailed(this.#ctx, fence, error, this.#clock.now());
-      this.#apply(failed, "release", this.#clock.now() - sentAt, false);
-    }
-  }
-
-  /** A write without a timely answer may have left a live term in this holder's name: release it. */
-  async #releaseStrayTerm(): Promise<void> {
-    try {
-      const view = await this.#call(this.#opts.store.read(this.key));
-      if (view && view.holder === this.holder && view.ttlMs > 0) {
-        this.#apply(strayTerm(this.#ctx, view.fence, this.#clock.now()), "release", 0, false);
-        await this.#releaseRefused(view.fence);
-      }
-    } catch {
-      // Unreachable: the term, if any, ends at its expiry on the server.
-    }
   }
 }

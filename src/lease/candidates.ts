@@ -82,6 +82,13 @@ const listSql = (t: LeaseTable) => `
    WHERE $1::text IS NULL OR key = $1
    ORDER BY key, priority DESC, started_at, holder`;
 
+// The live candidates that lead, of many keys at once: a stopping process asks once for all it leads.
+const liveOfSql = (t: LeaseTable) => `
+  SELECT key, holder, pod, priority, revision, leads, started_at, seen_at, true AS live
+    FROM ${t.candidates}
+   WHERE key = ANY($1::text[]) AND leads AND seen_until > clock_timestamp()
+   ORDER BY key, priority DESC, started_at, holder`;
+
 /** What a candidate learns from its own announcement, per key. */
 export interface Standing {
   /** The highest priority among the other live candidates that lead; null when there is none. */
@@ -115,13 +122,18 @@ export class CandidateStore {
   readonly table: string;
   readonly #pool: pg.Pool;
   readonly #timeoutMs: number;
-  readonly #sql: { announce: string; withdraw: string; list: string };
+  readonly #sql: { announce: string; withdraw: string; list: string; liveOf: string };
 
   constructor(pool: pg.Pool, table: LeaseTable, statementTimeoutMs: number) {
     this.table = table.candidates;
     this.#pool = pool;
     this.#timeoutMs = statementTimeoutMs;
-    this.#sql = { announce: announceSql(table), withdraw: withdrawSql(table), list: listSql(table) };
+    this.#sql = {
+      announce: announceSql(table),
+      withdraw: withdrawSql(table),
+      list: listSql(table),
+      liveOf: liveOfSql(table),
+    };
   }
 
   /**
@@ -172,9 +184,25 @@ export class CandidateStore {
 
   /** Every candidate of `key` (or of every key), best first: priority, then the earliest to campaign. */
   async list(key: string | null = null): Promise<Candidate[]> {
+    return this.#select(this.#sql.list, key);
+  }
+
+  /** The live candidates that lead, of each of `keys`, in one statement: keys without one are absent. */
+  async liveOf(keys: readonly string[]): Promise<Map<string, Candidate[]>> {
+    const byKey = new Map<string, Candidate[]>();
+    if (keys.length === 0) return byKey;
+    for (const candidate of await this.#select(this.#sql.liveOf, keys)) {
+      const of = byKey.get(candidate.key);
+      if (of) of.push(candidate);
+      else byKey.set(candidate.key, [candidate]);
+    }
+    return byKey;
+  }
+
+  async #select(text: string, value: unknown): Promise<Candidate[]> {
     const { rows } = await this.#pool.query<Row>({
-      text: this.#sql.list,
-      values: [key],
+      text,
+      values: [value],
       query_timeout: this.#timeoutMs,
     } as pg.QueryConfig);
     return rows.map((r) => ({

@@ -1,6 +1,7 @@
 // Candidates and planned handover through the library, several processes' lease stacks on one
 // real PostgreSQL: the leader hears the request, ends its work, runs beforeRelease and releases;
 // the named candidate claims first; a stopping leader reserves for its best successor.
+import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { HandoverRefused } from "../../src/candidacy/plan.ts";
 import { readHistory } from "../../src/lease/history-store.ts";
@@ -116,6 +117,41 @@ it("a stopping leader reserves the lease for its best successor: priority, then 
     expect((await fresh.candidates("k3")).map((x) => x.holder).sort()).toEqual(["fresh", "peer"]);
   } finally {
     await closeAll([old, peer, fresh]);
+  }
+});
+
+it("a stopping leader of many leases reads their candidates in one statement, and still reserves each for its successor", async () => {
+  const pool = new pg.Pool({ connectionString: db.url, max: 4 });
+  const candidateReads: string[] = [];
+  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+  pool.query = ((...args: unknown[]) => {
+    const config = args[0] as { text?: string } | string;
+    const text = typeof config === "string" ? config : (config.text ?? "");
+    if (text.includes("pglease_leases_candidates") && !/INSERT|DELETE/.test(text)) candidateReads.push(text);
+    return query(...args);
+  }) as typeof pool.query;
+  const many = await openLeases({ pool, holder: "many", pod: { name: "many-pod" }, restartTakeover: false });
+  const successor = await open("successor");
+  const keys = ["m0", "m1", "m2", "m3", "m4"];
+  try {
+    const electors = keys.map((key) => many.campaign(key));
+    await expect.poll(() => electors.every((e) => e.isLeader())).toBe(true);
+    // A successor for three of the five: the other two are released to nobody.
+    const followers = keys.slice(0, 3).map((key) => successor.campaign(key));
+    await expect
+      .poll(async () => (await many.candidates()).filter((x) => x.holder === "successor" && x.live).length)
+      .toBe(3);
+    candidateReads.length = 0;
+    await many.close();
+    expect(candidateReads).toHaveLength(1);
+    await expect.poll(() => followers.every((e) => e.isLeader())).toBe(true);
+    for (const key of keys.slice(0, 3)) {
+      const history = await readHistory(successor.store.pool, successor.store.table, { key, limit: 10 });
+      expect(history.at(-1)).toMatchObject({ holder: "successor", reason: "handover" });
+    }
+  } finally {
+    await closeAll([many, successor]);
+    await pool.end();
   }
 });
 
