@@ -6,8 +6,11 @@ import { RESTART_PROOF_PATTERN } from "../election/identity.ts";
 // One instant per statement for what it writes and reports, so the expiry and the ttl agree.
 export const NOW = "now AS (SELECT clock_timestamp() AS t)";
 export const TTL_MS = (col: string) => `(extract(epoch FROM ${col} - now.t) * 1000)::float8`;
-// Whether a term is still live is decided by the clock when the row is locked, not when the
-// statement started: a statement that queued behind a lock past the expiry finds the term over.
+// Whether a term is still live is decided by the clock when the statement reaches the row, and
+// again when the row is locked only if another transaction changed it meanwhile (PostgreSQL
+// re-checks a WHERE only on a new row version): a renew queued behind a mere FOR UPDATE may commit
+// past the expiry. Nobody can claim between (claims queue on the same row lock, then see the
+// renewed row); test/sim/model-vs-postgres holds the model to both cases.
 export const LIVE = "lease.expires_at > clock_timestamp()";
 
 // A holder's restart proof: {lock token, bind instant}, or NULL without one (src/election/identity.ts).
