@@ -23,7 +23,7 @@ import type { PodApi } from "./pod-api.ts";
 import { ROLE } from "./pod-contract.ts";
 import { type PublishConfig, peerSelectorFor } from "./publish-config.ts";
 import type { PatchObservation } from "./publisher-contract.ts";
-import { type PublisherState, podShowsDesired, termKey } from "./publisher-state.ts";
+import { isOlder, type PublisherState, podShowsDesired, termKey } from "./publisher-state.ts";
 
 export interface ReconcileContext {
   api: PodApi;
@@ -80,15 +80,16 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
     );
   }
   if (superseded()) return;
+  // Labels and condition are two requests that say the same thing: sent together, a handover waits
+  // for one round trip, not two (a demotion before the release, the new leader's label after it).
   const labels = metadataPatch(target.pod, state.pod);
-  if (labels) {
-    ctx.seen(await ctx.observe("metadata", () => ctx.api.patchMetadata(ctx.config.podName, labels)));
-  }
-  if (superseded()) return;
   const condition = conditionPatch(target.pod, state.pod, ctx.wallClock());
-  if (condition) {
-    ctx.seen(await ctx.observe("status", () => ctx.api.patchStatus(ctx.config.podName, condition)));
-  }
+  const answers = await Promise.all([
+    labels && ctx.observe("metadata", () => ctx.api.patchMetadata(ctx.config.podName, labels)),
+    condition && ctx.observe("status", () => ctx.api.patchStatus(ctx.config.podName, condition)),
+  ]);
+  // The later version carries both changes, whichever answer came back first.
+  for (const pod of answers.filter((a): a is Pod => !!a).sort(byVersion)) ctx.seen(pod);
   // Without this a server that answers patches but never reflects them would spin the loop.
   if (!superseded() && !podShowsDesired(state)) throw new Error("the pod does not show the patched state");
 }
@@ -159,3 +160,6 @@ function yieldTo(state: PublisherState, ctx: ReconcileContext, term: LeadershipS
     "a peer is labelled leader by a newer term (higher fence): not labelling this pod leader while this process still believes it leads",
   );
 }
+
+/** Oldest first, by resourceVersion. */
+const byVersion = (a: Pod, b: Pod) => (isOlder(a, b) ? -1 : isOlder(b, a) ? 1 : 0);
