@@ -121,6 +121,25 @@ describe("chaos checker: the lease", () => {
     expect(rules(history)).toContain("fence-order");
   });
 
+  it("fence-order: a release after the server clock stepped back moves acquired_at behind the expiry; still the same term", () => {
+    // The 30-minute run (seed 31): the release's END_TERM wrote acquired_at = now − 1 µs, earlier
+    // than the term's own start, because the server clock had stepped back ~2 s; that row was
+    // taken for a new term of the same holder with the same fence.
+    const history = cleanHistory();
+    history.leaseRows[4] = {
+      ...(history.leaseRows[4] as History["leaseRows"][number]),
+      acquiredAt: 6_999.999,
+      expiresAt: 7_000,
+    };
+    expect(rules(history)).toEqual([]);
+  });
+
+  it("fence-order: the same holder's new term under the same fence, its start moved but not to a release's", () => {
+    const history = cleanHistory();
+    history.leaseRows[3] = { ...(history.leaseRows[3] as History["leaseRows"][number]), acquiredAt: 6_500 };
+    expect(rules(history)).toContain("fence-order");
+  });
+
   it("fence-order: a fence that changes inside one term", () => {
     const history = cleanHistory();
     history.leaseRows[1] = { ...(history.leaseRows[1] as History["leaseRows"][number]), fence: 3 };

@@ -13,7 +13,19 @@ export function replicaOfHolder(history: History): (holder: string) => string | 
     null;
 }
 
-const sameTerm = (a: LeaseRow, b: LeaseRow) => a.holder === b.holder && a.acquiredAt === b.acquiredAt;
+/**
+ * Row b continues a's term: the same holder since the same start. A release is the one statement
+ * that may move the start: after a backward step of the server's clock it writes
+ * acquired_at = now − 1 µs (END_TERM in src/lease/statement-parts.ts) so the CHECK holds; that
+ * row keeps the term's fence.
+ */
+const sameTerm = (a: LeaseRow, b: LeaseRow) =>
+  a.holder === b.holder &&
+  (a.acquiredAt === b.acquiredAt ||
+    (b.fence === a.fence &&
+      b.acquiredAt < a.acquiredAt &&
+      b.expiresAt <= b.loggedAt &&
+      Math.round((b.expiresAt - b.acquiredAt) * 1000) === 1));
 
 /** Fences strictly increase across terms, in the lease table and in what the replicas log. */
 export function fenceViolations(history: History): Violation[] {
