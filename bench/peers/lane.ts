@@ -9,6 +9,7 @@ import { Candidate } from "./candidates.ts";
 import { type KubeFixture, startKubeFixture } from "./kube-fixture.ts";
 import { type StatementCounter, startStatementCounter } from "./statement-counter.ts";
 import { argsFor, type PeerTiming, type SystemSpec } from "./systems.ts";
+import { tearDown } from "./teardown.ts";
 import { until } from "./wait.ts";
 
 const LEASE = "bench-election";
@@ -251,22 +252,13 @@ export class Lane {
    * one fails (after Ctrl-C the database server may already be gone), and the first error is thrown.
    */
   async close(): Promise<void> {
-    const steps: Array<() => Promise<unknown> | undefined> = [
+    await tearDown([
       () => Promise.all(this.candidates.map((c) => c.kill("SIGKILL"))),
       () => this.#timer?.close(),
       () => this.#admin?.end(),
       () => Promise.all(this.#kubes.map((k) => k.close())),
       () => this.counter?.close(),
       () => this.database?.drop(),
-    ];
-    let first: unknown;
-    for (const step of steps) {
-      try {
-        await step();
-      } catch (error) {
-        first ??= error;
-      }
-    }
-    if (first !== undefined) throw first;
+    ]);
   }
 }

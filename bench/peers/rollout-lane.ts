@@ -16,6 +16,7 @@ import { Candidate } from "./candidates.ts";
 import { type KubeFixture, startKubeFixture } from "./kube-fixture.ts";
 import type { LaneEnvironment } from "./lane.ts";
 import { argsFor, type PeerTiming, SYSTEMS } from "./systems.ts";
+import { tearDown } from "./teardown.ts";
 import { until } from "./wait.ts";
 
 export type RolloutSystem = "pglease" | "client-go-release";
@@ -204,19 +205,10 @@ export class RolloutLane {
 
   /** Every process killed, the servers and the database undone; each step tried, the first error thrown. */
   async close(): Promise<void> {
-    const steps: Array<() => Promise<unknown> | undefined> = [
+    await tearDown([
       () => Promise.all([...this.candidates.values()].map((c) => c.kill("SIGKILL"))),
       () => this.kube?.close(),
       () => this.database?.drop(),
-    ];
-    let first: unknown;
-    for (const step of steps) {
-      try {
-        await step();
-      } catch (error) {
-        first ??= error;
-      }
-    }
-    if (first !== undefined) throw first;
+    ]);
   }
 }
