@@ -82,9 +82,14 @@ async function steadyLeader(cluster: ChaosCluster, signal: AbortSignal): Promise
   const deadline = Date.now() + FIRST_LEADER_TIMEOUT_MS;
   const written = async () =>
     (await cluster.admin?.query<{ written: boolean }>(ANY_WRITE))?.rows[0]?.written === true;
-  while (cluster.labelledLeader() === null || !(await written())) {
+  // Every replica past its start-up checks too: a fault that cuts a standby's link before a slow
+  // replica inspected the server would leave that replica nothing to warn of.
+  const started = () => cluster.podNames().every((name) => cluster.recorder.campaigning(name));
+  while (cluster.labelledLeader() === null || !started() || !(await written())) {
     if (Date.now() > deadline) {
-      throw new Error(`no labelled, writing leader within ${FIRST_LEADER_TIMEOUT_MS} ms of start`);
+      throw new Error(
+        `no labelled, writing leader with every replica campaigning within ${FIRST_LEADER_TIMEOUT_MS} ms of start`,
+      );
     }
     await sleep(20, undefined, { signal });
   }

@@ -48,6 +48,8 @@ export class Recorder {
   readonly writeErrors = new Map<string, number>();
   /** Replica name → its current process's last transition. */
   readonly #lastOutcome = new Map<string, { outcome: string; time: number }>();
+  /** Processes past their start-up checks: they said they campaign. */
+  readonly #campaigning = new Set<number>();
 
   sidecarStarted(replica: string, pid: number, at: number): void {
     this.incarnations.push({ replica, pid, holder: null, startedAt: at, endedAt: null });
@@ -79,6 +81,7 @@ export class Recorder {
       });
       return;
     }
+    if (typeof line.msg === "string" && line.msg.startsWith("campaigning for ")) this.#campaigning.add(pid);
     if (line.level === "warn" && typeof line.msg === "string") {
       this.warnings.push({ replica: incarnation.replica, time, message: line.msg });
     }
@@ -110,6 +113,12 @@ export class Recorder {
 
   appReadinessChanged(pod: string, ready: boolean, at: number): void {
     this.appReadiness.push({ pod, time: at, ready });
+  }
+
+  /** Whether the replica's latest process got past its start-up checks (what it warns of is logged by then). */
+  campaigning(replica: string): boolean {
+    const latest = this.incarnations.findLast((i) => i.replica === replica);
+    return latest !== undefined && latest.endedAt === null && this.#campaigning.has(latest.pid);
   }
 
   /** The replica whose live process said it leads most recently (a woken old leader may still say so). */
