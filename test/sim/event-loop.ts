@@ -32,6 +32,13 @@ export interface SimEvent {
 const before = (a: SimEvent, b: SimEvent) =>
   a.at - b.at || a.tie - b.tie || a.dueAt - b.dueAt || a.seq - b.seq;
 
+/**
+ * Due at the very instant its process wakes: it is handled with what was held over, in their rank
+ * (a timer after the older ones, a message where the scheduler draws), not ahead of them all.
+ */
+const dueAtWake = (owner: Owner, event: SimEvent) =>
+  owner.frozenUntil > 0 && owner.frozenUntil === event.at && !event.deferred;
+
 export class EventLoop {
   nowUs = 0;
   /** The event being handled, until the checker has seen its effects. */
@@ -112,7 +119,7 @@ export class EventLoop {
       if (event.cancelled || event.owner?.dead) continue;
       this.nowUs = event.at;
       const owner = event.owner;
-      if (owner && owner.frozenUntil > event.at) {
+      if (owner && (owner.frozenUntil > event.at || dueAtWake(owner, event))) {
         this.#defer(event, owner.frozenUntil);
         continue;
       }

@@ -119,6 +119,15 @@ it("a paused process handles what fell due while it slept in the order it fell d
   expect(result.violation).toBeNull();
 });
 
+it("a timer due at the very instant a paused process wakes runs after the timers held over, as Node fires them", async () => {
+  // Seed 12,084,923 of the long run: the gate closed during a pause and was due to open exactly
+  // when the process woke; the open ran ahead of the held-over close and the gate stayed closed
+  // (no-leader). Node's timers phase fires both by due time, the close first.
+  const withUnfit: SimOptions = { ...shipped, families: new Set([...DEFAULT_FAMILIES, "unfit"]) };
+  const result = await runSchedule(makeScenario(12_084_923, withUnfit), withUnfit, { trace: false });
+  expect(result.violation).toBeNull();
+});
+
 it("campaign gates closing and opening (application unready) break no invariant; electors that ignore the gate claim while unfit", async () => {
   const withUnfit: SimOptions = { ...shipped, families: new Set([...DEFAULT_FAMILIES, "unfit"]) };
   const result = await runBatch({
