@@ -26,6 +26,12 @@ export interface OpenLeasesOptions {
   migrate?: boolean;
   /** LISTEN for releases on one dedicated connection (default true); off behind a transaction-mode PgBouncer. */
   notify?: boolean;
+  /**
+   * How often the notice connection is pinged (default 15 s, the default lease duration; the
+   * sidecar uses its lease duration). A notice lost between pings costs a follower at most one
+   * observed expiry; a shorter interval finds a silently dead connection sooner, for more statements.
+   */
+  noticePingIntervalMs?: number;
   /** Named prepared statements (default true); off for PgBouncer < 1.21. */
   preparedStatements?: boolean;
   /**

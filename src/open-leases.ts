@@ -73,6 +73,10 @@ export async function openLeases(options: OpenLeasesOptions = {}): Promise<Lease
       "sessionTakeover needs notify: the notice session is what a holder records and what ends with it; drop notify: false or sessionTakeover",
     );
   }
+  const ping = options.noticePingIntervalMs;
+  if (ping !== undefined && !(Number.isFinite(ping) && ping > 0)) {
+    throw new RangeError(`noticePingIntervalMs must be a positive number of milliseconds, got ${ping}`);
+  }
   if (options.holder?.includes(RESTART_PROOF_MARKER)) {
     throw new RangeError(
       `holder ${JSON.stringify(options.holder)} contains "${RESTART_PROOF_MARKER}", which pglease reserves for the restart proof: choose a holder without it`,
@@ -116,8 +120,7 @@ async function openOnce(
     await inspectServer(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, log);
     if (options.migrate ?? true) await migrate(pool, store.table);
     else await assertTablePresent(pool, store.table);
-    feed =
-      options.notify === false ? undefined : await listen(pool, store, log, options.sessionTakeover ?? false);
+    feed = options.notify === false ? undefined : await listen(pool, store, log, options);
     if (options.sessionTakeover && !feed) {
       log.warn("session takeover is off: LISTEN was refused, so there is no notice session to record");
     }

@@ -131,13 +131,14 @@ export async function listen(
   pool: pg.Pool,
   store: PgLeaseStore,
   log: LeaseLogger,
-  pinnedSession: boolean,
+  options: Pick<OpenLeasesOptions, "sessionTakeover" | "noticePingIntervalMs">,
 ): Promise<PgReleaseFeed | undefined> {
   // The pool's own settings, so a pool passed in is listened to on its own server.
   const feed = new PgReleaseFeed({
     connection: pool.options,
     table: store.table,
-    pinnedSession,
+    pinnedSession: options.sessionTakeover ?? false,
+    ...(options.noticePingIntervalMs ? { pingIntervalMs: options.noticePingIntervalMs } : {}),
     onError: (error) =>
       log.warn("release notices interrupted; polling until reconnected", { err: error.message }),
   });

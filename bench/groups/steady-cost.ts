@@ -18,7 +18,8 @@ const CLIENT_GO_MEAN_FOLLOWER_WAIT = 1.6;
  */
 const PGLEASE_MEAN_WATCH_MS = 2_700_000;
 /** The release feed's check of its listening connection (src/lease/release-feed.ts, its default). */
-const PGLEASE_PING_MS = 5_000;
+// The notice connection's ping: the sidecar sends it once per lease duration.
+const pgleasePingMs = (timing: PeerTiming) => timing.leaseMs;
 /** pglease --no-notify polls every retry: the follower behaviour without notices, side by side. */
 export const STEADY_SYSTEMS: SystemId[] = ["pglease", "pglease-no-notify", "client-go", "advisory-lock"];
 
@@ -63,7 +64,7 @@ export interface SteadyCost {
 function leaderPerHour(system: SystemId, timing: PeerTiming): number {
   const perHour = (periodMs: number) => HOUR_MS / periodMs;
   if (system === "pglease" || system === "pglease-health-gate" || system === "pglease-two-clusters")
-    return perHour(pgleaseRenewMs(timing)) + perHour(PGLEASE_PING_MS);
+    return perHour(pgleaseRenewMs(timing)) + perHour(pgleasePingMs(timing));
   if (system === "pglease-no-notify") return perHour(pgleaseRenewMs(timing));
   return 0;
 }
@@ -82,7 +83,7 @@ function expected(system: SystemId, timing: PeerTiming, pods: number): { stateme
       return {
         statements:
           (leaderPerHour(system, timing) +
-            followers * (perHour(PGLEASE_PING_MS) + perHour(timing.leaseMs - pgleaseRenewMs(timing) / 2))) /
+            followers * (perHour(pgleasePingMs(timing)) + perHour(timing.leaseMs - pgleaseRenewMs(timing) / 2))) /
           pods,
         api,
       };

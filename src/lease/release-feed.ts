@@ -3,7 +3,10 @@
 // PgBouncer LISTEN does not work, and followers fall back to polling.
 //
 // A listening connection only receives, so nothing would notice it dying: a periodic ping with a
-// timeout (and TCP keepalive) finds a terminated or black-holed one in seconds. After every
+// timeout (and TCP keepalive) finds a terminated or black-holed one. The ping is sent once per
+// lease duration, not more often: between pings a follower still reads at each observed expiry,
+// so a notice lost to an unnoticed death costs at most that expiry either way, and a quiet pod's
+// statements stay below a polling advisory lock's. After every
 // reconnection the leases that are free now are announced as if released, because a notice sent
 // while the connection was down is lost. Followers wait on notices only while the feed is known
 // healthy (healthy(): connected and its last check answered in time); a drop makes them poll.
@@ -12,13 +15,15 @@ import pg from "pg";
 import type { ReleaseFeed } from "../election/ports.ts";
 import type { LeaseTable } from "./table.ts";
 
+const DEFAULT_PING_INTERVAL_MS = 15_000;
+
 export interface PgReleaseFeedOptions {
   /** Where to LISTEN: the same server and credentials as the pool (e.g. `pool.options`). */
   connection: pg.ClientConfig;
   table: LeaseTable;
   /** Delay before reconnecting after the listening connection drops (default 1 s). */
   reconnectDelayMs?: number;
-  /** How often the listening connection is checked with a query (default 5 s). */
+  /** How often the listening connection is checked with a query (default 15 s, the default lease duration). */
   pingIntervalMs?: number;
   /** How long that query, or a connection attempt, may take before the connection counts as dead (default 2 s). */
   pingTimeoutMs?: number;
@@ -107,7 +112,7 @@ export class PgReleaseFeed implements ReleaseFeed {
    * connection may die unnoticed; a notice lost then costs a follower at most one observed expiry.
    */
   healthy(): boolean {
-    const { pingIntervalMs = 5_000, pingTimeoutMs = 2_000 } = this.#options;
+    const { pingIntervalMs = DEFAULT_PING_INTERVAL_MS, pingTimeoutMs = 2_000 } = this.#options;
     return (
       !this.#closed &&
       this.#current !== null &&
@@ -124,7 +129,10 @@ export class PgReleaseFeed implements ReleaseFeed {
   /** Resolves once listening; later drops reconnect in the background. */
   async start(): Promise<void> {
     await this.#connect();
-    this.#ping ??= setInterval(() => this.#checkAlive(), this.#options.pingIntervalMs ?? 5_000);
+    this.#ping ??= setInterval(
+      () => this.#checkAlive(),
+      this.#options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
+    );
     this.#ping.unref();
   }
 

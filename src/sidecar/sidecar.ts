@@ -145,6 +145,7 @@ function leaseOptions(
     table: config.database.table,
     migrate: config.migrate,
     notify: config.notify,
+    noticePingIntervalMs: config.timing.leaseDurationMs,
     preparedStatements: config.database.preparedStatements,
     serverTimeouts: config.database.serverTimeouts,
     historyRetention: config.history,

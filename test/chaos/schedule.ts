@@ -163,7 +163,7 @@ function planFault(
     // How long the table stays gone before the migration makes it again.
     "table-drop": () => between(random, 100, leaseMs),
     "listen-kill": () => 0,
-    // Past the feed's ping interval (5 s) plus its timeout, sometimes: it must notice by itself.
+    // Past the feed's ping interval (one lease) plus its timeout (2 s), sometimes: it must notice by itself.
     "listen-blackhole": () => between(random, leaseMs, 8_000),
     "clock-step": () => between(random, leaseMs, leaseMs * 2),
     // Past the grace period: the leader must hand over, then take its application back.
