@@ -125,6 +125,15 @@ export const TARGETS: TargetSpec[] = [
     note: "most of it is the JavaScript of 10,000 elector stops before the one release statement",
   },
   {
+    id: "steady-db-statements",
+    target: "database statements from a quiet pod (notices on), at or below the advisory lock's polling",
+    figure: `${PGLEASE_STEADY}.statements.perPodPerHour`,
+    unit: "per pod-hour",
+    op: "<=",
+    threshold: 1_200,
+    note: "the advisory lock's followers try every retry period (2 s at client-go's defaults): 1,200 per pod-hour with 3 pods; the steady-state table has both, measured",
+  },
+  {
     id: "pinned-connections",
     target: "connections pinned per pod: none from the pool, only the optional LISTEN",
     figure: `${PGLEASE_STEADY}.connections.pinnedPerPod`,
