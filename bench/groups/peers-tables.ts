@@ -152,8 +152,8 @@ function steadyTable(figures: PeerFigures): Table {
     ]),
     notes: [
       "Measured: counted in the window, × 1 h ÷ window ÷ pods. Statements and new connections: counted on the wire by a proxy in front of a database of the system's own.",
-      "Per follower: the leader's fixed-period statements (pglease: renew every lease/3, a ping every 5 s; the advisory lock: none) taken out, the rest per follower.",
-      "Expected, per pod: pglease's leader renews every lease/3; with notices its followers read once per observed expiry (every lease − renew/2 on average) and each pod's notice connection is pinged every 5 s, without (--no-notify) followers read every retry; client-go's leader writes every retry and followers read every 1.6 retries on average (jitter 1.2); the advisory lock's followers try every retry.",
+      "Per follower: the leader's fixed-period statements (pglease: renew every lease/3, a notice-connection ping and a candidates' announcement every lease; the advisory lock: none) taken out, the rest per follower.",
+      "Expected, per pod: pglease's leader renews every lease/3; with notices its followers read once per observed expiry (every lease − renew/2 on average) and each pod pings its notice connection once per lease, without (--no-notify) followers read every retry; every pglease pod announces itself as a candidate once per lease; client-go's leader writes every retry and followers read every 1.6 retries on average (jitter 1.2); the advisory lock's followers try every retry.",
       "pglease's API traffic when quiet is one watch renewed every 30–60 min from its last resourceVersion (no re-read); a window shorter than that sees a renewal or none, so its scaled figure is coarse: the JSON has every request by kind.",
       "Pinned: pglease's LISTEN connection (pool connections go back to the pool after each statement); the advisory lock's own connection.",
       ...figures.steady

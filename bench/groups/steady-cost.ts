@@ -20,6 +20,8 @@ const PGLEASE_MEAN_WATCH_MS = 2_700_000;
 /** The release feed's check of its listening connection (src/lease/release-feed.ts, its default). */
 // The notice connection's ping: the sidecar sends it once per lease duration.
 const pgleasePingMs = (timing: PeerTiming) => timing.leaseMs;
+// Every pglease pod, leader or not, announces itself as a candidate once per lease duration.
+const pgleaseAnnounceMs = (timing: PeerTiming) => timing.leaseMs;
 /** pglease --no-notify polls every retry: the follower behaviour without notices, side by side. */
 export const STEADY_SYSTEMS: SystemId[] = ["pglease", "pglease-no-notify", "client-go", "advisory-lock"];
 
@@ -64,8 +66,11 @@ export interface SteadyCost {
 function leaderPerHour(system: SystemId, timing: PeerTiming): number {
   const perHour = (periodMs: number) => HOUR_MS / periodMs;
   if (system === "pglease" || system === "pglease-health-gate" || system === "pglease-two-clusters")
-    return perHour(pgleaseRenewMs(timing)) + perHour(pgleasePingMs(timing));
-  if (system === "pglease-no-notify") return perHour(pgleaseRenewMs(timing));
+    return (
+      perHour(pgleaseRenewMs(timing)) + perHour(pgleasePingMs(timing)) + perHour(pgleaseAnnounceMs(timing))
+    );
+  if (system === "pglease-no-notify")
+    return perHour(pgleaseRenewMs(timing)) + perHour(pgleaseAnnounceMs(timing));
   return 0;
 }
 
@@ -78,19 +83,25 @@ function expected(system: SystemId, timing: PeerTiming, pods: number): { stateme
     case "pglease-health-gate":
     case "pglease":
     case "pglease-two-clusters":
-      // A follower on a healthy feed pings, and reads at each observed expiry: the leader renewed
-      // between 0 and one renew interval before that read, so the next expiry is half one off a lease away.
+      // A follower on a healthy feed pings, announces, and reads at each observed expiry: the leader
+      // renewed between 0 and one renew interval before that read, so the next expiry is half one off a lease away.
       return {
         statements:
           (leaderPerHour(system, timing) +
-            followers * (perHour(pgleasePingMs(timing)) + perHour(timing.leaseMs - pgleaseRenewMs(timing) / 2))) /
+            followers *
+              (perHour(pgleasePingMs(timing)) +
+                perHour(pgleaseAnnounceMs(timing)) +
+                perHour(timing.leaseMs - pgleaseRenewMs(timing) / 2))) /
           pods,
         api,
       };
     case "pglease-no-notify":
     case "pglease-session-takeover":
       return {
-        statements: (leaderPerHour(system, timing) + followers * perHour(timing.retryMs)) / pods,
+        statements:
+          (leaderPerHour(system, timing) +
+            followers * (perHour(timing.retryMs) + perHour(pgleaseAnnounceMs(timing)))) /
+          pods,
         api,
       };
     case "client-go":

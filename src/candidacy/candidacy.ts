@@ -1,5 +1,5 @@
 // This process as a candidate of each key it campaigns for: its row in the candidates table
-// (written at campaign start, refreshed once per lease duration for all keys in one statement,
+// (written after the campaign's first tick, refreshed once per lease duration for all keys in one statement,
 // removed at close), its answer to a handover request (the campaign gate closed for the
 // reservation, so the elector hands over as it would stop), and its graceful stop, which reserves
 // each lease it leads for the best live candidate before releasing it.
@@ -54,6 +54,7 @@ export class Candidacy {
   readonly #keys = new Map<string, Joined>();
   #refresh: NodeJS.Timeout | null = null;
   #announcing: Promise<void> | null = null;
+  #announceAfterTick = false;
   #unsubscribe: (() => void) | null = null;
   #closed = false;
   /** Stopping reserves for successors: this process's own notice is then not a request to it. */
@@ -92,7 +93,6 @@ export class Candidacy {
       elector: null,
       reopen: null,
     });
-    this.#announceSoon();
     // No-lead first: the reason that never changes is the one worth a log line.
     const gates = [
       ...(noLead ? [new CampaignSwitch(NO_LEAD)] : []),
@@ -108,6 +108,16 @@ export class Candidacy {
     if (!joined) return;
     joined.elector = elector;
     joined.priority.attach(elector);
+    // After the elector's first tick, not beside it: a restarted process's first claim then has the
+    // pool's open connection to itself instead of waiting for a new one, and nothing waits on the
+    // announcement. Keys attached meanwhile go out in that same statement.
+    if (!this.#announceAfterTick) {
+      this.#announceAfterTick = true;
+      elector.once("tick", () => {
+        this.#announceAfterTick = false;
+        this.#announceSoon();
+      });
+    }
     // Once another holder leads, the handover is done: campaign again at once, not at the
     // reservation's end (a leader stopping meanwhile would otherwise have nobody to hand over to).
     elector.on("leader-changed", (seen) => {
