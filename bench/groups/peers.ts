@@ -34,6 +34,8 @@ export interface FailoverSeries {
   holds: Spread;
   published: Spread | null;
   expiryToClaim: Spread | null;
+  /** pglease after SIGTERM: → the stopping pod demoted. */
+  demoted: Spread | null;
 }
 
 export interface PeerFigures {
@@ -140,6 +142,7 @@ export async function runPhase(plans: SeriesPlan[], context: BenchContext): Prom
       holds: spread(trials.map((t) => t.holdsMs)),
       published: optionalSpread(trials.map((t) => t.publishedMs)),
       expiryToClaim: optionalSpread(trials.map((t) => t.expiryToClaimMs)),
+      demoted: optionalSpread(trials.map((t) => t.demotedMs)),
     };
   });
 }

@@ -3,7 +3,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type { FailoverTimer } from "../../test/support/demo-helpers.ts";
 import type { Lane } from "./lane.ts";
-import { leaseNamesNewHolder, podLabelledLeader } from "./request-log.ts";
+import { leaseNamesNewHolder, podLabelled, podLabelledLeader } from "./request-log.ts";
 import { pgleaseRenewMs } from "./systems.ts";
 import { until } from "./wait.ts";
 
@@ -19,6 +19,8 @@ export interface TrialResult {
   publishedMs: number | null;
   /** pglease after a crash: the dead leader's server-side expiry → the new claim. */
   expiryToClaimMs: number | null;
+  /** pglease after SIGTERM: stop signal → the stopping pod's demotion (its follower label patch accepted). */
+  demotedMs: number | null;
 }
 
 interface Start {
@@ -28,6 +30,8 @@ interface Start {
   marks: number[];
   oldFence: number;
   oldIdentity: string | null;
+  /** The stopped leader's pod. */
+  oldPod: string;
   crash: boolean;
 }
 
@@ -42,7 +46,15 @@ export async function failoverTrial(lane: Lane, signal: "SIGKILL" | "SIGTERM"): 
   const marks = lane.kubes.map((k) => k.requests.length);
   const oldIdentity = leader.identity;
   await leader.kill(signal);
-  const start: Start = { server, wallAt, marks, oldFence, oldIdentity, crash: signal === "SIGKILL" };
+  const start: Start = {
+    server,
+    wallAt,
+    marks,
+    oldFence,
+    oldIdentity,
+    oldPod: leader.pod,
+    crash: signal === "SIGKILL",
+  };
   try {
     if (lane.system.kind === "advisory-lock") return await measureAdvisory(lane, start);
     if (lane.system.kind === "client-go") return await measureClientGo(lane, start);
@@ -60,6 +72,7 @@ async function measureAdvisory(lane: Lane, start: Start): Promise<TrialResult> {
     holdsMs: Number(taken.fields.serverAtMs) - (start.server?.ms ?? 0),
     publishedMs: null,
     expiryToClaimMs: null,
+    demotedMs: null,
   };
 }
 
@@ -79,6 +92,7 @@ async function measureClientGo(lane: Lane, start: Start): Promise<TrialResult> {
     holdsMs: Number(taken.fields.at) - start.wallAt,
     publishedMs: shown.at - start.wallAt,
     expiryToClaimMs: null,
+    demotedMs: null,
   };
 }
 
@@ -104,10 +118,18 @@ async function measurePglease(lane: Lane, start: Start): Promise<TrialResult> {
     lane.signal,
     () => lane.kubes[cluster]?.requests.slice(start.marks[cluster]).find(podLabelledLeader(pod)),
   );
+  // Demote before release (DESIGN §4): the graceful handover's held time counts this patch.
+  const oldCluster = lane.clusterOf(start.oldPod);
+  const demoted = start.crash
+    ? undefined
+    : lane.kubes[oldCluster]?.requests
+        .slice(start.marks[oldCluster])
+        .find(podLabelled(start.oldPod, "follower"));
   return {
     lane: lane.name,
     holdsMs: term.failoverMs,
     publishedMs: labelled.at - start.wallAt,
     expiryToClaimMs: fromExpiry,
+    demotedMs: demoted ? demoted.at - start.wallAt : null,
   };
 }

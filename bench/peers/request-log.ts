@@ -21,10 +21,18 @@ export function leaseNamesNewHolder(contenders: string[]): (r: RecordedRequest) 
 
 /** An accepted patch of the pod itself (not its status) that labels it leader. */
 export function podLabelledLeader(pod: string | undefined): (r: RecordedRequest) => boolean {
+  return podLabelled(pod, "leader");
+}
+
+/** An accepted patch of the pod itself (not its status) that labels it `role`. */
+export function podLabelled(
+  pod: string | undefined,
+  role: "leader" | "follower",
+): (r: RecordedRequest) => boolean {
   return (r) =>
     r.method === "PATCH" &&
     r.name === pod &&
     r.subresource === undefined &&
     r.status === 200 &&
-    JSON.stringify(r.body ?? null).includes(`"${ROLE_LABEL}":"leader"`);
+    JSON.stringify(r.body ?? null).includes(`"${ROLE_LABEL}":"${role}"`);
 }
