@@ -34,8 +34,9 @@ export interface FailoverSeries {
   holds: Spread;
   published: Spread | null;
   expiryToClaim: Spread | null;
-  /** pglease after SIGTERM: → the stopping pod demoted. */
+  /** pglease after SIGTERM: → the stopping pod's demotion arrives at the API server, and → its answer. */
   demoted: Spread | null;
+  demotedAnswered: Spread | null;
 }
 
 export interface PeerFigures {
@@ -143,6 +144,7 @@ export async function runPhase(plans: SeriesPlan[], context: BenchContext): Prom
       published: optionalSpread(trials.map((t) => t.publishedMs)),
       expiryToClaim: optionalSpread(trials.map((t) => t.expiryToClaimMs)),
       demoted: optionalSpread(trials.map((t) => t.demotedMs)),
+      demotedAnswered: optionalSpread(trials.map((t) => t.demotedAnsweredMs)),
     };
   });
 }

@@ -19,8 +19,10 @@ export interface TrialResult {
   publishedMs: number | null;
   /** pglease after a crash: the dead leader's server-side expiry → the new claim. */
   expiryToClaimMs: number | null;
-  /** pglease after SIGTERM: stop signal → the stopping pod's demotion (its follower label patch accepted). */
+  /** pglease after SIGTERM: stop signal → the stopping pod's demotion (its follower label patch) arrives at the API server. */
   demotedMs: number | null;
+  /** → the API server answered that patch (written to its store). */
+  demotedAnsweredMs: number | null;
 }
 
 interface Start {
@@ -73,6 +75,7 @@ async function measureAdvisory(lane: Lane, start: Start): Promise<TrialResult> {
     publishedMs: null,
     expiryToClaimMs: null,
     demotedMs: null,
+    demotedAnsweredMs: null,
   };
 }
 
@@ -93,6 +96,7 @@ async function measureClientGo(lane: Lane, start: Start): Promise<TrialResult> {
     publishedMs: shown.at - start.wallAt,
     expiryToClaimMs: null,
     demotedMs: null,
+    demotedAnsweredMs: null,
   };
 }
 
@@ -131,5 +135,6 @@ async function measurePglease(lane: Lane, start: Start): Promise<TrialResult> {
     publishedMs: labelled.at - start.wallAt,
     expiryToClaimMs: fromExpiry,
     demotedMs: demoted ? demoted.at - start.wallAt : null,
+    demotedAnsweredMs: demoted?.answeredAt ? demoted.answeredAt - start.wallAt : null,
   };
 }

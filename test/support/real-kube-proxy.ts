@@ -189,6 +189,7 @@ async function handle(
   });
   const upstream = await forward(to, req, body, abort.signal);
   record.status = upstream.statusCode ?? 0;
+  record.answeredAt = Date.now();
   if (fault.watch && upstream.statusCode === 200) {
     to.watches.add({ fault, client: req, response: res, stop: () => abort.abort() });
     res.writeHead(200, upstream.headers);

@@ -21,6 +21,8 @@ export interface RecordedRequest {
   status: number;
   /** Date.now() on arrival. */
   at: number;
+  /** Date.now() once its status was known (the real server's answer arrived at the proxy); unset before. */
+  answeredAt?: number;
   /** The parsed JSON body, the raw text when it is not JSON, undefined when empty. */
   body: unknown;
   /** Set for API resource paths: what RBAC sees. */
@@ -92,6 +94,7 @@ export function createRequestHandler(
     headers = {},
   ) => {
     record.status = status;
+    record.answeredAt = Date.now();
     if (res.destroyed || res.headersSent) return;
     const text = typeof body === "string" ? body : JSON.stringify(body);
     const type = typeof body === "string" ? "text/plain; charset=utf-8" : "application/json";
