@@ -51,10 +51,14 @@ export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerD
     const name = peer.metadata?.name as string;
     try {
       if (!opts.stillLeads()) return { demoted, stoppedEarly: true };
-      opts.demotedPod(await opts.observe(() => opts.api.patchMetadata(name, demotion(config))));
       // A peer once started is finished: a follower label beside a True condition would mislead.
+      // Both go out at once (the self-label waits for both): one round trip in the handover, not two.
       const status = conditionPatch(follower, peer, opts.wallClock());
-      if (status) opts.demotedPod(await opts.observe(() => opts.api.patchStatus(name, status)));
+      const answers = await Promise.all([
+        opts.observe(() => opts.api.patchMetadata(name, demotion(config))),
+        ...(status ? [opts.observe(() => opts.api.patchStatus(name, status))] : []),
+      ]);
+      for (const answer of answers) opts.demotedPod(answer);
       demoted.push(name);
     } catch (error) {
       // A peer deleted meanwhile no longer carries any label: nothing left to do for it.
