@@ -174,7 +174,10 @@ function gracefulStepsTable(figures: PeerFigures): Table | null {
     title: `Graceful handover, pglease, step by step (SIGTERM, notify on, ${figures.timing.name})`,
     columns: ["step", "p50 ms", "p99 ms"],
     rows: [
-      ["SIGTERM → the stopping pod's demotion (its follower label) reaches the API server", ...pair(graceful.demoted)],
+      [
+        "SIGTERM → the stopping pod's demotion (its follower label) reaches the API server",
+        ...pair(graceful.demoted),
+      ],
       ["SIGTERM → the API server answers it (the label stored)", ...pair(graceful.demotedAnswered)],
       ["SIGTERM → the follower holds the lease", ...pair(graceful.holds)],
       ["SIGTERM → the new leader's pod labelled leader", ...pair(graceful.published)],
