@@ -2,6 +2,7 @@
 // openLeases() campaigning for N leases in one process, every elector renewing on its own timer
 // through the batched renewals (src/lease/batched-renewals.ts). Counts the statements sent per
 // renew interval once all N are held, by kind, and how long taking and giving back all N takes.
+
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import type { Elector } from "../../src/election/elector.ts";
@@ -9,6 +10,7 @@ import { createLeasePool } from "../../src/lease/pool.ts";
 import { openLeases } from "../../src/open-leases.ts";
 import type { BenchContext, Table } from "../group.ts";
 import { memoryNow } from "../measure.ts";
+import { watchStatements } from "../pool-statements.ts";
 import { count, mb, ms } from "../report.ts";
 
 const TABLE = "bench_electors";
@@ -38,18 +40,13 @@ export interface ElectorScaleFigure {
 /** Counts what goes through the pool, by kind: one renewMany, single renews, releases, everything else. */
 function countByKind(pool: pg.Pool): Record<StatementKind, number> {
   const counts: Record<StatementKind, number> = { renewMany: 0, renew: 0, release: 0, other: 0 };
-  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
-  pool.query = ((...args: unknown[]) => {
-    const config = args[0] as { name?: string; text?: string } | string;
-    const text = typeof config === "string" ? config : (config.text ?? "");
-    const name = typeof config === "string" ? "" : (config.name ?? "");
+  watchStatements(pool, ({ text, name }) => {
     if (text.includes("pg_notify(")) counts.release++;
     // The renew of many terms, not any statement over arrays (the candidates' announcement is one).
     else if (text.includes("unnest(") && text.includes("SET expires_at = greatest(")) counts.renewMany++;
     else if (name.startsWith("pglease_renew_")) counts.renew++;
     else counts.other++;
-    return query(...args);
-  }) as typeof pool.query;
+  });
   return counts;
 }
 

@@ -1,6 +1,7 @@
 // Figure group "scale": one process holding 1 … 10,000 leases. Each renew tick renews all of
 // them, either as one renewMany statement or as one renew statement per lease sent through the
 // shared pool of 4 at once (what one elector per lease does); plus the process's CPU and memory.
+
 import type pg from "pg";
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
@@ -15,6 +16,7 @@ import {
   memoryNow,
   timeRepeated,
 } from "../measure.ts";
+import { watchStatements } from "../pool-statements.ts";
 import { count, mb, ms, type Ratio, ratio } from "../report.ts";
 import { HOLDER, LEASE_MS } from "./lease-workloads.ts";
 import { type ElectorScaleFigure, electorsTable, measureElectors } from "./scale-electors.ts";
@@ -53,11 +55,9 @@ export interface ScaleFigures {
 /** Counts the statements sent through a pool, so "one statement per tick" is measured, not assumed. */
 function countStatements(pool: pg.Pool): { sent: number } {
   const counter = { sent: 0 };
-  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
-  pool.query = ((...args: unknown[]) => {
+  watchStatements(pool, () => {
     counter.sent++;
-    return query(...args);
-  }) as typeof pool.query;
+  });
   return counter;
 }
 
@@ -186,9 +186,9 @@ export async function runScale(context: BenchContext): Promise<GroupResult<Scale
     applicationName: "pglease-bench",
   });
   try {
+    const counter = countStatements(pool);
     const leaseRows = leaseTable("public", TABLE);
     await migrate(pool, leaseRows);
-    const counter = countStatements(pool);
     const store = new PgLeaseStore({ pool, table: TABLE, statementTimeoutMs: 60_000 });
     const baselineHeapMb = memoryNow().heapUsedMb;
     const sizes: ScaleFigure[] = [];

@@ -1,6 +1,6 @@
 // The lease store on PostgreSQL: each operation is one statement on a pooled connection that
 // goes straight back to the pool, and every time that matters is the server's clock_timestamp().
-import type pg from "pg";
+import pg from "pg";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import { parseFence } from "../fence/token.ts";
 import { releaseManySql, renewManySql, runReleaseMany, runRenewMany } from "./bulk-statements.ts";
@@ -103,6 +103,21 @@ function view(row: Row): LeaseView {
   };
 }
 
+/**
+ * A statement that waited for a connection of the lease pool past its deadline is dropped before
+ * it reaches the server: its caller has given up on it, and a claim nobody waits for would only
+ * win a term to release. Transient: the elector tries again at its next tick.
+ */
+export class StatementNotSent extends Error {
+  constructor(waitedMs: number, deadlineMs: number) {
+    super(
+      `waited ${Math.round(waitedMs)} ms for a connection of the lease pool, past its deadline of ${deadlineMs} ms: not sent ` +
+        "(raise the pool size, or keep other work off the lease pool)",
+    );
+    this.name = "StatementNotSent";
+  }
+}
+
 /** A transient refusal: the elector retries at its retry interval, by then the session is back. */
 export class NoHolderSession extends Error {
   constructor() {
@@ -159,8 +174,22 @@ export class PgLeaseStore implements LeaseStore {
         ? { name: `pglease_${name}_${this.table.tag}` }
         : {}),
     };
-    const result = await this.#pool.query<R>(config);
-    return result.rows;
+    const asked = performance.now();
+    const client = await this.#pool.connect();
+    let failed: Error | undefined;
+    try {
+      // Its caller's deadline (the elector's call timeout) has passed: it gave up on this one.
+      const waitedMs = performance.now() - asked;
+      if (waitedMs >= this.#timeoutMs) throw new StatementNotSent(waitedMs, this.#timeoutMs);
+      return (await client.query<R>(config)).rows;
+    } catch (error) {
+      // A broken connection is not handed to the next statement (what pool.query does).
+      if (!(error instanceof StatementNotSent) && !(error instanceof pg.DatabaseError))
+        failed = error as Error;
+      throw error;
+    } finally {
+      client.release(failed);
+    }
   }
 
   async claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {

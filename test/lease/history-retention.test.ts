@@ -115,12 +115,10 @@ it("a prune in progress holds up neither a claim, a release nor another prune", 
     await pruner.query("BEGIN");
     expect(await pruneAll(pruner, table, { maxAgeMs: 86_400_000, maxRowsPerKey: 1 })).toBe(5);
     // Uncommitted: the pruned entries stay locked. Everything below fails on its lock_timeout if it waits.
-    const other = new pg.Client({ connectionString: db.url });
-    await other.connect();
+    const other = new pg.Pool({ connectionString: db.url, max: 1, options: "-c lock_timeout=500ms" });
     try {
-      await other.query("SET lock_timeout = '500ms'");
       const otherStore = new PgLeaseStore({
-        pool: other as unknown as pg.Pool,
+        pool: other,
         schema: "locked",
         statementTimeoutMs: 5_000,
         preparedStatements: false,

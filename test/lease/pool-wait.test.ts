@@ -1,0 +1,45 @@
+// A statement that waited in the lease pool for longer than its deadline is not sent: its caller
+// (the elector's call timeout is the same bound) gave up on it already. It used to go out once a
+// connection came free: a claim nobody waited for won a term that was then released as a stray,
+// and with thousands of electors starting at once on a busy host that churn never ended.
+import pg from "pg";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { migrate } from "../../src/lease/migrate.ts";
+import { createLeasePool } from "../../src/lease/pool.ts";
+import { PgLeaseStore, StatementNotSent } from "../../src/lease/store.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+let db: TestDatabase;
+let admin: pg.Pool;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  admin = new pg.Pool({ connectionString: db.url, max: 1 });
+});
+afterAll(async () => {
+  await admin.end();
+  await db.drop();
+});
+
+it("drops a claim that waited for a connection past its deadline, and sends one that did not", async () => {
+  const pool = createLeasePool({ connectionString: db.url, max: 1 });
+  try {
+    const store = new PgLeaseStore({ pool, statementTimeoutMs: 200 });
+    await migrate(pool, store.table);
+    // The pool's one connection busy for longer than the deadline (another user of a shared pool).
+    const busy = pool.query("SELECT pg_sleep(0.5)");
+    const late = store.claim("queued", "h", 10_000);
+    await expect(late).rejects.toThrow(StatementNotSent);
+    await expect(late).rejects.toThrow(
+      /waited \d+ ms for a connection of the lease pool, past its deadline of 200 ms: not sent/,
+    );
+    await busy;
+    const { rows } = await admin.query("SELECT key FROM pglease_leases");
+    expect(rows).toEqual([]);
+    // A free pool sends at once.
+    expect((await store.claim("queued", "h", 10_000)).won).toBe(true);
+    expect(pool.totalCount - pool.idleCount).toBe(0);
+  } finally {
+    await pool.end();
+  }
+});
