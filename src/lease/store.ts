@@ -1,6 +1,6 @@
 // The lease store on PostgreSQL: each operation is one statement on a pooled connection that
 // goes straight back to the pool, and every time that matters is the server's clock_timestamp().
-import pg from "pg";
+import type pg from "pg";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import { parseFence } from "../fence/token.ts";
 import { releaseManySql, renewManySql, runReleaseMany, runRenewMany } from "./bulk-statements.ts";
@@ -177,17 +177,23 @@ export class PgLeaseStore implements LeaseStore {
     const asked = performance.now();
     const client = await this.#pool.connect();
     let failed: Error | undefined;
+    // A checked-out client's socket errors are ours to catch (pool.query does the same): the
+    // statement then fails, and the broken connection is destroyed, not returned.
+    const broken = (error: Error) => {
+      failed = error;
+    };
+    client.on("error", broken);
     try {
       // Its caller's deadline (the elector's call timeout) has passed: it gave up on this one.
       const waitedMs = performance.now() - asked;
       if (waitedMs >= this.#timeoutMs) throw new StatementNotSent(waitedMs, this.#timeoutMs);
       return (await client.query<R>(config)).rows;
     } catch (error) {
-      // A broken connection is not handed to the next statement (what pool.query does).
-      if (!(error instanceof StatementNotSent) && !(error instanceof pg.DatabaseError))
-        failed = error as Error;
+      // As pool.query does: a connection whose statement failed is not handed to the next one.
+      if (!(error instanceof StatementNotSent)) failed ??= error as Error;
       throw error;
     } finally {
+      client.off("error", broken);
       client.release(failed);
     }
   }
