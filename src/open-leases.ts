@@ -74,8 +74,11 @@ export async function openLeases(options: OpenLeasesOptions = {}): Promise<Lease
     );
   }
   const ping = options.noticePingIntervalMs;
-  if (ping !== undefined && !(Number.isFinite(ping) && ping > 0)) {
-    throw new RangeError(`noticePingIntervalMs must be a positive number of milliseconds, got ${ping}`);
+  // Node's timers take at most 2^31 − 1 ms; a longer one would fire every millisecond.
+  if (ping !== undefined && !(Number.isFinite(ping) && ping > 0 && ping <= 2 ** 31 - 1)) {
+    throw new RangeError(
+      `noticePingIntervalMs must be a positive number of milliseconds up to 2147483647, got ${ping}`,
+    );
   }
   if (options.holder?.includes(RESTART_PROOF_MARKER)) {
     throw new RangeError(

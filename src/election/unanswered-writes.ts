@@ -10,6 +10,10 @@ import type { ClaimAnswer } from "./ports.ts";
 /** Network and commit time on top of the call timeout, after which a write can no longer commit. */
 const SLACK_MS = 1_000;
 
+/** The store dropped the statement before it reached the server (lease/store.ts StatementNotSent). */
+const neverSent = (error: unknown) =>
+  typeof error === "object" && error !== null && (error as { notSent?: unknown }).notSent === true;
+
 interface Write {
   operation: Promise<unknown>;
   /** Past this instant (the elector's clock) the statement can no longer commit. */
@@ -43,10 +47,12 @@ export class UnansweredWrites {
     // Only an answer proves the statement is over; a failure may have come from the link alone.
     operation.then(
       () => this.#open.delete(write),
-      () => {},
+      (error: unknown) => {
+        if (neverSent(error)) this.#open.delete(write);
+      },
     );
     return call(operation).catch((error: unknown) => {
-      this.#any = true;
+      if (!neverSent(error)) this.#any = true;
       throw error;
     });
   }
@@ -57,7 +63,7 @@ export class UnansweredWrites {
     call: (o: Promise<ClaimAnswer>) => Promise<ClaimAnswer>,
   ): Promise<ClaimAnswer> {
     return this.write(operation, call).catch((error: unknown) => {
-      this.#claim = operation;
+      if (!neverSent(error)) this.#claim = operation;
       throw error;
     });
   }

@@ -104,14 +104,26 @@ function view(row: Row): LeaseView {
 }
 
 /**
- * A statement that waited for a connection of the lease pool past its deadline is dropped before
- * it reaches the server: its caller has given up on it, and a claim nobody waits for would only
- * win a term to release. Transient: the elector tries again at its next tick.
+ * How long a claim may wait for a pool connection and still be sent. The elector waits for an
+ * unanswered write until its call timeout plus 1 s after the call (unanswered-writes.ts), and the
+ * server may run a statement for up to the statement timeout (at most the call timeout) once it
+ * starts: a claim sent later than this could commit after that wait, a term nobody leads.
+ */
+const CLAIM_SEND_WINDOW_MS = 500;
+
+/**
+ * A claim that waited for a connection of the lease pool past its window is dropped before it
+ * reaches the server: its caller has given up on it (or soon will), and a claim nobody waits for
+ * would only win a term to release. Transient: the elector tries again at its next tick. Other
+ * statements are sent however long they waited: a late release or renew changes nothing it
+ * should not (both are scoped to the term).
  */
 export class StatementNotSent extends Error {
-  constructor(waitedMs: number, deadlineMs: number) {
+  /** Never reached the server: it cannot commit (read by the elector, which imports no driver). */
+  readonly notSent = true;
+  constructor(waitedMs: number, windowMs: number) {
     super(
-      `waited ${Math.round(waitedMs)} ms for a connection of the lease pool, past its deadline of ${deadlineMs} ms: not sent ` +
+      `claim waited ${Math.round(waitedMs)} ms for a connection of the lease pool, past its ${windowMs} ms: not sent ` +
         "(raise the pool size, or keep other work off the lease pool)",
     );
     this.name = "StatementNotSent";
@@ -184,9 +196,9 @@ export class PgLeaseStore implements LeaseStore {
     };
     client.on("error", broken);
     try {
-      // Its caller's deadline (the elector's call timeout) has passed: it gave up on this one.
       const waitedMs = performance.now() - asked;
-      if (waitedMs >= this.#timeoutMs) throw new StatementNotSent(waitedMs, this.#timeoutMs);
+      const windowMs = Math.min(this.#timeoutMs, CLAIM_SEND_WINDOW_MS);
+      if (name === "claim" && waitedMs >= windowMs) throw new StatementNotSent(waitedMs, windowMs);
       return (await client.query<R>(config)).rows;
     } catch (error) {
       // As pool.query does: a connection whose statement failed is not handed to the next one.

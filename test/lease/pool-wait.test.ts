@@ -21,7 +21,7 @@ afterAll(async () => {
   await db.drop();
 });
 
-it("drops a claim that waited for a connection past its deadline, and sends one that did not", async () => {
+it("drops a claim that waited for a connection past its window, sends one that did not, and sends a release however late", async () => {
   const pool = createLeasePool({ connectionString: db.url, max: 1 });
   try {
     const store = new PgLeaseStore({ pool, statementTimeoutMs: 200 });
@@ -31,13 +31,18 @@ it("drops a claim that waited for a connection past its deadline, and sends one 
     const late = store.claim("queued", "h", 10_000);
     await expect(late).rejects.toThrow(StatementNotSent);
     await expect(late).rejects.toThrow(
-      /waited \d+ ms for a connection of the lease pool, past its deadline of 200 ms: not sent/,
+      /claim waited \d+ ms for a connection of the lease pool, past its 200 ms: not sent/,
     );
     await busy;
     const { rows } = await admin.query("SELECT key FROM pglease_leases");
     expect(rows).toEqual([]);
     // A free pool sends at once.
-    expect((await store.claim("queued", "h", 10_000)).won).toBe(true);
+    const won = await store.claim("queued", "h", 10_000);
+    expect(won.won).toBe(true);
+    // A release is sent however long it waited: scoped to its term, it can only end that term.
+    const busyAgain = pool.query("SELECT pg_sleep(0.5)");
+    if (won.won) expect(await store.release("queued", "h", won.fence)).toBe(true);
+    await busyAgain;
     expect(pool.totalCount - pool.idleCount).toBe(0);
   } finally {
     await pool.end();

@@ -40,6 +40,6 @@ it("pings the notice connection once per noticePingIntervalMs, and not at all be
 
 it("refuses a notice ping interval that is not a positive number of milliseconds, naming it", async () => {
   await expect(openLeases({ connectionString: db.url, noticePingIntervalMs: 0 })).rejects.toThrow(
-    /noticePingIntervalMs must be a positive number of milliseconds, got 0/,
+    /noticePingIntervalMs must be a positive number of milliseconds up to 2147483647, got 0/,
   );
 });

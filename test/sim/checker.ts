@@ -128,7 +128,7 @@ export class Checker {
     // The deadline timer fires on the first microsecond at or after the deadline, or on the next
     // one: its delay is `deadline - now()` in floating point, which the clock rounds up.
     const atDeadline = late >= 0 && late < 0.002;
-    if (!this.#believes(proc, key) && !this.#loop.current?.deferred && !atDeadline) {
+    if (!this.#believes(proc, key) && !this.#loop.current?.late && !atDeadline) {
       this.fail(
         "write-without-belief",
         `guard accepted fence ${fence} on ${key} from ${proc.name}, which does not believe it leads`,

@@ -25,8 +25,12 @@ export interface SimEvent {
   cancelled: boolean;
   /** An arriving message rather than a timer: after a freeze it may run before or after timers. */
   io: boolean;
-  /** Held back by a freeze of its owner: it runs later than it was due. */
+  /** Ranked with what a freeze of its owner held over (see #defer). */
   deferred: boolean;
+  /** Held back by a freeze: it existed before its owner woke, and runs later than it was due. */
+  late: boolean;
+  /** When it was scheduled. */
+  createdAt: number;
 }
 
 const before = (a: SimEvent, b: SimEvent) =>
@@ -64,6 +68,8 @@ export class EventLoop {
       cancelled: false,
       io,
       deferred: false,
+      late: false,
+      createdAt: this.nowUs,
     };
     this.#push(event);
     return event;
@@ -138,6 +144,8 @@ export class EventLoop {
     event.at = untilUs;
     if (!event.deferred) event.tie = event.io ? this.#rng.next() : 0.5;
     event.deferred = true;
+    // One the woken process scheduled for its wake instant itself is ranked so, but is not late.
+    event.late ||= event.createdAt < untilUs;
     this.#push(event);
   }
 
