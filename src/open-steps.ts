@@ -32,8 +32,10 @@ export async function restartLockFor(
 ): Promise<RestartLock | null> {
   // Resolved as pg resolves it (URL, then PG* variables), without credentials.
   const where = new pg.Client(options.pool?.options ?? { connectionString: options.connectionString });
+  const podName = options.pod?.name ?? process.env.POD_NAME;
   const result = await takeRestartLock({
-    podName: options.pod?.name ?? process.env.POD_NAME ?? hostname(),
+    podName: podName ?? hostname(),
+    outsidePod: podName === undefined,
     podUid: options.pod ? options.pod.uid : process.env.POD_UID,
     database: `${where.host}:${where.port}/${where.database}`,
     table: leaseTable(options.schema, options.table).qualified,

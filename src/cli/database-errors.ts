@@ -2,6 +2,9 @@
 // never contain the password; they are still scrubbed where they are printed.
 import { isUnreachable } from "../lease/connection-errors.ts";
 
+/** SQLSTATE of a missing grant; the read-only commands say which grant reading takes. */
+export const INSUFFICIENT_PRIVILEGE = "42501";
+
 const TLS_UNTRUSTED = new Set([
   "SELF_SIGNED_CERT_IN_CHAIN",
   "DEPTH_ZERO_SELF_SIGNED_CERT",
@@ -44,7 +47,7 @@ export function explainDatabaseError(error: unknown): Error {
   }
   if (code === "3D000")
     return new Error(`${message}: check the database name in DATABASE_URL (or PGDATABASE)`);
-  if (code === "42501") {
+  if (code === INSUFFICIENT_PRIVILEGE) {
     return new Error(
       `${message}: the role needs SELECT, INSERT, UPDATE on the lease table and USAGE on its fence sequence (and CREATE on the schema to migrate); ` +
         "or run `pglease migrate` as the owner and start with --no-migrate",

@@ -4,6 +4,7 @@ import { type OptionSpec, optionHelp } from "../config/options.ts";
 import { parseDuration, parseInteger } from "../config/values.ts";
 import { type HistoryEntry, readHistory } from "../lease/history-store.ts";
 import { databaseHelp, openDatabaseCommand, textTable } from "./database-command.ts";
+import { INSUFFICIENT_PRIVILEGE } from "./database-errors.ts";
 
 const OPTIONS: readonly OptionSpec[] = [
   {
@@ -14,8 +15,6 @@ const OPTIONS: readonly OptionSpec[] = [
   { flag: "limit", value: "N", help: "the newest N changes at most", defaultText: "100" },
   { flag: "json", boolean: true, help: "print JSON (stable field names, for scripts)" },
 ];
-
-const INSUFFICIENT_PRIVILEGE = "42501";
 
 export const HISTORY_HELP = `Usage: pglease history [KEY] [--since DURATION] [--json] [flags]
 

@@ -1,8 +1,10 @@
 // Subcommand dispatch, help, and the exit-code contract: 0 ok, 2 bad usage or configuration
 // (every problem listed), 1 runtime failure (one clear line, never a stack trace or a secret).
-import { UsageError } from "../config/options.ts";
+// `pglease run` writes JSON lines on stdout, so its fatal error is one too; the other commands
+// write text, and their errors go to stderr. A reader that goes away ends a command quietly.
+import { closestName, UsageError } from "../config/options.ts";
 import { packageVersion as version } from "../observability/build-info.ts";
-import { scrub, secretsFrom } from "../observability/logger.ts";
+import { createLogger, scrub, secretsFrom } from "../observability/logger.ts";
 import { explainDatabaseError } from "./database-errors.ts";
 
 export const MAIN_HELP = `pglease: leader election for Kubernetes pods, backed by a lease row in PostgreSQL.
@@ -77,8 +79,9 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   }
   const load = COMMANDS[name];
   if (!load) {
+    const meant = closestName(name, Object.keys(COMMANDS));
     process.stderr.write(
-      `pglease: unknown command ${JSON.stringify(name)}; the commands are ${Object.keys(COMMANDS).join(", ")}\n`,
+      `pglease: unknown command ${JSON.stringify(name)}${meant ? ` (did you mean ${meant}?)` : ""}; the commands are ${Object.keys(COMMANDS).join(", ")}\n`,
     );
     return 2;
   }
@@ -87,18 +90,44 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     process.stdout.write(command.help);
     return 0;
   }
+  endQuietlyWhenStdoutCloses(name);
   try {
     return await command.run(rest, env);
   } catch (error) {
-    if (error instanceof UsageError) {
-      const lines = error.problems.map((p) => `  - ${scrub(p, secretsFrom(env))}`).join("\n");
+    const secrets = secretsFrom(env);
+    const usage = error instanceof UsageError;
+    if (name === "run") {
+      // Where every other line of the sidecar goes, so a log collector sees why it stopped.
+      const fatal = createLogger("fatal", secrets);
+      if (usage)
+        fatal.fatal({ problems: error.problems }, "invalid usage or configuration; see 'pglease run --help'");
+      else fatal.fatal(explainDatabaseError(error).message);
+      return usage ? 2 : 1;
+    }
+    if (usage) {
+      const lines = error.problems.map((p) => `  - ${scrub(p, secrets)}`).join("\n");
       process.stderr.write(
         `pglease ${name}: invalid usage or configuration:\n${lines}\nSee 'pglease ${name} --help'.\n`,
       );
       return 2;
     }
     const { message } = explainDatabaseError(error);
-    process.stderr.write(`pglease ${name}: ${scrub(message, secretsFrom(env))}\n`);
+    process.stderr.write(`pglease ${name}: ${scrub(message, secrets)}\n`);
     return 1;
   }
+}
+
+/**
+ * `pglease status --watch | head -2`: once the reader has gone, writing fails with EPIPE. A command
+ * that prints ends there, exit 0; `pglease run` stops as on SIGTERM (demote, release), once.
+ */
+function endQuietlyWhenStdoutCloses(name: string): void {
+  let closed = false;
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE" && !closed) throw error;
+    if (closed) return;
+    closed = true;
+    if (name === "run") process.kill(process.pid, "SIGTERM");
+    else process.exit(0);
+  });
 }

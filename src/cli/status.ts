@@ -5,6 +5,7 @@ import { parseDuration } from "../config/values.ts";
 import { holderCluster } from "../election/identity.ts";
 import type { LeaseView } from "../election/ports.ts";
 import { databaseHelp, openDatabaseCommand, textTable } from "./database-command.ts";
+import { INSUFFICIENT_PRIVILEGE } from "./database-errors.ts";
 
 const OPTIONS: readonly OptionSpec[] = [
   { flag: "json", boolean: true, help: "print JSON (stable field names, for scripts)" },
@@ -93,7 +94,13 @@ export async function statusCommand(argv: readonly string[], env: NodeJS.Process
   try {
     let missing: string[] = [];
     do {
-      const all = await command.store.list();
+      const all = await command.store.list().catch((error: unknown) => {
+        // Not the grants of pglease run, which writes: a read-only role needs SELECT only.
+        if ((error as { code?: string }).code !== INSUFFICIENT_PRIVILEGE) throw error;
+        throw new Error(
+          `${(error as Error).message}: pglease status only reads the lease table; as its owner: GRANT SELECT ON ${command.store.table.qualified} TO <this role>`,
+        );
+      });
       const views = named.length === 0 ? all : all.filter((v) => named.includes(v.key));
       missing = named.filter((key) => !views.some((v) => v.key === key));
       const text = json ? `${JSON.stringify({ leases: views.map(leaseJson) })}\n` : leaseTableText(views);

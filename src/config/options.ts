@@ -28,6 +28,11 @@ export interface RawOptions {
   positionals: string[];
   help: boolean;
   problems: string[];
+  /**
+   * The flags that misspelt ones were taken for: their own absence is not reported as well
+   * (`--leese x` is one mistake, not also a missing --lease).
+   */
+  misspelt: Set<string>;
 }
 
 export function readOptions(
@@ -39,6 +44,7 @@ export function readOptions(
   const values = new Map<string, RawValue>();
   const positionals: string[] = [];
   const problems: string[] = [];
+  const misspelt = new Set<string>();
   let help = false;
 
   for (let i = 0; i < argv.length; i++) {
@@ -60,7 +66,17 @@ export function readOptions(
     const negated = name.startsWith("no-") && byFlag.get(name.slice(3))?.boolean === true;
     const spec = byFlag.get(negated ? name.slice(3) : name);
     if (!spec) {
-      problems.push(`unknown flag --${name}; see --help for the flags this command takes`);
+      const meant = closest(name.startsWith("no-") ? name.slice(3) : name, specs);
+      if (!meant) {
+        problems.push(`unknown flag --${name}; see --help for the flags this command takes`);
+        continue;
+      }
+      const spelt = name.startsWith("no-") && meant.boolean ? `no-${meant.flag}` : meant.flag;
+      problems.push(`unknown flag --${name} (did you mean --${spelt}?)`);
+      misspelt.add(meant.flag);
+      // The word after it is the value of the flag meant, not an argument of its own.
+      const next = argv[i + 1];
+      if (!meant.boolean && eq < 0 && next !== undefined && !next.startsWith("--")) i++;
       continue;
     }
     let text: string;
@@ -90,7 +106,50 @@ export function readOptions(
     const text = env[spec.env];
     if (text !== undefined && text !== "") values.set(spec.flag, { text, source: spec.env });
   }
-  return { values, positionals, help, problems };
+  return { values, positionals, help, problems, misspelt };
+}
+
+/** The name meant by a misspelt one: the nearest by edit distance, if near enough to be a guess. */
+export function closestName(name: string, names: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of names) {
+    const d = editDistance(name, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  // One edit in a short name, up to a third of a long one: `--jsn` is --json, `--db` is nothing.
+  const near = bestDistance <= Math.max(1, Math.floor(name.length / 3)) && bestDistance < name.length;
+  return near ? best : undefined;
+}
+
+function closest(name: string, specs: readonly OptionSpec[]): OptionSpec | undefined {
+  const flag = closestName(
+    name,
+    specs.map((s) => s.flag),
+  );
+  return specs.find((s) => s.flag === flag);
+}
+
+/** Levenshtein distance, with a swap of two neighbours counting as one edit. */
+function editDistance(a: string, b: string): number {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const row = rows[i] as number[];
+      const above = rows[i - 1] as number[];
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row[j] = Math.min((above[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (above[j - 1] ?? 0) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        row[j] = Math.min(row[j] ?? 0, ((rows[i - 2] as number[])[j - 2] ?? 0) + 1);
+      }
+    }
+  }
+  return (rows[a.length] as number[])[b.length] ?? 0;
 }
 
 /** Parses a flag's value; a problem is recorded with the flag or variable it came from. */

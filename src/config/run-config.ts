@@ -94,7 +94,7 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
   const get = optionReader(raw, problems);
 
   const leases = get("lease", parseLeaseNames);
-  if (!raw.values.has("lease"))
+  if (!raw.values.has("lease") && !raw.misspelt.has("lease"))
     problems.push("--lease (PGLEASE_LEASE) is required: name the lease(s), e.g. --lease orders-sync");
   const publishLease = raw.values.get("publish-lease")?.text ?? leases?.[0] ?? "";
   if (leases && !leases.includes(publishLease)) {

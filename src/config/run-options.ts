@@ -66,8 +66,8 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     flag: "http-addr",
     env: "PGLEASE_HTTP_ADDR",
     value: "HOST:PORT",
-    help: "address of /healthz, /readyz, /leader, /status, /metrics (default: every IPv6 and IPv4 address)",
-    defaultText: "[::]:8484",
+    help: "address of /healthz, /readyz, /leader, /status, /metrics",
+    defaultText: "[::]:8484, every IPv6 and IPv4 address",
   },
   {
     flag: "notify",

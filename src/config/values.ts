@@ -3,20 +3,45 @@
 
 export type Parsed<T> = { value: T } | { problem: string };
 
-const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+// Go's time.ParseDuration syntax (1h, 1m30s, 1.5s, 300ms, 2h45m), plus d for days, without a
+// sign: one or more numbers, each with its unit. The chart's values.schema.json and its
+// durationMillis template accept the same (test/chart checks the schema against this pattern).
+export const DURATION_PATTERN = "^((\\d+(\\.\\d*)?|\\.\\d+)(ms|s|m|h|d))+$";
+const DURATION = new RegExp(DURATION_PATTERN);
+const PART = /(\d*)(?:\.(\d*))?(ms|s|m|h|d)/g;
+const UNIT_MS: Record<string, bigint> = {
+  ms: 1n,
+  s: 1_000n,
+  m: 60_000n,
+  h: 3_600_000n,
+  d: 86_400_000n,
+};
+const DURATION_EXAMPLES = "500ms, 15s, 1m30s, 1.5h, 30d";
 
 export function parseDuration(text: string): Parsed<number> {
-  const match = DURATION.exec(text.trim());
-  if (!match?.[1] || !match[2]) {
+  const trimmed = text.trim();
+  if (!DURATION.test(trimmed)) {
     return {
-      problem: `${JSON.stringify(text)} is not a duration; use a number with a unit: 500ms, 15s, 1m, 2h, 30d`,
+      problem: `${JSON.stringify(text)} is not a duration; write a number and a unit, or several as Go does: ${DURATION_EXAMPLES}`,
     };
   }
-  const ms = Number(match[1]) * (UNIT_MS[match[2]] ?? 0);
-  if (!Number.isSafeInteger(ms) || ms <= 0) {
-    return { problem: `${JSON.stringify(text)} must be a positive whole number of milliseconds` };
+  // Exact decimal arithmetic: 1.1s is 1100 ms, not 1100.0000000000002.
+  let numerator = 0n;
+  let denominator = 1n;
+  for (const [, whole = "", fraction = "", unit = ""] of trimmed.matchAll(PART)) {
+    const scale = 10n ** BigInt(fraction.length);
+    const part = BigInt(`${whole}${fraction}` || "0") * (UNIT_MS[unit] ?? 0n);
+    numerator = numerator * scale + part * denominator;
+    denominator *= scale;
   }
+  if (numerator % denominator !== 0n) {
+    return {
+      problem: `${JSON.stringify(text)} is not a whole number of milliseconds; pglease counts time in milliseconds`,
+    };
+  }
+  const ms = Number(numerator / denominator);
+  if (ms <= 0) return { problem: `${JSON.stringify(text)} must be longer than zero` };
+  if (!Number.isSafeInteger(ms)) return { problem: `${JSON.stringify(text)} is too long` };
   return { value: ms };
 }
 

@@ -17,6 +17,8 @@ export interface RestartScope {
   /** The pod's uid (downward API metadata.uid) when in Kubernetes. */
   podUid: string | undefined;
   podName: string;
+  /** No POD_NAME: the machine (its host name) stands for the pod, e.g. on a laptop. */
+  outsidePod?: boolean;
   /** host:port/database of the lease table, without credentials. */
   database: string;
   /** schema.table */
@@ -70,8 +72,9 @@ export async function takeRestartLock(scope: RestartScope): Promise<RestartLockR
   });
   if (bound === "EADDRINUSE") {
     return {
-      unavailable:
-        "another live process of this pod holds the restart lock of this lease table (a second pglease in the pod, or kubectl exec): this one waits for expiries",
+      unavailable: scope.outsidePod
+        ? "another live process on this machine campaigns on the same lease table (a second pglease run, or the library; without POD_NAME the machine stands for the pod): this one waits for expiries"
+        : "another live process of this pod holds the restart lock of this lease table (a second pglease in the pod, or kubectl exec): this one waits for expiries",
     };
   }
   if (bound !== null) return { unavailable: `could not bind the restart lock (${bound})` };

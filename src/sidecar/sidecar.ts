@@ -2,7 +2,6 @@
 // what only the sidecar has: the pod publisher, metrics, logs and the HTTP endpoints. The HTTP
 // server comes up first, so probes answer "starting" while PostgreSQL is waited for.
 import type { Server } from "node:http";
-import { hostname } from "node:os";
 import type { Logger } from "pino";
 import type { RunConfig } from "../config/run-config.ts";
 import type { Elector, TickReport } from "../election/elector.ts";
@@ -152,7 +151,8 @@ function leaseOptions(
     holder,
     restartTakeover: config.restartTakeover,
     sessionTakeover: config.sessionTakeover,
-    pod: { name: config.pod.name ?? hostname(), uid: config.pod.uid },
+    // Without POD_NAME the lease stack stands the machine for the pod, and says so.
+    ...(config.pod.name ? { pod: { name: config.pod.name, uid: config.pod.uid } } : {}),
     revision: config.pod.revision ?? null,
     // A statement must not outlive the elector's call: the same bound on both sides.
     statementTimeoutMs: config.timing.callTimeoutMs,

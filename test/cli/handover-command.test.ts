@@ -2,7 +2,7 @@
 // PostgreSQL: who campaigns, a handover to a named pod, refusals that name the live candidates,
 // and a SIGTERM that hands over to the best successor.
 import { expect, it } from "vitest";
-import { runPglease, startShortLeaseRun } from "../support/cli.ts";
+import { fatalText, runPglease, startShortLeaseRun } from "../support/cli.ts";
 import { cliSuite } from "../support/cli-suite.ts";
 
 const suite = cliSuite();
@@ -86,6 +86,6 @@ it("refuses --preempt with --no-lead and a priority out of range, every problem 
     DATABASE_URL: suite.db.url,
   });
   expect(out.code).toBe(2);
-  expect(out.stderr).toMatch(/--priority.*"1001" must be a whole number from 0 to 1000/);
-  expect(out.stderr).toMatch(/--preempt and --no-lead contradict each other/);
+  expect(fatalText(out)).toMatch(/--priority.*"1001" must be a whole number from 0 to 1000/);
+  expect(fatalText(out)).toMatch(/--preempt and --no-lead contradict each other/);
 });

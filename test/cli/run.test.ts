@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { runPglease, startPglease, startShortLeaseRun } from "../support/cli.ts";
+import { fatalText, runPglease, startPglease, startShortLeaseRun } from "../support/cli.ts";
 import { cliSuite } from "../support/cli-suite.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
@@ -48,13 +48,13 @@ describe("configuration errors", () => {
       PGLEASE_RETRY_INTERVAL: "-1s",
     });
     expect(out.code).toBe(2);
-    expect(out.stderr).toContain("unknown flag --bogus");
-    expect(out.stderr).toContain('--duration: "fast" is not a duration');
-    expect(out.stderr).toContain('PGLEASE_RETRY_INTERVAL: "-1s" is not a duration');
-    expect(out.stderr).toContain('--http-addr: "nowhere" is not an address');
-    expect(out.stderr).toContain("--lease (PGLEASE_LEASE) is required");
-    expect(out.stderr).toContain("no database given: set DATABASE_URL");
-    expect(out.stderr).not.toMatch(/\n\s+at /);
+    expect(fatalText(out)).toContain("unknown flag --bogus");
+    expect(fatalText(out)).toContain('--duration: "fast" is not a duration');
+    expect(fatalText(out)).toContain('PGLEASE_RETRY_INTERVAL: "-1s" is not a duration');
+    expect(fatalText(out)).toContain('--http-addr: "nowhere" is not an address');
+    expect(fatalText(out)).toContain("--lease (PGLEASE_LEASE) is required");
+    expect(fatalText(out)).toContain("no database given: set DATABASE_URL");
+    expect(fatalText(out)).not.toMatch(/\n\s+at /);
   });
 
   it("report inconsistent timing with the flags the user wrote", async () => {
@@ -62,7 +62,7 @@ describe("configuration errors", () => {
       DATABASE_URL: suite.db.url,
     });
     expect(out.code).toBe(2);
-    expect(out.stderr).toContain("--renew-interval (3000 ms) must be shorter than --duration (3000 ms)");
+    expect(fatalText(out)).toContain("--renew-interval (3000 ms) must be shorter than --duration (3000 ms)");
   });
 
   it("never echo a malformed DATABASE_URL, which may hold a password", async () => {
@@ -70,8 +70,8 @@ describe("configuration errors", () => {
       DATABASE_URL: "mysql://root:hunter2-secret@db/x",
     });
     expect(out.code).toBe(2);
-    expect(out.stderr).toContain("DATABASE_URL is not a postgres:// URL");
-    expect(out.stderr).not.toContain("hunter2");
+    expect(fatalText(out)).toContain("DATABASE_URL is not a postgres:// URL");
+    expect(out.stdout + out.stderr).not.toContain("hunter2");
   });
 
   it("answer --help on every command with usage and examples", async () => {
@@ -341,10 +341,10 @@ describe("secrets", () => {
       DATABASE_URL: `postgres://pglease_secret:${password}@127.0.0.1:1/none`,
     });
     expect(unreachable.code).toBe(1);
-    expect(unreachable.stderr).toMatch(
-      /^pglease run: cannot reach PostgreSQL \(.*ECONNREFUSED.*\): check the host and port/,
+    expect(fatalText(unreachable)).toMatch(
+      /^cannot reach PostgreSQL \(.*ECONNREFUSED.*\): check the host and port/,
     );
-    expect(unreachable.stderr).not.toMatch(/\n\s+at /);
+    expect(fatalText(unreachable)).not.toMatch(/\n\s+at /);
     expect(failed.stderr).toMatch(
       /^pglease status: PostgreSQL refused the login \(password authentication failed/,
     );

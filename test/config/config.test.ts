@@ -3,8 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { readDatabaseConfig, redactUrl } from "../../src/config/database.ts";
-import { readOptions } from "../../src/config/options.ts";
+import { optionHelp, readOptions } from "../../src/config/options.ts";
 import { readRunConfig } from "../../src/config/run-config.ts";
+import { RUN_OPTIONS } from "../../src/config/run-options.ts";
 import { parseAddress, parseDuration, parseLeaseNames } from "../../src/config/values.ts";
 import { NO_DIAL_DATABASE, runConfigProblems } from "../support/run-config.ts";
 
@@ -21,6 +22,39 @@ describe("values", () => {
     expect(parseDuration("0s")).toHaveProperty("problem");
     expect(parseDuration("0.1ms")).toHaveProperty("problem");
     expect(parseDuration("30d")).toEqual({ value: 30 * 86_400_000 });
+  });
+
+  it("durations take Go's syntax, compound and decimal, in whole milliseconds", () => {
+    expect(parseDuration("1h")).toEqual({ value: 3_600_000 });
+    expect(parseDuration("1m30s")).toEqual({ value: 90_000 });
+    expect(parseDuration("2h45m")).toEqual({ value: 9_900_000 });
+    expect(parseDuration("300ms")).toEqual({ value: 300 });
+    expect(parseDuration("1.1s")).toEqual({ value: 1_100 });
+    expect(parseDuration("0.29s")).toEqual({ value: 290 });
+    expect(parseDuration("1.5h")).toEqual({ value: 5_400_000 });
+    expect(parseDuration(".5s")).toEqual({ value: 500 });
+    expect(parseDuration("1h0m0.001s")).toEqual({ value: 3_600_001 });
+    for (const nonsense of ["", "s", "1", "1x", "1s2", "1m 30s", "-1s", "1..5s", "1hh", "1.s.5"]) {
+      expect(parseDuration(nonsense)).toEqual({
+        problem: `${JSON.stringify(nonsense)} is not a duration; write a number and a unit, or several as Go does: 500ms, 15s, 1m30s, 1.5h, 30d`,
+      });
+    }
+    expect(parseDuration("1.5ms")).toEqual({
+      problem: '"1.5ms" is not a whole number of milliseconds; pglease counts time in milliseconds',
+    });
+    expect(parseDuration("0m0s")).toEqual({ problem: '"0m0s" must be longer than zero' });
+  });
+
+  it("a compound duration reaches the run configuration, from a flag or its variable", () => {
+    const config = readRunConfig(["--lease", "a", "--duration", "1m30s"], {
+      ...db,
+      PGLEASE_HISTORY_MAX_AGE: "1d12h",
+    });
+    expect(config.timing.leaseDurationMs).toBe(90_000);
+    expect(config.history.maxAgeMs).toBe(36 * 3_600_000);
+    expect(problemsOf(["--lease", "a", "--grace-period", "20"], db)).toEqual([
+      '--grace-period: "20" is not a duration; write a number and a unit, or several as Go does: 500ms, 15s, 1m30s, 1.5h, 30d',
+    ]);
   });
 
   it("history retention, each bad value named by its flag", () => {
@@ -182,6 +216,39 @@ describe("pglease run configuration", () => {
       "--x needs a value",
       "unknown flag --y; see --help for the flags this command takes",
     ]);
+  });
+
+  it("a misspelt flag gets the flag meant, takes that flag's value along, and nothing cascades", () => {
+    const specs = [
+      { flag: "lease", value: "NAME", help: "" },
+      { flag: "json", boolean: true, help: "" },
+    ];
+    const valued = readOptions(specs, ["--leese", "orders", "keep"], {});
+    expect(valued.problems).toEqual(["unknown flag --leese (did you mean --lease?)"]);
+    expect(valued.positionals).toEqual(["keep"]);
+    expect(valued.misspelt).toEqual(new Set(["lease"]));
+    // A boolean's misspelling takes no value: the next word stays a positional.
+    const flag = readOptions(specs, ["--jsno", "orders"], {});
+    expect(flag.problems).toEqual(["unknown flag --jsno (did you mean --json?)"]);
+    expect(flag.positionals).toEqual(["orders"]);
+    expect(readOptions(specs, ["--no-jsn"], {}).problems).toEqual([
+      "unknown flag --no-jsn (did you mean --no-json?)",
+    ]);
+    expect(readOptions(specs, ["--lease=a", "--lese=b"], {}).problems).toEqual([
+      "unknown flag --lese (did you mean --lease?)",
+    ]);
+    // Nothing close: no guess, and the word after it is not swallowed.
+    const far = readOptions(specs, ["--frobnicate", "orders"], {});
+    expect(far.problems).toEqual(["unknown flag --frobnicate; see --help for the flags this command takes"]);
+    expect(far.positionals).toEqual(["orders"]);
+    // The required flag it stood for is not reported missing as well.
+    expect(problemsOf(["--leese", "orders"], db)).toEqual(["unknown flag --leese (did you mean --lease?)"]);
+  });
+
+  it("help states each default once", () => {
+    for (const line of optionHelp(RUN_OPTIONS).split("\n")) {
+      expect(line.match(/\bdefault\b/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
+    }
   });
 });
 

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { type Running, runPglease, startShortLeaseRun } from "../support/cli.ts";
+import { fatalText, type Running, runPglease, startShortLeaseRun } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import { chartRules, type TestKube } from "../support/kube-servers.ts";
@@ -175,8 +175,8 @@ await onEachKubeServer("pglease run publishing to its pod", (server) => {
         POD_NAMESPACE: NS,
       });
       expect(out.code).toBe(1);
-      expect(out.stderr).toContain("patch pods/status");
-      expect(out.stderr).not.toMatch(/\n\s+at /);
+      expect(fatalText(out)).toContain("patch pods/status");
+      expect(fatalText(out)).not.toMatch(/\n\s+at /);
     } finally {
       await kube.setRules(rules);
     }
@@ -196,10 +196,10 @@ await onEachKubeServer("pglease run publishing to its pod", (server) => {
     };
     const refused = await runPglease(["run", "--lease", "bare", "--http-addr", "127.0.0.1:0"], env);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toMatch(
+    expect(fatalText(refused)).toMatch(
       /--peer-selector \(PGLEASE_PEER_SELECTOR\): peerSelector is not set and pod bare-pod/,
     );
-    expect(refused.stderr).toContain("or run with --no-peer-demotion");
+    expect(fatalText(refused)).toContain("or run with --no-peer-demotion");
 
     const { run: optedOut } = await startShortLeaseRun("bare", env, ["--no-peer-demotion"]);
     running.push(optedOut);

@@ -48,6 +48,21 @@ export function runPglease(
   });
 }
 
+/**
+ * Why `pglease run` stopped: its fatal line (JSON on stdout, like its other lines), the message
+ * and each problem one per line; nothing may have gone to stderr.
+ */
+export function fatalText(out: Finished): string {
+  if (out.stderr !== "") throw new Error(`pglease run wrote to stderr: ${out.stderr}`);
+  const fatal = out.stdout
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as { level?: string; msg?: string; problems?: string[] })
+    .find((line) => line.level === "fatal");
+  if (!fatal) throw new Error(`pglease run logged no fatal line:\n${out.stdout}`);
+  return [fatal.msg, ...(fatal.problems ?? [])].join("\n");
+}
+
 export interface Running {
   child: ChildProcess;
   output(): string;
