@@ -1,5 +1,6 @@
 // Database failures that are the user's to fix, phrased with the fix. Messages come from pg and
 // never contain the password; they are still scrubbed where they are printed.
+import pg from "pg";
 import { isUnreachable } from "../lease/connection-errors.ts";
 
 /** SQLSTATE of a missing grant; the read-only commands say which grant reading takes. */
@@ -13,10 +14,42 @@ const TLS_UNTRUSTED = new Set([
   "CERT_SIGNATURE_FAILURE",
 ]);
 
-export function explainDatabaseError(error: unknown): Error {
+/** An error phrased with its fix; explaining it again leaves it as it is. */
+export class ExplainedError extends Error {}
+
+/** What the explanation may name: the database's role, and pglease run's statement timeout. */
+export interface ExplainContext {
+  /** Undefined: pg resolves PGUSER (or the OS user) as it connects. */
+  connectionString?: string | undefined;
+  /** pglease run's statement (call) timeout; other commands name the default one. */
+  callTimeoutMs?: number;
+}
+
+/** pglease run's default statement timeout: half the renew interval of a 15 s lease. */
+const DEFAULT_CALL_TIMEOUT_MS = 2_500;
+
+export function explainDatabaseError(error: unknown, context: ExplainContext = {}): Error {
   if (!(error instanceof Error)) return new Error(String(error));
+  if (error instanceof ExplainedError) return error;
+  const explained = explain(error, context);
+  return explained === error ? error : new ExplainedError(explained.message);
+}
+
+function explain(error: Error, context: ExplainContext): Error {
   const code = (error as { code?: string }).code ?? "";
   const message = error.message;
+  if (/^unsupported startup parameter: (statement|lock)_timeout/.test(message)) {
+    // A transaction-mode PgBouncer: the timeouts must come from the role.
+    const role = JSON.stringify(new pg.Client({ connectionString: context.connectionString }).user ?? "app");
+    const ms = context.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    const which = context.callTimeoutMs === undefined ? "by default" : "here";
+    return new Error(
+      `${message}: PgBouncer in transaction mode refuses server timeouts sent when connecting: start with ` +
+        "--server-timeouts role (PGLEASE_SERVER_TIMEOUTS=role) and set them on the role, e.g. " +
+        `ALTER ROLE ${role} SET statement_timeout = '${ms}ms'; ALTER ROLE ${role} SET lock_timeout = '${ms}ms' ` +
+        `(at most the statement timeout of pglease run, ${ms} ms ${which})`,
+    );
+  }
   if (isUnreachable(error)) {
     return new Error(
       `cannot reach PostgreSQL (${message}): check the host and port in DATABASE_URL (or PGHOST/PGPORT) and that the server accepts connections`,

@@ -96,12 +96,13 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   } catch (error) {
     const secrets = secretsFrom(env);
     const usage = error instanceof UsageError;
+    const where = { connectionString: env.DATABASE_URL?.trim() || undefined };
     if (name === "run") {
       // Where every other line of the sidecar goes, so a log collector sees why it stopped.
       const fatal = createLogger("fatal", secrets);
       if (usage)
         fatal.fatal({ problems: error.problems }, "invalid usage or configuration; see 'pglease run --help'");
-      else fatal.fatal(explainDatabaseError(error).message);
+      else fatal.fatal(explainDatabaseError(error, where).message);
       return usage ? 2 : 1;
     }
     if (usage) {
@@ -111,7 +112,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
       );
       return 2;
     }
-    const { message } = explainDatabaseError(error);
+    const { message } = explainDatabaseError(error, where);
     process.stderr.write(`pglease ${name}: ${scrub(message, secrets)}\n`);
     return 1;
   }

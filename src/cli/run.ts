@@ -6,6 +6,7 @@ import { RUN_OPTIONS } from "../config/run-options.ts";
 import { createLogger, secretsFrom } from "../observability/logger.ts";
 import { StartAborted } from "../open-leases.ts";
 import { type Sidecar, startSidecar } from "../sidecar/sidecar.ts";
+import { explainDatabaseError } from "./database-errors.ts";
 
 export const RUN_HELP = `Usage: pglease run --lease NAME [flags]
 
@@ -74,7 +75,10 @@ export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv
     sidecar = await startSidecar({ config, logger, signal: startup.signal });
   } catch (error) {
     if (error instanceof StartAborted) return 0;
-    throw error;
+    throw explainDatabaseError(error, {
+      connectionString: config.database.connectionString,
+      callTimeoutMs: config.timing.callTimeoutMs,
+    });
   }
   // A signal that arrived while the last start-up attempt was finishing.
   if (startup.signal.aborted) stopGracefully(sidecar);

@@ -7,7 +7,7 @@ import { createFenceGuard, StaleFenceError } from "../../src/fence/index.ts";
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
-import { startPglease } from "../support/cli.ts";
+import { fatalText, runPglease, startPglease } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
@@ -82,6 +82,34 @@ describe.skipIf(skip)("behind PgBouncer in transaction mode", () => {
     } finally {
       await pool.end();
     }
+  });
+
+  it("without --server-timeouts role, pglease run and status stop in one line that names the fix", async () => {
+    const role = new URL(db.url).username;
+    const run = await runPglease(
+      [
+        "run",
+        "--lease",
+        "bounced-fix",
+        "--http-addr",
+        "127.0.0.1:0",
+        "--no-notify",
+        "--no-prepared-statements",
+      ],
+      { DATABASE_URL: bouncer.url },
+    );
+    expect(run.code).toBe(1);
+    expect(fatalText(run)).toBe(
+      "unsupported startup parameter: statement_timeout: PgBouncer in transaction mode refuses server timeouts sent when " +
+        "connecting: start with --server-timeouts role (PGLEASE_SERVER_TIMEOUTS=role) and set them on the role, e.g. " +
+        `ALTER ROLE "${role}" SET statement_timeout = '2500ms'; ALTER ROLE "${role}" SET lock_timeout = '2500ms' ` +
+        "(at most the statement timeout of pglease run, 2500 ms here)",
+    );
+    const status = await runPglease(["status", "--no-prepared-statements"], { DATABASE_URL: bouncer.url });
+    expect(status.code).toBe(1);
+    expect(status.stderr).toMatch(
+      /^pglease status: unsupported startup parameter: statement_timeout: .*start with --server-timeouts role .*ALTER ROLE "[^"]+" SET lock_timeout = '2500ms' \(at most the statement timeout of pglease run, 2500 ms by default\)\n$/,
+    );
   });
 
   it("pglease run hands over with --no-notify --no-prepared-statements --server-timeouts role, the follower polling", async () => {
