@@ -1,5 +1,6 @@
-// The fields of a transition's log line, in the history table's words: key, fence, holder (after
-// the change), previous_holder and reason. A change of hands made here (a claim won, a release)
+// The fields of a transition's log line, in the history table's words: key, fence, heldBy (the
+// history's holder: who holds after the change), previous_holder and reason. `holder` is this
+// process on every line of the sidecar, these included. A change of hands made here (a claim won, a release)
 // carries the history's reason; the other transitions name the elector's outcome, since the
 // change of hands, if any, was made by someone else's statement.
 import type { TickReport } from "../election/elector.ts";
@@ -9,7 +10,8 @@ export interface TransitionFields {
   /** The same as key, under the name the other lines of the sidecar use. */
   lease: string;
   fence: number | null;
-  holder: string | null;
+  /** Who holds the lease after the change; null when a term ended. */
+  heldBy: string | null;
   previous_holder: string | null;
   reason: string;
   outcome: TickReport["outcome"];
@@ -28,19 +30,19 @@ export function transitionFields(self: string): (tick: TickReport) => Transition
       return {
         ...base,
         fence: ownFence,
-        holder: self,
+        heldBy: self,
         previous_holder: previous,
         reason: tick.change?.reason ?? "acquired",
       };
     }
     if (tick.outcome === "refused") {
-      return { ...base, fence: tick.release ?? null, holder: null, previous_holder: self, reason: "refused" };
+      return { ...base, fence: tick.release ?? null, heldBy: null, previous_holder: self, reason: "refused" };
     }
     if (tick.state.role === "follower" && leaderSeen === self) {
       // This process's term ended: by its own release, or found lost, or given up locally.
       leaderSeen = tick.state.observed?.holder ?? null;
       const reason = tick.outcome === "released" ? "release" : tick.outcome;
-      return { ...base, fence: ownFence, holder: leaderSeen, previous_holder: self, reason };
+      return { ...base, fence: ownFence, heldBy: leaderSeen, previous_holder: self, reason };
     }
     const observed = tick.state.observed;
     const previous = leaderSeen;
@@ -48,7 +50,7 @@ export function transitionFields(self: string): (tick: TickReport) => Transition
     return {
       ...base,
       fence: tick.state.term?.fence ?? observed?.fence ?? null,
-      holder: tick.state.role === "leader" ? self : (observed?.holder ?? null),
+      heldBy: tick.state.role === "leader" ? self : (observed?.holder ?? null),
       previous_holder: previous,
       reason: tick.outcome,
     };

@@ -62,17 +62,14 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   health = appHealth;
   if (appHealth) metrics.watchHealth(() => appHealth.gate.view());
   const closeHttp = () => closeServer(http.server);
-  let transitionLog = logger.child({ self: holder });
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;
   try {
     // Through a getter: the lease stack's later warnings carry the identity it settled on.
     leases = await openLeases(leaseOptions(config, holder, () => log, signal));
     holder = leases.holder;
+    // holder is this process on every line; a transition names who holds after it heldBy.
     log = logger.child({ holder });
-    // Transition lines use holder in the history table's sense (who holds after the change), so
-    // this process's own identity goes under another name there.
-    transitionLog = logger.child({ self: holder });
     view.podShown = config.publishing.enabled ? false : null;
     publisher = await startPublisher(
       config,
@@ -96,14 +93,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   }
   leases.releases?.subscribe((key) => metrics.observeNotice(key));
   const shutdown = { started: false };
-  const electors = campaign(
-    config,
-    { log, transitionLog },
-    leases,
-    { publisher, appHealth, shutdown },
-    metrics,
-    view,
-  );
+  const electors = campaign(config, log, leases, { publisher, appHealth, shutdown }, metrics, view);
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
     `campaigning for ${config.leases.join(", ")} as ${holder}`,
@@ -200,7 +190,7 @@ function serveHttp(
  */
 function campaign(
   config: RunConfig,
-  logs: { log: Logger; transitionLog: Logger },
+  log: Logger,
   leases: Leases,
   {
     publisher,
@@ -226,7 +216,7 @@ function campaign(
     });
     self = elector;
     // Listeners go on before the first tick, which runs on a timer after campaign() returns.
-    observe(elector, logs, metrics, view);
+    observe(elector, log, metrics, view);
     if (published) {
       const publish = () => {
         const s = elector.status();
@@ -247,12 +237,7 @@ function campaign(
   return electors;
 }
 
-function observe(
-  elector: Elector,
-  { log, transitionLog }: { log: Logger; transitionLog: Logger },
-  metrics: SidecarMetrics,
-  view: HealthView,
-): void {
+function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: HealthView): void {
   metrics.watch(elector);
   elector.on("tick", (tick) => {
     view.lastTick.set(tick.key, performance.now());
@@ -262,7 +247,7 @@ function observe(
     );
   });
   const fields = transitionFields(elector.holder);
-  elector.on("transition", (tick) => logTransition(transitionLog, fields(tick), tick));
+  elector.on("transition", (tick) => logTransition(log, fields(tick), tick));
   elector.on("work-error", (error) =>
     log.error({ lease: elector.key, err: String(error) }, "leader work failed"),
   );

@@ -1,11 +1,11 @@
 // The recorder names each process by the identity the lease table knows it by: log lines before
-// the lease stack opens carry the identity without its restart proof, and transition lines name
-// the process `self` (their `holder` is who holds after the change). A process named by its first
-// line made the checker report its own fences as never granted.
+// the lease stack opens carry the identity without its restart proof; transition lines name it
+// `holder` too (who holds after the change is their `heldBy`). A process named by its first line
+// made the checker report its own fences as never granted.
 import { expect, it } from "vitest";
 import { Recorder } from "./recorder.ts";
 
-it("names a process by its last own identity: the one with the restart proof, never a transition's holder", () => {
+it("names a process by its last own identity: the one with the restart proof, never a transition's heldBy", () => {
   const recorder = new Recorder();
   recorder.sidecarStarted("chaos-1", 42, 1_000);
   const time = new Date(2_000).toISOString();
@@ -14,8 +14,8 @@ it("names a process by its last own identity: the one with the restart proof, ne
   recorder.sidecarLine(42, { time, holder: proof, msg: "campaigning for chaos as …" });
   recorder.sidecarLine(42, {
     time,
-    self: proof,
-    holder: "chaos-2-00000000",
+    holder: proof,
+    heldBy: "chaos-2-00000000",
     previous_holder: proof,
     outcome: "held-by-other",
     msg: "lease chaos is held by chaos-2-00000000",

@@ -65,10 +65,10 @@ export class Recorder {
   sidecarLine(pid: number, line: Record<string, unknown>): void {
     const incarnation = this.#incarnation(pid);
     if (!incarnation) return;
-    // The process's own identity: `self` on transition lines (their `holder` is who holds after
-    // the change), `holder` on the others. The latest wins: once the lease stack opens it appends
-    // the restart proof, and the table knows the holder only by that name.
-    const self = typeof line.self === "string" ? line.self : line.holder;
+    // The process's own identity: `holder` on every line (a transition's `heldBy` is who holds
+    // after it). The latest wins: once the lease stack opens it appends the restart proof, and
+    // the table knows the holder only by that name.
+    const self = line.holder;
     const settled = incarnation.holder?.includes("#r:") === true;
     if (typeof self === "string" && (!settled || self.includes("#r:"))) incarnation.holder = self;
     const time = typeof line.time === "string" ? Date.parse(line.time) : Number.NaN;

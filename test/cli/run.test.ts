@@ -96,7 +96,8 @@ describe("a running controller", () => {
       lease: "endpoints",
       key: "endpoints",
       outcome: "acquired",
-      holder: acquired.self,
+      // holder is this process on every line, transitions included; heldBy is who holds after it.
+      heldBy: acquired.holder,
       previous_holder: null,
       reason: "claim",
     });
@@ -114,6 +115,8 @@ describe("a running controller", () => {
     };
     // The pod name, a random suffix, and the restart proof (crash failover in restart time).
     expect(status.holder).toMatch(/-[0-9a-f]{8}#r:[0-9a-f]{32}\.[0-9]+$/);
+    expect(acquired.holder).toBe(status.holder);
+    expect(acquired).not.toHaveProperty("self");
     expect(status.leases).toEqual([
       expect.objectContaining({
         lease: "endpoints",
@@ -172,7 +175,7 @@ describe("a running controller", () => {
     const a = await longLeaseReplica("handover");
     await a.r.waitForLog(/^acquired lease handover/);
     const b = await longLeaseReplica("handover");
-    await b.r.waitForLog(/^lease handover is held by /);
+    const seen = await b.r.waitForLog(/^lease handover is held by /);
     expect((await b.get("/leader")).status).toBe(503);
 
     const exit = await a.r.stop("SIGTERM");
@@ -194,13 +197,15 @@ describe("a running controller", () => {
       "SELECT holder, fence::int FROM pglease_leases WHERE key = 'handover'",
     );
     expect(row.rows).toEqual([{ holder, fence: takenFence }]);
+    // b's line about a's term: holder is b (as on all its lines), heldBy is a.
+    expect(seen).toMatchObject({ holder, heldBy: released?.holder, outcome: "held-by-other" });
     // The log lines and the history table tell the change of hands in the same words.
-    const aHolder = released?.self;
+    const aHolder = released?.holder;
     expect(aHolder).toMatch(/-[0-9a-f]{8}#r:[0-9a-f]{32}\.[0-9]+$/);
     expect(released).toMatchObject({
       key: "handover",
       fence: releasedFence,
-      holder: null,
+      heldBy: null,
       previous_holder: aHolder,
       reason: "release",
     });
@@ -209,6 +214,7 @@ describe("a running controller", () => {
       key: "handover",
       fence: takenFence,
       holder,
+      heldBy: holder,
       previous_holder: aHolder,
       reason: "handover",
     });

@@ -22,7 +22,7 @@ const follower = (holder: string | null, fence: number | null) => ({
 const leader = (fence: number) => ({ role: "leader" as const, term: term(fence), observed: null });
 const none = { role: "follower" as const, term: null, observed: null };
 
-it("names holder, previous holder, fence and reason for every transition", () => {
+it("names heldBy (who holds after it), previous holder, fence and reason for every transition", () => {
   const fields = transitionFields("me");
   const lines = [
     tick({ outcome: "held-by-other", state: follower("other", 4) }),
@@ -43,13 +43,13 @@ it("names holder, previous holder, fence and reason for every transition", () =>
     return rest;
   });
   expect(lines).toEqual([
-    { fence: 4, holder: "other", previous_holder: null, reason: "held-by-other" },
-    { fence: 5, holder: "me", previous_holder: "other", reason: "expiry-takeover" },
-    { fence: 5, holder: null, previous_holder: "me", reason: "lost" },
-    { fence: 7, holder: "me", previous_holder: null, reason: "claim" },
-    { fence: 7, holder: null, previous_holder: "me", reason: "stepped-down" },
-    { fence: 9, holder: null, previous_holder: "me", reason: "refused" },
-    { fence: 10, holder: "me", previous_holder: "me", reason: "new-term" },
-    { fence: 10, holder: null, previous_holder: "me", reason: "release" },
+    { fence: 4, heldBy: "other", previous_holder: null, reason: "held-by-other" },
+    { fence: 5, heldBy: "me", previous_holder: "other", reason: "expiry-takeover" },
+    { fence: 5, heldBy: null, previous_holder: "me", reason: "lost" },
+    { fence: 7, heldBy: "me", previous_holder: null, reason: "claim" },
+    { fence: 7, heldBy: null, previous_holder: "me", reason: "stepped-down" },
+    { fence: 9, heldBy: null, previous_holder: "me", reason: "refused" },
+    { fence: 10, heldBy: "me", previous_holder: "me", reason: "new-term" },
+    { fence: 10, heldBy: null, previous_holder: "me", reason: "release" },
   ]);
 });
