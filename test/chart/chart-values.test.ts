@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { DURATION_PATTERN } from "../../src/config/values.ts";
 import {
   type ChartValues,
   chartDir,
@@ -23,12 +24,30 @@ const run = promisify(execFile);
 const tools = await kubeTools();
 const skip = skipBecause("chart value tests", !tools.ok && tools.reason);
 
+it("the values schema checks every duration with the sidecar's own pattern (Go's syntax: 1h, 1m30s, 1.5s)", async () => {
+  const schema = JSON.parse(await readFile(join(chartDir, "values.schema.json"), "utf8")) as unknown;
+  const patterns: Array<[string, string]> = [];
+  const walk = (node: unknown, path: string) => {
+    if (typeof node !== "object" || node === null) return;
+    for (const [key, child] of Object.entries(node)) {
+      if (key === "pattern" && typeof child === "string" && /\(ms\|/.test(child))
+        patterns.push([path, child]);
+      // Prometheus's durations (rule windows, scrape intervals) are Prometheus's syntax, not the sidecar's.
+      else if (`${path}/${key}` !== "/properties/metrics") walk(child, `${path}/${key}`);
+    }
+  };
+  walk(schema, "");
+  expect(patterns.length).toBeGreaterThanOrEqual(8);
+  const optional = `^(${DURATION_PATTERN.slice(1, -1)})?$`;
+  for (const [path, pattern] of patterns) expect([DURATION_PATTERN, optional], path).toContain(pattern);
+});
+
 describe.skipIf(skip)("charts/pglease values", () => {
   it.each<[string, ChartValues, RegExp]>([
     [
       "a malformed duration",
       { lease: { duration: "15 seconds" } },
-      /\/lease\/duration.*\^\[0-9\]\+\(ms\|s\|m\)\$/,
+      /\/lease\/duration.*does not match pattern/,
     ],
     [
       "a malformed label key",
@@ -39,7 +58,7 @@ describe.skipIf(skip)("charts/pglease values", () => {
     [
       "a history age without a unit",
       { history: { maxAge: "30" } },
-      /\/history\/maxAge.*\^\[0-9\]\+\(ms\|s\|m\|h\|d\)\$/,
+      /\/history\/maxAge.*does not match pattern/,
     ],
     ["no history kept at all", { history: { maxRowsPerKey: 0 } }, /\/history\/maxRowsPerKey.*minimum/],
     [

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { parseDuration } from "../../src/config/values.ts";
 import {
   BASE_VALUES,
   type ChartValues,
@@ -39,6 +40,7 @@ interface Container {
   securityContext?: Record<string, unknown> & { capabilities?: { drop?: string[] } };
   livenessProbe?: { httpGet?: { path: string } };
   readinessProbe?: { httpGet?: { path: string } };
+  startupProbe?: { failureThreshold?: number };
   volumeMounts?: { name: string; mountPath: string }[];
 }
 interface PodSpec {
@@ -250,6 +252,25 @@ describe.skipIf(skip)("charts/pglease", () => {
     // The CLI's own defaults, spelt out.
     expect(env.get("PGLEASE_HISTORY_MAX_AGE")).toBe("30d");
     expect(env.get("PGLEASE_HISTORY_MAX_ROWS")).toBe("1000");
+  });
+
+  it("takes durations as Go writes them, as the sidecar does, and derives the startup probe from them", async () => {
+    const podWith = async (values: ChartValues) => workloadOf(await renderChart(values)).spec.template.spec;
+    const compound = await podWith({
+      lease: { duration: "1m30s", retryInterval: "1.5s", renewInterval: "30s" },
+      sidecar: { startTimeout: "1m30s" },
+      history: { maxAge: "1h" },
+    });
+    const env = envOf(sidecarOf(compound));
+    expect(env.get("PGLEASE_DURATION")).toBe("1m30s");
+    expect(env.get("PGLEASE_HISTORY_MAX_AGE")).toBe("1h");
+    for (const name of ["PGLEASE_DURATION", "PGLEASE_RETRY_INTERVAL", "PGLEASE_START_TIMEOUT"]) {
+      expect(parseDuration(env.get(name) ?? ""), name).toHaveProperty("value");
+    }
+    const plain = await podWith({ sidecar: { startTimeout: "90s" } });
+    expect(sidecarOf(compound).startupProbe?.failureThreshold).toBe(
+      sidecarOf(plain).startupProbe?.failureThreshold,
+    );
   });
 
   it("passes the history's retention to the sidecar", async () => {

@@ -132,7 +132,7 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
     [
       "a history age without a unit",
       { history: { maxAge: "30" } },
-      /history\.maxAge "30" must be a whole number followed by ms, s, m, h or d/,
+      /history\.maxAge: "30" is not a duration: write a number and a unit, or several as Go does/,
     ],
     [
       "no history kept",
@@ -157,6 +157,22 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
   ])("refuses %s with a message naming the setting", async (_, pglease, message) => {
     const rendered = await templateChart(example, { pglease });
     expect(rendered.ok ? "" : rendered.error).toMatch(message);
+  });
+
+  it("takes durations as Go writes them, compound and decimal, as the sidecar does", async () => {
+    const rendered = await templateChart(example, {
+      pglease: {
+        lease: { duration: "1m30s", retryInterval: "1.5s", gracePeriod: "0.25m" },
+        sidecar: { startTimeout: "1h" },
+        history: { maxAge: "1d12h" },
+      },
+    });
+    expect(rendered.ok ? "" : rendered.error).toBe("");
+    // 1.5m is 90 s, past the 30 s termination grace period: the fraction counts.
+    const late = await templateChart(example, { pglease: { lease: { gracePeriod: "1.5m" } } });
+    expect(late.ok ? "" : late.error).toMatch(
+      /lease\.gracePeriod \(1\.5m\) must be shorter than terminationGracePeriodSeconds/,
+    );
   });
 
   it("lets a false override a true default (no pod-info files, no RBAC objects)", async () => {

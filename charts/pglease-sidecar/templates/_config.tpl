@@ -149,17 +149,21 @@ handling of false and empty values has changed between Helm versions.
 {{- default $c.name $c.serviceAccount.name }}
 {{- end }}
 
-{{/* A duration (a whole number with ms, s or m) in milliseconds; the message names the key. */}}
+{{/*
+A duration as Go writes it (15s, 1m30s, 1.5h, 300ms; d for days) in milliseconds, the syntax the
+sidecar's parser takes (src/config/values.ts); the message names the key.
+*/}}
 {{- define "pglease-sidecar.durationMillis" -}}
 {{- $key := index . 0 }}
 {{- $value := toString (index . 1) }}
-{{- if regexMatch "^[0-9]+ms$" $value }}
-{{- trimSuffix "ms" $value | int64 }}
-{{- else if regexMatch "^[0-9]+s$" $value }}
-{{- mul (trimSuffix "s" $value | int64) 1000 }}
-{{- else if regexMatch "^[0-9]+m$" $value }}
-{{- mul (trimSuffix "m" $value | int64) 60000 }}
-{{- else }}
-{{- fail (printf "%s: %q is not a duration: write a whole number followed by ms, s or m (e.g. 15s)" $key $value) }}
+{{- if not (regexMatch "^(([0-9]+([.][0-9]*)?|[.][0-9]+)(ms|s|m|h|d))+$" $value) }}
+{{- fail (printf "%s: %q is not a duration: write a number and a unit, or several as Go does (e.g. 500ms, 15s, 1m30s, 1.5h, 30d)" $key $value) }}
 {{- end }}
+{{- $unitMs := dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000 }}
+{{- $total := 0.0 }}
+{{- range regexFindAll "([0-9]+([.][0-9]*)?|[.][0-9]+)(ms|s|m|h|d)" $value -1 }}
+{{- $number := regexFind "^[0-9.]+" . }}
+{{- $total = addf $total (mulf (float64 $number) (index $unitMs (trimPrefix $number .))) }}
+{{- end }}
+{{- round $total 0 | int64 }}
 {{- end }}

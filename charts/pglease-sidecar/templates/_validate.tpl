@@ -21,9 +21,7 @@ the setting and the fix.
 {{- fail (printf "pglease-sidecar: lease.gracePeriod (%s) must be shorter than terminationGracePeriodSeconds (%d s): past it the kubelet kills the sidecar before it releases the lease" $c.lease.gracePeriod (int64 $c.terminationGracePeriodSeconds)) }}
 {{- end }}
 
-{{- if not (regexMatch "^[0-9]+(ms|s|m|h|d)$" (toString $c.history.maxAge)) }}
-{{- fail (printf "pglease-sidecar: history.maxAge %q must be a whole number followed by ms, s, m, h or d, e.g. 30d" (toString $c.history.maxAge)) }}
-{{- end }}
+{{- $_ = include "pglease-sidecar.durationMillis" (list "history.maxAge" $c.history.maxAge) }}
 {{- if not (and (regexMatch "^[0-9]+$" (toString $c.history.maxRowsPerKey)) (ge (int64 $c.history.maxRowsPerKey) 1) (le (int64 $c.history.maxRowsPerKey) 10000000)) }}
 {{- fail (printf "pglease-sidecar: history.maxRowsPerKey %v must be a whole number from 1 to 10000000" $c.history.maxRowsPerKey) }}
 {{- end }}

@@ -71,18 +71,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* A duration value (schema: ^[0-9]+(ms|s|m)$) in milliseconds. */}}
+{{/*
+A duration value in milliseconds, by the library's parser (Go's syntax, as the sidecar's); the
+schema has refused a malformed one before any template runs.
+*/}}
 {{- define "pglease.durationMillis" -}}
-{{- $value := toString . }}
-{{- if hasSuffix "ms" $value }}
-{{- trimSuffix "ms" $value | int64 }}
-{{- else if hasSuffix "s" $value }}
-{{- mul (trimSuffix "s" $value | int64) 1000 }}
-{{- else if hasSuffix "m" $value }}
-{{- mul (trimSuffix "m" $value | int64) 60000 }}
-{{- else }}
-{{- fail (printf "%q is not a duration: write a whole number followed by ms, s or m (e.g. 15s)" $value) }}
-{{- end }}
+{{- include "pglease-sidecar.durationMillis" (list "a duration" .) }}
 {{- end }}
 
 {{/* A duration for Prometheus (`for:`), from milliseconds, rounded up to whole seconds. */}}
