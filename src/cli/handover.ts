@@ -54,7 +54,8 @@ Examples:
 export async function handoverCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   const request: HandoverRequest = { reservationMs: DEFAULT_RESERVATION_MS };
   const command = await openDatabaseCommand(OPTIONS, argv, env, (raw, problems) => {
-    if (raw.positionals.length !== 1) {
+    // A misspelt flag may have been taken to carry the name: it is the one problem then.
+    if (raw.positionals.length !== 1 && raw.misspelt.size === 0) {
       problems.push(
         `pglease handover takes exactly one lease name, got ${raw.positionals.length}: pglease handover orders-sync --to POD`,
       );

@@ -22,7 +22,8 @@ Example:
 export async function releaseCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   let key = "";
   const command = await openDatabaseCommand([], argv, env, (raw, problems) => {
-    if (raw.positionals.length !== 1) {
+    // A misspelt flag may have been taken to carry the name: it is the one problem then.
+    if (raw.positionals.length !== 1 && raw.misspelt.size === 0) {
       problems.push(
         `pglease release takes exactly one lease name, got ${raw.positionals.length}: pglease release orders-sync`,
       );

@@ -98,6 +98,10 @@ describe("a misspelt flag", () => {
     expect(release.code).toBe(2);
     expect(release.stderr).toContain("  - unknown flag --jsn; see --help for the flags this command takes\n");
     expect(release.stderr.match(/^ {2}- /gm)).toHaveLength(1);
+    // Taken for --table, it carries the next word: the lease name is not also reported missing.
+    const table = await runPglease(["release", "--tabel", "orders-sync"], env());
+    expect(table.code).toBe(2);
+    expect(table.stderr.match(/^ {2}- .*$/gm)).toEqual(["  - unknown flag --tabel (did you mean --table?)"]);
     const status = await runPglease(["status", "--jsno"], env());
     expect(status.stderr).toContain("  - unknown flag --jsno (did you mean --json?)\n");
     expect(status.stderr.match(/^ {2}- /gm)).toHaveLength(1);
