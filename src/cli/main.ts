@@ -118,9 +118,12 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   }
 }
 
+/** Commands with processes of their own to stop (run: demote and release; demo: its replicas). */
+const STOP_ON_SIGTERM = new Set(["run", "demo"]);
+
 /**
  * `pglease status --watch | head -2`: once the reader has gone, writing fails with EPIPE. A command
- * that prints ends there, exit 0; `pglease run` stops as on SIGTERM (demote, release), once.
+ * that only prints ends there, exit 0; run and demo stop as on SIGTERM, once.
  */
 function endQuietlyWhenStdoutCloses(name: string): void {
   let closed = false;
@@ -128,7 +131,7 @@ function endQuietlyWhenStdoutCloses(name: string): void {
     if (error.code !== "EPIPE" && !closed) throw error;
     if (closed) return;
     closed = true;
-    if (name === "run") process.kill(process.pid, "SIGTERM");
+    if (STOP_ON_SIGTERM.has(name)) process.kill(process.pid, "SIGTERM");
     else process.exit(0);
   });
 }
