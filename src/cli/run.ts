@@ -17,7 +17,7 @@ Kubernetes with POD_NAME and POD_NAMESPACE set. Serves /healthz, /readyz, /leade
 
 Database: DATABASE_URL, or PGHOST, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE.
 Every flag has an environment variable, shown in brackets; a flag wins over it.
-Durations take a unit: 500ms, 15s, 1m.
+Durations as Go writes them, and d for days: 500ms, 15s, 1m30s, 1.5h, 30d.
 
 Flags:
 ${optionHelp(RUN_OPTIONS)}

@@ -11,7 +11,7 @@ export const HEALTH_OPTIONS: readonly OptionSpec[] = [
     env: "PGLEASE_HEALTH_GATE",
     value: "off|pod|url",
     help: "campaign only while the application is healthy: pod reads its containers' ready state from the pod's status (no extra API request), url probes --health-url",
-    defaultText: "off (url with --health-url; the chart sets pod)",
+    defaultText: "off, or url with --health-url; the chart sets pod",
   },
   {
     flag: "health-url",
@@ -66,7 +66,7 @@ export const HEALTH_OPTIONS: readonly OptionSpec[] = [
     flag: "health-wait",
     env: "PGLEASE_HEALTH_WAIT",
     boolean: true,
-    help: "do not campaign at start until the application is ready; --no-health-wait campaigns at once",
+    help: "do not campaign at start until the application is ready (off: campaign at once)",
     defaultText: "true",
   },
 ];

@@ -176,7 +176,9 @@ export function noArguments(command: string, raw: RawOptions, problems: string[]
 
 export function optionHelp(specs: readonly OptionSpec[]): string {
   const rows = specs.map((s) => {
-    const left = s.boolean ? `--${s.flag}, --no-${s.flag}` : `--${s.flag} ${s.value ?? "VALUE"}`;
+    // A flag that is itself a negation (--no-lead) has no --no-no- form worth showing.
+    const negation = s.flag.startsWith("no-") ? "" : `, --no-${s.flag}`;
+    const left = s.boolean ? `--${s.flag}${negation}` : `--${s.flag} ${s.value ?? "VALUE"}`;
     const right = [s.help, s.defaultText ? `(default ${s.defaultText})` : "", s.env ? `[${s.env}]` : ""]
       .filter(Boolean)
       .join(" ");

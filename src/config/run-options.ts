@@ -151,14 +151,14 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     flag: "peer-demotion",
     env: "PGLEASE_PEER_DEMOTION",
     boolean: true,
-    help: "take a stale leader label off other pods of the lease; --no-peer-demotion opts out (a frozen old leader's pod then keeps its label)",
+    help: "take a stale leader label off other pods of the lease (off: a frozen old leader's pod keeps its label)",
     defaultText: "true",
   },
   {
     flag: "restart-takeover",
     env: "PGLEASE_RESTART_TAKEOVER",
     boolean: true,
-    help: "after a crash, the container restarted in the same pod takes its dead predecessor's lease at once instead of waiting for its expiry; --no-restart-takeover opts out",
+    help: "after a crash, the container restarted in the same pod takes its dead predecessor's lease at once instead of waiting for its expiry",
     defaultText: "true",
   },
   {

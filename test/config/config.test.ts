@@ -245,9 +245,11 @@ describe("pglease run configuration", () => {
     expect(problemsOf(["--leese", "orders"], db)).toEqual(["unknown flag --leese (did you mean --lease?)"]);
   });
 
-  it("help states each default once", () => {
+  it("help states each default once, and a boolean's --no- form only in its left column", () => {
     for (const line of optionHelp(RUN_OPTIONS).split("\n")) {
       expect(line.match(/\bdefault\b/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
+      expect(line.match(/--no-[a-z-]+/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
+      expect(line, line).not.toMatch(/\(default [^)]*\(/);
     }
   });
 });
