@@ -50,6 +50,8 @@ export class LeaseTimingMetrics {
     const interval = elector.timing.renewIntervalMs;
     let lastGoodSentAt: number | null = null;
     let deadlineAt: number | null = null;
+    // At 0 from the start: increase() sees nothing of a series whose first sample is already 1.
+    for (const direction of ["forward", "backward"]) this.#steps.inc({ lease, direction }, 0);
     elector.on("clock-step", (step) => this.#steps.inc({ lease, direction: step.direction }));
     elector.on("server-time", ({ serverNowMs, roundTripMs }) => {
       this.#offset.set((serverNowMs - (Date.now() - roundTripMs / 2)) / 1000);

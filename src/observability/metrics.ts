@@ -91,8 +91,8 @@ export class SidecarMetrics {
   });
   readonly #patchErrors = new client.Counter({
     name: "pglease_pod_patch_errors_total",
-    help: "Failed Kubernetes patches (publish failures), by target and HTTP status",
-    labelNames: ["target", "status"],
+    help: "Failed Kubernetes patches (publish failures), by target and HTTP status code (none: no answer)",
+    labelNames: ["target", "code"],
     registers: [this.registry],
   });
   readonly #publishLag = new client.Histogram({
@@ -142,6 +142,11 @@ export class SidecarMetrics {
     this.#electors.push(elector);
     this.#sample(elector);
     this.#timing.watch(elector);
+    // At 0 from the start: increase() sees nothing of a series whose first sample is already 1.
+    for (const reason of TRANSITION_REASONS) {
+      this.#transitions.inc({ lease, direction: GAINED.has(reason) ? "gained" : "lost", reason }, 0);
+    }
+    for (const kind of ["transient", "lost"]) this.#renewFailures.inc({ lease, kind }, 0);
     elector.on("tick", (tick: TickReport) => {
       if (tick.action !== "deadline") {
         this.#statements.observe(
@@ -161,15 +166,20 @@ export class SidecarMetrics {
     });
   }
 
-  /** The health gate's input and its handovers, read at each scrape. */
-  watchHealth(view: () => { ready: boolean | null; handovers: number }): void {
+  /**
+   * The health gate's input and its handovers, read at each scrape. `gate` (pod or url) says
+   * where readiness comes from; before the first report there is no sample (unknown is not a value).
+   */
+  watchHealth(gate: string, view: () => { ready: boolean | null; handovers: number }): void {
     new client.Gauge({
       name: "pglease_application_ready",
-      help: "The health gate's input: 1 when the application is ready, 0 when not, -1 before the first report",
+      help: "The health gate's input: 1 when the application is ready, 0 when not; absent before the first report",
+      labelNames: ["gate"],
       registers: [this.registry],
       collect() {
         const ready = view().ready;
-        this.set(ready === null ? -1 : ready ? 1 : 0);
+        this.reset();
+        if (ready !== null) this.set({ gate }, ready ? 1 : 0);
       },
     });
     new client.Counter({
@@ -189,7 +199,7 @@ export class SidecarMetrics {
 
   observePatch(e: PatchObservation): void {
     this.#patchDuration.observe({ target: e.target }, e.durationMs / 1000);
-    if (!e.ok) this.#patchErrors.inc({ target: e.target, status: String(e.status ?? "none") });
+    if (!e.ok) this.#patchErrors.inc({ target: e.target, code: String(e.status ?? "none") });
   }
 
   observePublished(e: PublishedObservation): void {

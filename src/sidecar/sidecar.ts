@@ -60,7 +60,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     { annotation: config.publish.leaseAnnotation, name: config.publishLease },
   );
   health = appHealth;
-  if (appHealth) metrics.watchHealth(() => appHealth.gate.view());
+  if (appHealth) metrics.watchHealth(config.health.source, () => appHealth.gate.view());
   const closeHttp = () => closeServer(http.server);
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;

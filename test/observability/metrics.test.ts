@@ -44,3 +44,48 @@ it("renew lateness and deadline margin follow the elector's clock; transitions c
   expect(after).toContain('pglease_release_notices_total{lease="timed"} 1');
   expect(after).toContain('pglease_release_notices_total{lease="other"} 1');
 });
+
+// Prometheus's increase() counts nothing for a series whose first sample is already 1: a counter a
+// rule reads with increase() must be exported at 0 before its first event, or the first clock
+// step, renew failure or gain of a label set goes unseen by the alerts (test/chart/alerts/).
+it("counters the alerts read start at 0 for every label set, before the first event", async () => {
+  const clock = new ManualClock();
+  const metrics = new SidecarMetrics({ version: "1.2.3" }, ["zeroed"], () => clock.now());
+  const a = h.elector(clock, { key: "zeroed", holder: "a" });
+  metrics.watch(a.e);
+  const text = await metrics.registry.metrics();
+  for (const direction of ["forward", "backward"]) {
+    expect(text).toContain(`pglease_db_clock_steps_total{lease="zeroed",direction="${direction}"} 0`);
+  }
+  for (const kind of ["transient", "lost"]) {
+    expect(text).toContain(`pglease_renew_failures_total{lease="zeroed",kind="${kind}"} 0`);
+  }
+  for (const reason of ["claim", "expiry-takeover", "new-term", "acquired"]) {
+    expect(text).toContain(
+      `pglease_transitions_total{lease="zeroed",direction="gained",reason="${reason}"} 0`,
+    );
+  }
+  for (const reason of ["release", "resigned", "lost", "stepped-down"]) {
+    expect(text).toContain(`pglease_transitions_total{lease="zeroed",direction="lost",reason="${reason}"} 0`);
+  }
+});
+
+it("patch errors count by HTTP code; the application's readiness is absent until its first report", async () => {
+  const metrics = new SidecarMetrics();
+  metrics.observePatch({ target: "metadata", ok: false, durationMs: 3, status: 403 });
+  metrics.observePatch({ target: "status", ok: false, durationMs: 3 });
+  let view: { ready: boolean | null; handovers: number } = { ready: null, handovers: 0 };
+  metrics.watchHealth("pod", () => view);
+  const before = await metrics.registry.metrics();
+  expect(before).toContain('pglease_pod_patch_errors_total{target="metadata",code="403"} 1');
+  expect(before).toContain('pglease_pod_patch_errors_total{target="status",code="none"} 1');
+  // Unknown is no sample, not a value a sum or an average would mix in.
+  expect(before).not.toMatch(/^pglease_application_ready/m);
+  expect(before).toMatch(/^pglease_health_handovers_total 0$/m);
+  view = { ready: false, handovers: 1 };
+  const unready = await metrics.registry.metrics();
+  expect(unready).toMatch(/^pglease_application_ready\{gate="pod"\} 0$/m);
+  expect(unready).toMatch(/^pglease_health_handovers_total 1$/m);
+  view = { ready: true, handovers: 1 };
+  expect(await metrics.registry.metrics()).toMatch(/^pglease_application_ready\{gate="pod"\} 1$/m);
+});
