@@ -4,8 +4,9 @@
 import client from "prom-client";
 import type { Elector, TickReport } from "../election/elector.ts";
 
-// Seconds late or left: from a millisecond to beyond a default lease.
-const MARGIN_BUCKETS = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 30];
+// Seconds late or left: from a millisecond to beyond a default lease. The chart's
+// PgleaseRenewNearDeadline picks one of these bounds (charts/pglease/templates/prometheus-rule.yaml).
+export const MARGIN_BUCKETS = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 30];
 
 export class LeaseTimingMetrics {
   readonly #lateness: client.Histogram<"lease">;

@@ -320,11 +320,15 @@ describe.skipIf(skip)("charts/pglease", () => {
       "PgleaseFenceJump",
       "PgleaseFrequentLeaderChanges",
       "PgleaseRenewNearDeadline",
+      "PgleaseRenewFailures",
+      "PgleaseLeaderUnready",
     ];
     expect(rules.map((r) => r.alert)).toEqual([
       ...perLease,
+      "PgleaseTargetDown",
       "PgleasePublishFailures",
       "PgleaseDatabaseClockStep",
+      "PgleaseHealthHandovers",
     ]);
     expect(rules[0]).toMatchObject({ for: "40s" });
     // Our own metric, for this release's pods only: another operator's leader_election_master_status never counts.
@@ -354,7 +358,7 @@ describe.skipIf(skip)("charts/pglease", () => {
       spec: { groups: { rules: { alert: string; annotations: Record<string, string> }[] }[] };
     };
     const urls = rule.spec.groups.flatMap((g) => g.rules).map((r) => [r.alert, r.annotations.runbook_url]);
-    expect(urls.length).toBe(7);
+    expect(urls.length).toBe(11);
     for (const [alert, url] of urls) {
       expect(url).toBe(`https://wiki.example.com/ops/pglease-runbook#${alert?.toLowerCase()}`);
     }

@@ -4,30 +4,26 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { SidecarMetrics } from "../../src/observability/metrics.ts";
 import { kubeTools, renderChart, repoRoot } from "../support/chart.ts";
 import { skipBecause } from "../support/skip.ts";
-
-// Labels prometheus-operator's ServiceMonitor attaches to every scraped series.
-const TARGET_LABELS = ["namespace", "pod", "service", "job", "instance", "container", "endpoint"];
+import { exportedMetrics as exported, TARGET_LABELS } from "./exported-metrics.ts";
 
 const tools = await kubeTools();
-
-function exported(): Map<string, string[]> {
-  const metrics = new Map<string, string[]>();
-  for (const metric of new SidecarMetrics().registry.getMetricsAsArray()) {
-    const { name, labelNames = [] } = metric as unknown as { name: string; labelNames?: string[] };
-    metrics.set(name, labelNames);
-    if (metric.constructor.name === "Histogram") metrics.set(`${name}_bucket`, [...labelNames, "le"]);
-  }
-  return metrics;
-}
 
 /** Problems of one PromQL expression: unknown pglease metrics, labels the metric does not have. */
 function queryProblems(expr: string, metrics: Map<string, string[]>): string[] {
   const problems: string[] = [];
   const names = [...expr.matchAll(/\b(pglease_[a-z_]+|leader_election_master_status)\b(\{([^}]*)\})?/g)];
   if (names.length === 0) problems.push(`${expr}: queries no pglease metric`);
+  // Labels a query groups by: of one of its metrics, or of the target.
+  const own = names.flatMap(([, name = ""]) => metrics.get(name) ?? []);
+  for (const [, list = ""] of expr.matchAll(/\b(?:by|without)\s*\(([^)]*)\)/g)) {
+    for (const label of list.split(",").map((l) => l.trim())) {
+      if (label && !own.includes(label) && !TARGET_LABELS.includes(label)) {
+        problems.push(`by (${label}): no metric of the query has that label`);
+      }
+    }
+  }
   for (const [, name = "", , selector = ""] of names) {
     const labels = metrics.get(name);
     if (labels === undefined) {
@@ -47,7 +43,11 @@ describe("metric queries", () => {
   it("the Grafana dashboard queries exported metrics by their own labels", async () => {
     const dashboard = JSON.parse(
       await readFile(join(repoRoot, "deploy", "grafana", "pglease-dashboard.json"), "utf8"),
-    ) as { panels: { title: string; targets: { expr: string }[] }[] };
+    ) as {
+      panels: { title: string; targets: { expr: string }[]; fieldConfig: { defaults: { unit?: string } } }[];
+    };
+    // Every panel says what its numbers are (seconds, a count, a plain number like a fence).
+    expect(dashboard.panels.filter((p) => !p.fieldConfig.defaults.unit).map((p) => p.title)).toEqual([]);
     const metrics = exported();
     const exprs = dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr));
     expect(exprs.length).toBeGreaterThan(10);
@@ -70,6 +70,9 @@ describe("metric queries", () => {
       "pglease_release_notices_total",
       "pglease_pod_patch_errors_total",
       "pglease_publish_lag_seconds_bucket",
+      "pglease_renew_failures_total",
+      "pglease_application_ready",
+      "pglease_health_handovers_total",
     ]) {
       expect(
         exprs.some((e) => e.includes(wanted)),
@@ -86,6 +89,9 @@ describe("metric queries", () => {
     expect(queryProblems('leader_election_master_status{lease="a"}', metrics)).toEqual([
       "leader_election_master_status{lease}: no such label (it has name)",
     ]);
+    expect(queryProblems("sum by (target, status) (pglease_pod_patch_errors_total)", metrics)).toEqual([
+      "by (status): no metric of the query has that label",
+    ]);
   });
 
   // Skipped, like the chart tests, only where helm cannot be fetched outside CI.
@@ -97,8 +103,13 @@ describe("metric queries", () => {
         spec: { groups: { rules: { expr: string }[] }[] };
       };
       const exprs = rule.spec.groups.flatMap((g) => g.rules.map((r) => r.expr));
-      expect(exprs).toHaveLength(7);
-      expect(exprs.flatMap((e) => queryProblems(e, exported()))).toEqual([]);
+      expect(exprs).toHaveLength(11);
+      // One alert reads Prometheus's own `up` of the sidecars' targets; the others read ours.
+      const [up, ...ours] = [...exprs].sort(
+        (a, b) => Number(b.startsWith("up{")) - Number(a.startsWith("up{")),
+      );
+      expect(up).toBe('up{namespace="pglease-test", job="pglease-pods"} == 0');
+      expect(ours.flatMap((e) => queryProblems(e, exported()))).toEqual([]);
     },
   );
 });

@@ -50,7 +50,7 @@ await onEachSidecarKubeServer("pglease run with the health gate", NS, (suite) =>
     expect(status.leases[0]?.notCampaigning).toMatch(/^application unready/);
     const metrics = await (await fetch(`http://127.0.0.1:${a.port}/metrics`)).text();
     expect(metrics).toMatch(/^pglease_health_handovers_total 1$/m);
-    expect(metrics).toMatch(/^pglease_application_ready 0$/m);
+    expect(metrics).toMatch(/^pglease_application_ready\{gate="pod"\} 0$/m);
   });
 
   it("an unready fleet keeps its leader, which hands over once a peer's application is ready", async () => {
