@@ -4,7 +4,7 @@
 // binaries or Kubernetes client library come along (pglease has its own small client), the
 // tarball holds no source maps pointing at files it does not ship, the `pglease` command answers
 // --version, and `pglease run` publishes to its pod.
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -74,12 +74,32 @@ describe("the npm package, installed by an application", () => {
     expect(required.stdout.trim()).toBe("function");
   });
 
-  it("type-checks an application against the published types, skipLibCheck off", async () => {
+  // TypeScript 7 knows three module resolutions (node10 and classic are gone); "Are the types
+  // wrong?" below also checks node10, with its own TypeScript 5.
+  it.each([
+    { kind: "ESM, NodeNext", file: "consumer.mts", module: "NodeNext", moduleResolution: "NodeNext" },
+    {
+      kind: "CommonJS, NodeNext (require of ESM)",
+      file: "consumer.cts",
+      module: "NodeNext",
+      moduleResolution: "NodeNext",
+    },
+    { kind: "a bundler", file: "consumer.ts", module: "ESNext", moduleResolution: "Bundler" },
+  ])("type-checks an application against the published types: $kind, skipLibCheck off", async (setup) => {
+    const importLines = setup.file.endsWith(".cts")
+      ? [
+          'import pg = require("pg");',
+          'import pglease = require("pglease");',
+          "type Leases = pglease.Leases;",
+          "const { openLeases } = pglease;",
+        ]
+      : ['import pg from "pg";', 'import { type Leases, openLeases } from "pglease";'];
+    const project = join(app, setup.file.replace(".", "-"));
+    await mkdir(project, { recursive: true });
     await writeFile(
-      join(app, "consumer.ts"),
+      join(project, setup.file),
       [
-        'import pg from "pg";',
-        'import { type Leases, openLeases } from "pglease";',
+        ...importLines,
         "export function start(pool: pg.Pool): Promise<Leases> {",
         '  return openLeases({ pool, holder: "consumer" });',
         "}",
@@ -89,37 +109,50 @@ describe("the npm package, installed by an application", () => {
     const compilerOptions = {
       strict: true,
       noEmit: true,
-      module: "NodeNext",
-      moduleResolution: "NodeNext",
+      module: setup.module,
+      moduleResolution: setup.moduleResolution,
       skipLibCheck: false,
       types: [],
     };
-    await writeFile(join(app, "tsconfig.json"), JSON.stringify({ compilerOptions, files: ["consumer.ts"] }));
-    await run(process.execPath, [tsc, "-p", "tsconfig.json", "--pretty", "false"], { cwd: app });
+    await writeFile(join(project, "tsconfig.json"), JSON.stringify({ compilerOptions, files: [setup.file] }));
+    await run(process.execPath, [tsc, "-p", "tsconfig.json", "--pretty", "false"], { cwd: project });
   });
 
-  it("ships the build and the licence, no source maps, nothing stale", async () => {
+  it('passes publint and "Are the types wrong?" as published', async () => {
+    const bin = (name: string) => join(root, "node_modules", ".bin", name);
+    const linted = await run(bin("publint"), ["run", tarball, "--strict"], { cwd: dir });
+    expect(linted.stdout).toContain("All good!");
+    // ESM only, by choice: Node >= 22.12 (engines: >= 22.22) loads it with require() (the test
+    // above), and TypeScript's NodeNext resolution types that (the CommonJS consumer above). attw
+    // still reports require() of ESM for node16-from-CommonJS: the one problem it may report.
+    const report = await attw(bin("attw"), tarball, dir);
+    expect(report.analysis.problems.map((p) => `${p.resolutionKind}: ${p.kind}`)).toEqual([
+      "node16-cjs: CJSResolvesToESM",
+    ]);
+  });
+
+  it("ships exactly the build of every module, its types, the licence and the README", async () => {
     const listing = (await run("tar", ["-tzf", tarball], { cwd: dir })).stdout.trim().split("\n");
-    const files = listing.map((f) => f.replace(/^package\//, ""));
-    expect(files.filter((f) => !f.startsWith("dist/")).sort()).toEqual([
+    const files = listing.map((f) => f.replace(/^package\//, "")).sort();
+    // One .js and one .d.ts per source module: no source maps, no tests, and no file of a module
+    // that no longer exists (a dist/ left over from an older build).
+    const modules = [
+      ...(await readdir(join(root, "src"), { recursive: true, withFileTypes: true }))
+        .filter((e) => e.isFile())
+        .map((e) => join(e.parentPath, e.name).slice(root.length + 1)),
+      "cmd/pglease.ts",
+    ].map((f) => f.replace(/\.ts$/, ""));
+    const expected = [
       "LICENSE",
       "README.md",
       "package.json",
-    ]);
-    expect(files.filter((f) => f.endsWith(".map"))).toEqual([]);
-    // Every compiled file has its source: a dist/ left over from an older build would ship files
-    // of modules that no longer exist.
-    const sources = new Set(
-      [
-        ...(await readdir(join(root, "src"), { recursive: true })).map((f) => `src/${f}`),
-        "cmd/pglease.ts",
-      ].map((f) => f.replace(/\.ts$/, "")),
+      ...modules.flatMap((m) => [`dist/${m}.js`, `dist/${m}.d.ts`]),
+    ].sort();
+    expect(files).toEqual(expected);
+    console.log(
+      `npm pack: ${files.length} files: LICENSE, README.md, package.json, dist/cmd/pglease.{js,d.ts}, ` +
+        `dist/src/ (${modules.length - 1} modules, a .js and a .d.ts each)`,
     );
-    const orphans = files
-      .filter((f) => f.startsWith("dist/"))
-      .map((f) => f.replace(/^dist\//, "").replace(/(\.d)?\.ts$|\.js$/, ""))
-      .filter((f) => !sources.has(f));
-    expect(orphans, "stale files in dist/: delete dist/ and pack again").toEqual([]);
   });
 
   it("answers `pglease --version` with the package's version", async () => {
@@ -184,3 +217,15 @@ describe("the npm package, installed by an application", () => {
     }
   }, 90_000);
 });
+
+/** "Are the types wrong?" on a tarball, offline: its JSON report (it exits 1 when it found problems). */
+async function attw(bin: string, tarball: string, cwd: string) {
+  const { stdout } = await new Promise<{ stdout: string }>((resolve, reject) =>
+    execFile(bin, [tarball, "--format", "json"], { cwd, maxBuffer: 16 * 1024 * 1024 }, (error, out, err) =>
+      out.trim().startsWith("{")
+        ? resolve({ stdout: out })
+        : reject(new Error(`attw failed: ${err || error}`)),
+    ),
+  );
+  return JSON.parse(stdout) as { analysis: { problems: { kind: string; resolutionKind: string }[] } };
+}
