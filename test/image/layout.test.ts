@@ -53,7 +53,10 @@ describe("Dockerfile", () => {
   it("runs on Node 24 LTS as a numeric non-root user", async () => {
     const stages = await dockerfileStages();
     const text = await readFile(join(root, "Dockerfile"), "utf8");
-    expect(text).toMatch(/^ARG NODE_IMAGE=(node:24-slim|gcr\.io\/distroless\/nodejs24-debian12)\b/m);
+    // Pinned by digest: a tag moves, so two builds of one commit could start from different bases.
+    expect(text).toMatch(
+      /^ARG NODE_IMAGE=(node:24-slim|gcr\.io\/distroless\/nodejs24-debian12)@sha256:[0-9a-f]{64}$/m,
+    );
     for (const stage of stages) expect(stage.from).toMatch(/^\$\{NODE_IMAGE\}$/);
     const [user] = args(stages.at(-1) as Stage, "USER");
     expect(user).toMatch(/^[1-9][0-9]*(:[1-9][0-9]*)?$/);

@@ -1,12 +1,13 @@
 // The npm package as an application gets it: `npm pack` of the working tree installed into an
 // empty project with production dependencies only (`npm install pglease`). The library loads
-// with import and require, its published types check without skipLibCheck, no PostgreSQL
-// binaries or Kubernetes client library come along (pglease has its own small client), the
-// tarball holds no source maps pointing at files it does not ship, the `pglease` command answers
-// --version, and `pglease run` publishes to its pod.
+// with import and require, its published types check without skipLibCheck for ESM, CommonJS and
+// bundler consumers, publint and "Are the types wrong?" pass, no PostgreSQL binaries or
+// Kubernetes client library come along (pglease has its own small client), the tarball holds
+// exactly the build and its types, the README's library example runs as written, the `pglease`
+// command answers --version, and `pglease run` publishes to its pod.
 import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -154,6 +155,39 @@ describe("the npm package, installed by an application", () => {
         `dist/src/ (${modules.length - 1} modules, a .js and a .d.ts each)`,
     );
   });
+
+  it("runs the README's library example as written, from the installed package", async () => {
+    const readme = await readFile(join(root, "README.md"), "utf8");
+    const example = /```ts\n(import \{ setTimeout as sleep \}[\s\S]*?)```/.exec(readme)?.[1] ?? "";
+    expect(example).toContain('from "pglease"');
+    // The one thing the README leaves to the reader: its own work, here a line with the fence.
+    const work =
+      'async function syncOrders({ fence }: { fence: number }) { console.log("synced, fence", fence); }';
+    await writeFile(join(app, "readme-example.mts"), `${example}\n${work}\n`);
+    const db = await createTestDatabase();
+    const child = spawn(process.execPath, ["readme-example.mts"], {
+      cwd: app,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { PATH: pathWithNode(), DATABASE_URL: db.url },
+    });
+    let output = "";
+    child.stdout?.on("data", (d: Buffer) => {
+      output += d.toString();
+    });
+    child.stderr?.on("data", (d: Buffer) => {
+      output += d.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    try {
+      await expect.poll(() => output, { timeout: 30_000 }).toMatch(/^synced, fence \d+$/m);
+      // SIGTERM: the example closes the leases (releasing) and the process ends by itself.
+      child.kill("SIGTERM");
+      expect(await exited, output).toBe(0);
+    } finally {
+      child.kill("SIGKILL");
+      await db.drop();
+    }
+  }, 60_000);
 
   it("answers `pglease --version` with the package's version", async () => {
     const { stdout } = await run(join(app, "node_modules", ".bin", "pglease"), ["--version"], {
