@@ -13,6 +13,7 @@ export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 /** How leadership is gained: the history's words, then the elector's outcome when the store said none. */
 const GAINED_REASONS = [
   "claim",
+  "handover",
   "expiry-takeover",
   "restart-takeover",
   "session-takeover",
