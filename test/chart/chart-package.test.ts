@@ -64,7 +64,7 @@ describe.skipIf(skipBecause("packaged chart", !tools.ok && tools.reason))("the p
       }, 180_000);
       afterAll(() => server?.close());
 
-      it("installs into a real kube-apiserver: the workload, its Services, RBAC and Secret-free database reference", async () => {
+      it("installs into a real kube-apiserver: the workload, its Services and its RBAC", async () => {
         const kubeconfig = ["--kubeconfig", server.info.kubeconfig];
         const installed = await run(
           helmPath,
