@@ -5,10 +5,10 @@
 # demotes its pod and releases the lease before it exits.
 # test/image/layout.test.ts checks this file and reproduces the runtime layout without Docker.
 
-# Pinned by digest (the multi-platform index of node:24-slim, amd64 and arm64): every build of a
-# commit starts from the same base; .github/dependabot.yml proposes the newer digest each week.
-# Another base: --build-arg NODE_IMAGE=node:24-slim@sha256:...
-ARG NODE_IMAGE=node:24-slim@sha256:a9f5f7c91a432850b2a8a7797adf5eadb6c733ceed61167806cee7ea7fbc29df
+# Pinned by digest (the multi-platform index, amd64 and arm64, of Node 24.19.0 on Debian bookworm
+# slim): every build of a commit starts from the same base; .github/dependabot.yml proposes newer
+# versions and digests each week. Another base: --build-arg NODE_IMAGE=node:24-slim@sha256:...
+ARG NODE_IMAGE=node:24.19.0-bookworm-slim@sha256:a9f5f7c91a432850b2a8a7797adf5eadb6c733ceed61167806cee7ea7fbc29df
 
 # The build stages run on the builder's own platform (--platform=$BUILDPLATFORM): they produce
 # JavaScript and pure-JavaScript dependencies (no install scripts, no native addons), the same

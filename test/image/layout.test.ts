@@ -55,7 +55,7 @@ describe("Dockerfile", () => {
     const text = await readFile(join(root, "Dockerfile"), "utf8");
     // Pinned by digest: a tag moves, so two builds of one commit could start from different bases.
     expect(text).toMatch(
-      /^ARG NODE_IMAGE=(node:24-slim|gcr\.io\/distroless\/nodejs24-debian12)@sha256:[0-9a-f]{64}$/m,
+      /^ARG NODE_IMAGE=(node:24(\.\d+\.\d+)?(-bookworm)?-slim|gcr\.io\/distroless\/nodejs24-debian12)@sha256:[0-9a-f]{64}$/m,
     );
     for (const stage of stages) expect(stage.from).toMatch(/^\$\{NODE_IMAGE\}$/);
     const [user] = args(stages.at(-1) as Stage, "USER");
