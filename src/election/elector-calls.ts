@@ -8,6 +8,7 @@ import {
   type Context,
   type Decision,
   serverClockJumped,
+  wonOnLostSession,
 } from "./decide.ts";
 import type { ElectorCore } from "./elector-core.ts";
 import { handOver } from "./elector-stop.ts";
@@ -43,10 +44,14 @@ export async function perform(
     if (decision) return decision;
     sentAt = receivedAt;
   }
+  // The store reads the notice session to record as it sends the claim, in this very turn.
+  const losses = core.sessionLosses();
   const claim = store.claim(core.key, core.holder, leaseDurationMs);
   const answer = await core.unanswered.claim(claim, (o) => core.call(o));
   const receivedAt = core.clock.now();
   observeServer(core, answer, sentAt, receivedAt);
+  // The term records a session this process has given up: it may be taken over any moment.
+  if (answer.won && core.sessionLosses() !== losses) return wonOnLostSession(ctx, answer.fence, receivedAt);
   return afterClaim(ctx, answer, sentAt, receivedAt, core.handedOut());
 }
 

@@ -26,6 +26,8 @@ export interface ElectorCore {
   state(): ElectionState;
   /** The highest fence ever handed to leader work or status(). */
   handedOut(): number;
+  /** Session takeover: how often the notice session was given up; a claim sent before a loss is void. */
+  sessionLosses(): number;
   apply(decision: Decision, action: TickReport["action"], durationMs: number, schedule?: boolean): void;
   /** A store call bounded on the elector's own clock, so a hung pool or socket costs one tick. */
   call<T>(operation: Promise<T>): Promise<T>;

@@ -51,7 +51,8 @@ export interface ElectorOptions extends TimingInput {
 
 export interface TickReport extends Decision {
   key: string;
-  action: Action | "deadline" | "release";
+  /** "deadline" and "session-lost" end a term locally, without a store call. */
+  action: Action | "deadline" | "release" | "session-lost";
   /** How long the store call took, in ms (0 for the deadline timer). */
   durationMs: number;
 }

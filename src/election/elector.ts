@@ -12,6 +12,7 @@ import {
   initialState,
   nextAction,
   type Outcome,
+  sessionLost,
   stepDown,
   wonWhileStopping,
 } from "./decide.ts";
@@ -68,6 +69,10 @@ export class Elector extends EventEmitter<ElectorEvents> {
   #stopping = false;
   #stopped: Promise<void> | null = null;
   #unsubscribe: Array<() => void> = [];
+  /** Session takeover: kept until stop() is over, since a stopping leader still believes. */
+  #unsubscribeSessionLost: (() => void) | null = null;
+  /** Session takeover: how often the feed gave up the notice session that claims record. */
+  #sessionLosses = 0;
   readonly #work: LeaderWork | null;
   /** The highest fence ever handed to leader work or status(); every new term must exceed it. */
   #handedOut = 0;
@@ -116,6 +121,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
       events: this,
       state: () => this.#state,
       handedOut: () => this.#handedOut,
+      sessionLosses: () => this.#sessionLosses,
       apply: (decision, action, durationMs, schedule) => this.#apply(decision, action, durationMs, schedule),
       call: (operation) => withDeadline(this.#clock, this.timing.callTimeoutMs, operation),
     };
@@ -135,7 +141,23 @@ export class Elector extends EventEmitter<ElectorEvents> {
       look();
     };
     this.#unsubscribe = subscribeWakeUps(this.key, this.#opts, look, noticed);
+    if (this.#ctx.sessionTakeover) {
+      this.#unsubscribeSessionLost =
+        this.#opts.releases?.subscribeSessionLost?.(() => this.#sessionLost()) ?? null;
+    }
     this.#schedule(this.#clock.now());
+  }
+
+  /**
+   * The feed gave up the notice session (ports.ts, ReleaseFeed.subscribeSessionLost): called
+   * before the feed closes that connection. A term recording it ends here, at once, as the
+   * deadline timer would end it (also while stopping); a claim still out that recorded it will
+   * be refused when it answers (elector-calls.ts).
+   */
+  #sessionLost(): void {
+    this.#sessionLosses++;
+    if (this.#state.role !== "leader") return;
+    this.#apply(sessionLost(this.#ctx, this.#state, this.#clock.now()), "session-lost", 0, !this.#stopping);
   }
 
   /** False once the local deadline has passed, even before the deadline timer has run. */
@@ -300,5 +322,6 @@ export class Elector extends EventEmitter<ElectorEvents> {
     if (term) await releaseTerm(this.#core, term.fence);
     else if (this.#unanswered.any) await releaseStrayTerm(this.#core);
     this.#deadline?.cancel();
+    this.#unsubscribeSessionLost?.();
   }
 }

@@ -19,6 +19,30 @@ export function stepDown(
 }
 
 /**
+ * Session takeover: this process gave up the notice session its term recorded. A follower may
+ * take the term as soon as the server no longer lists that session, so leadership ends here,
+ * before the feed closes the connection (release-feed.ts, #abandon, says why that is in time).
+ */
+export function sessionLost(ctx: Context, state: ElectionState, now: number): Decision {
+  return stepDown(
+    ctx,
+    state,
+    now,
+    "its notice session, recorded with the term, was dropped (a follower may take the term once the server ends it)",
+  );
+}
+
+/** Session takeover: a claim won a term recording a notice session given up while the claim was out. */
+export function wonOnLostSession(ctx: Context, fence: number, now: number): Decision {
+  return refuse(
+    ctx,
+    fence,
+    `won lease ${ctx.key} with fence ${fence} on a notice session dropped while the claim was out; releasing it`,
+    now,
+  );
+}
+
+/**
  * The database server's clock moved forward against the local clock by more than the margin:
  * the term may have been shorter on the server than this process believed, so it ends here.
  * A backward step lengthens the lease on the server and ends nothing.

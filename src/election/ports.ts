@@ -66,4 +66,10 @@ export interface ReleaseFeed {
   healthy?(): boolean;
   /** Optional: called when the feed stops being known healthy, so followers poll again at once. */
   subscribeUnhealthy?(listener: () => void): () => void;
+  /**
+   * Session takeover: called when the feed gives up the server session that claims record (a
+   * ping timeout, a socket error, the server ending it), synchronously and before it closes the
+   * connection, so a leader has stopped believing before that session can be seen gone.
+   */
+  subscribeSessionLost?(listener: () => void): () => void;
 }

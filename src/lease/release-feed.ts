@@ -68,6 +68,7 @@ export class PgReleaseFeed implements ReleaseFeed {
   readonly #reconnectListeners = new Set<() => void>();
   readonly #unhealthyListeners = new Set<() => void>();
   readonly #handoverListeners = new Set<(key: string) => void>();
+  readonly #sessionLostListeners = new Set<() => void>();
   /** When the listening connection last proved alive (LISTEN done, or a ping answered). */
   #aliveAt = Number.NEGATIVE_INFINITY;
   #current: Listening | null = null;
@@ -105,6 +106,12 @@ export class PgReleaseFeed implements ReleaseFeed {
   /** The listening session while connected: recorded with leases claimed under session takeover. */
   session(): HolderSession | null {
     return this.#current?.session ?? null;
+  }
+
+  /** Session takeover: called as this process gives up the session its claims recorded (#abandon). */
+  subscribeSessionLost(listener: () => void): () => void {
+    this.#sessionLostListeners.add(listener);
+    return () => this.#sessionLostListeners.delete(listener);
   }
 
   /**
@@ -206,7 +213,7 @@ export class PgReleaseFeed implements ReleaseFeed {
 
   #onDrop(listening: Listening, error?: Error): void {
     if (this.#current !== listening) return;
-    this.#current = null;
+    this.#abandon();
     listening.socket.destroy();
     if (error) this.#options.onError?.(error);
     for (const listener of this.#unhealthyListeners) listener();
@@ -253,13 +260,35 @@ export class PgReleaseFeed implements ReleaseFeed {
     listening.socket.destroy();
   }
 
+  /**
+   * Gives up the current session: no claim records it from here on, and every term that did ends
+   * locally (the electors' session-lost listeners) before the caller closes its socket.
+   *
+   * Why this order is safe. A follower may take a term once the server no longer lists its
+   * recorded session. A session this process abandons (a ping past its timeout, a pooler that
+   * moved it) is still alive on the server, perhaps stalled: it ends only once its backend reads
+   * the closed socket, which is after socket.destroy(), so after these listeners have run, in
+   * this same synchronous turn: no leader of this process believes by then, and a renew still
+   * out counts for nothing (its elector's term is over). Ending the terms is free: a term whose
+   * session is abandoned can never be renewed past that session's end. A drop that the server or
+   * the network decided first (a reset, a terminated backend, a keepalive giving up) may be seen
+   * on the server before this runs: that is the server dropping a live session, the README's
+   * documented window, which ends here as soon as this process hears of it, and at the latest at
+   * the local deadline (a renew interval plus a call timeout after the last good renew).
+   */
+  #abandon(): void {
+    this.#current = null;
+    for (const listener of this.#sessionLostListeners) listener();
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#retry) clearTimeout(this.#retry);
     if (this.#ping) clearInterval(this.#ping);
     const current = this.#current;
-    this.#current = null;
-    if (current) await this.#end(current);
+    if (!current) return;
+    this.#abandon();
+    await this.#end(current);
   }
 }
 

@@ -132,6 +132,8 @@ export class StatementNotSent extends Error {
 
 /** A transient refusal: the elector retries at its retry interval, by then the session is back. */
 export class NoHolderSession extends Error {
+  /** Thrown before anything is sent: no write of it can commit (read by the elector, as for StatementNotSent). */
+  readonly notSent = true;
   constructor() {
     super("not claiming while the notice session reconnects: under session takeover every term records it");
     this.name = "NoHolderSession";

@@ -149,7 +149,7 @@ export class SidecarMetrics {
     }
     for (const kind of ["transient", "lost"]) this.#renewFailures.inc({ lease, kind }, 0);
     elector.on("tick", (tick: TickReport) => {
-      if (tick.action !== "deadline") {
+      if (tick.action !== "deadline" && tick.action !== "session-lost") {
         this.#statements.observe(
           { lease, statement: tick.action, outcome: tick.outcome },
           tick.durationMs / 1000,
