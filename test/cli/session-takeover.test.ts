@@ -52,8 +52,11 @@ describe("session takeover", () => {
   it("a live leader whose session the server ends steps down, and a follower takes over", async () => {
     const { leader, follower, held } = await leaderAndFollower("dropped");
     await suite.admin.query("SELECT pg_terminate_backend($1)", [held.session_pid]);
-    // Which comes first is not guaranteed: that is the window the README documents.
-    await leader.waitForLog(/^lost lease dropped/);
+    // Which comes first is not guaranteed: that is the window the README documents. The leader
+    // hears of it from its notice connection, and ends its term then.
+    await leader.waitForLog(
+      /^stepped down from lease dropped \(fence \d+\): its notice session, recorded with the term, was dropped/,
+    );
     await follower.waitForLog(/^acquired lease dropped/);
     const after = await row("dropped");
     expect(after.holder).not.toBe(held.holder);
