@@ -89,6 +89,24 @@ describe("chaos checker: session takeover", () => {
     expect(rules(history)).toEqual(["two-believers"]);
   });
 
+  // Issue 27: the leader's notice backend SIGSTOPped; the leader gave the session up while the
+  // server still listed it, and the backend exited once continued. That end is the holder's doing.
+  it("two-believers: the end of a session its holder gave up (leader-session-stall) excuses nothing", () => {
+    const history = sessionKilledUnderLeader(4_600);
+    const stall: InjectedFault = {
+      kind: "leader-session-stall",
+      target: "a (leader)",
+      startedAt: 1_500,
+      healedAt: 4_000,
+      detail: "SIGSTOP of a's recorded session (backend 77, fence 1) for 2500 ms",
+      sessionStalled: [{ holder: "a-1", fence: 1 }],
+    };
+    history.slots = [
+      { index: 0, kind: "leader-session-stall", startedAt: 1_500, healedAt: 4_000, faults: [stall] },
+    ];
+    expect(rules(history)).toEqual(["two-believers"]);
+  });
+
   it("two-believers: a belief that began after the session ended is never excused", () => {
     const history = sessionKilledUnderLeader(4_600);
     // b's belief starts before the kill: it cannot be the taker of a session gone later.

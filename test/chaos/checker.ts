@@ -90,10 +90,15 @@ export interface ServerEnd extends Interval {
 const sessionWindowOf = (leaseMs: number) => Math.floor(leaseMs / 3) + Math.floor(leaseMs / 3 / 2);
 
 function serverEnds(history: History, graceMs: number, sessionGraceMs: number): ServerEnd[] {
-  const byFault = history.slots.flatMap((s) => s.faults.flatMap((f) => f.serverEnded ?? []));
+  const faults = history.slots.flatMap((s) => s.faults);
+  const byFault = faults.flatMap((f) => f.serverEnded ?? []);
+  // A stalled session (leader-session-stall) ends only after its holder gave it up: not the
+  // server's doing, so not the README's window, and its end excuses no believer.
+  const stalled = new Set(faults.flatMap((f) => f.sessionStalled ?? []).map((t) => `${t.holder} ${t.fence}`));
+  const sessionEnds = (history.sessionEnds ?? []).filter((e) => !stalled.has(`${e.holder} ${e.fence}`));
   return [
     ...byFault.map((w) => ({ ...w, graceMs })),
-    ...(history.sessionEnds ?? []).map((e) => ({
+    ...sessionEnds.map((e) => ({
       from: e.from,
       to: e.to,
       graceMs: sessionGraceMs,

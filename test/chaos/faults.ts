@@ -9,7 +9,7 @@ import { injectHandover } from "./handover-fault.ts";
 import type { InjectedFault } from "./history.ts";
 import type { Replica } from "./replica.ts";
 import type { PlannedFault } from "./schedule.ts";
-import { injectSessionKill } from "./session-fault.ts";
+import { injectSessionKill, injectSessionStall } from "./session-fault.ts";
 
 function targetOf(cluster: ChaosCluster, fault: PlannedFault): Replica {
   const leader = fault.target === "leader" ? cluster.recorder.believedLeader() : null;
@@ -109,6 +109,8 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
   if (handover) return handover;
   const sessionKill = await injectSessionKill(cluster, fault, base, skipped);
   if (sessionKill) return sessionKill;
+  const sessionStall = await injectSessionStall(cluster, fault, base, skipped);
+  if (sessionStall) return sessionStall;
   switch (fault.kind) {
     case "sigkill": {
       if (!replica.killSidecar()) return skipped("sidecar not running");
@@ -260,5 +262,6 @@ export async function runFault(
     detail: active.detail,
     ...(active.serverEnded?.length ? { serverEnded: active.serverEnded } : {}),
     ...(active.sessionEnded?.length ? { sessionEnded: active.sessionEnded } : {}),
+    ...(active.sessionStalled?.length ? { sessionStalled: active.sessionStalled } : {}),
   };
 }

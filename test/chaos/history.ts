@@ -110,6 +110,11 @@ export interface InjectedFault {
   serverEnded?: { from: number; to: number }[];
   /** The recorded sessions this fault ended, when it knows (leader-session-kill). */
   sessionEnded?: SessionEnd[];
+  /**
+   * Terms whose recorded session this fault stalled (leader-session-stall): if that session ends,
+   * its holder gave it up first (its ping timed out), so its end excuses no believer.
+   */
+  sessionStalled?: Array<{ holder: string; fence: number }>;
 }
 
 export interface Slot {

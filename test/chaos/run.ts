@@ -90,7 +90,7 @@ const known: readonly string[] = [
 const unknown = kinds?.filter((k) => !known.includes(k)) ?? [];
 if (unknown.length)
   fail(
-    `--faults: unknown kind(s) ${unknown.join(", ")} (the pg-failover kinds need --failover sync|async, leader-session-kill needs --session-takeover)`,
+    `--faults: unknown kind(s) ${unknown.join(", ")} (the pg-failover kinds need --failover sync|async, ${SESSION_FAULT_KINDS.join(" and ")} need --session-takeover)`,
   );
 const options = {
   seed: args.seed,

@@ -116,6 +116,11 @@ describe("chaos fault schedule", () => {
       if (f.sessionKill === "paused") expect(f.durationMs).toBeGreaterThanOrEqual(200);
       else expect(f.durationMs).toBe(0);
     }
+    // The stall: past the feed's ping timeout (2 s), often past its interval (the lease) too.
+    const stalls = slots.flatMap((s) => s.faults).filter((f) => f.kind === "leader-session-stall");
+    expect(stalls.length).toBeGreaterThanOrEqual(5);
+    for (const f of stalls) expect(f.durationMs).toBeGreaterThanOrEqual(2_000);
+    expect(stalls.some((f) => f.durationMs > shape.leaseMs + 2_000)).toBe(true);
   });
 
   it("refuses an empty list of kinds", () => {

@@ -29,8 +29,8 @@ export const SINGLE_FAULT_KINDS = [
 /** Only with a primary and a standby (`--failover`, failover.ts); the default kinds there. */
 export const FAILOVER_FAULT_KINDS = ["pg-failover", "pg-failover-lagging"] as const;
 
-/** Only with `--session-takeover` (session-fault.ts): there it joins every other kind. */
-export const SESSION_FAULT_KINDS = ["leader-session-kill"] as const;
+/** Only with `--session-takeover` (session-fault.ts): there they join every other kind. */
+export const SESSION_FAULT_KINDS = ["leader-session-kill", "leader-session-stall"] as const;
 
 export type SingleFaultKind =
   | (typeof SINGLE_FAULT_KINDS)[number]
@@ -173,6 +173,9 @@ function planFault(
     "handover-target-dies": () => between(random, leaseMs * 1.25, leaseMs * 2),
     // The pause: within the documented window (renew interval + call timeout) or well past it.
     "leader-session-kill": () => (sessionKill === "paused" ? between(random, 200, leaseMs * 2) : 0),
+    // Mostly past the feed's ping interval (the sidecar's lease) plus its timeout (2 s): the
+    // holder gives the session up while the server still lists it.
+    "leader-session-stall": () => between(random, 2_000, leaseMs + 2_000 + 3_000),
   };
   const durationMs = durations[kind]();
   // Most faults hit the leader, where they hurt; some hit any replica, which must not hurt at all.
@@ -258,9 +261,14 @@ const PAIR_SHARE = 0.3;
 /** Share of the single faults after the first pass that kill the leader's session, when it is a kind. */
 const SESSION_KILL_SHARE = 0.25;
 
-/** The mode's own fault comes often enough to be seen in every variant, among the 20-odd others. */
+/** The mode's own faults come often enough to be seen in every variant, among the 20-odd others. */
 function pickSingle(random: Random, singles: readonly SingleFaultKind[]): SingleFaultKind {
-  if (singles.includes("leader-session-kill") && random() < SESSION_KILL_SHARE) return "leader-session-kill";
+  if (singles.includes("leader-session-kill") && random() < SESSION_KILL_SHARE) {
+    // The stall joins the draw only where it is a kind: runs without it keep their schedules.
+    return singles.includes("leader-session-stall") && random() < 0.5
+      ? "leader-session-stall"
+      : "leader-session-kill";
+  }
   return pick(random, singles);
 }
 

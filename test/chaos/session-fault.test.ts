@@ -2,6 +2,7 @@
 // session the lease row records (and says when), the session watch sees it end, and the change
 // log's trigger witnesses that a live term was taken over because that session was gone, and
 // only then.
+import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { leaseTable, migrate, PgLeaseStore } from "../../src/lease/index.ts";
@@ -11,7 +12,7 @@ import { CREATE_LEASE_LOG } from "./cluster.ts";
 import { type ChaosPostgres, startChaosPostgres } from "./faketime-postgres.ts";
 import { Recorder } from "./recorder.ts";
 import type { PlannedFault } from "./schedule.ts";
-import { injectSessionKill } from "./session-fault.ts";
+import { injectSessionKill, injectSessionStall } from "./session-fault.ts";
 import { SessionWatch } from "./session-watch.ts";
 
 const LEASE_MS = 60_000;
@@ -145,6 +146,35 @@ describe("leader-session-kill, the session watch and the takeover witness", () =
     const other = new PgLeaseStore({ pool: admin, statementTimeoutMs: 5_000 });
     expect((await other.claim("e", "e-1", LEASE_MS)).won).toBe(true);
     expect(await tookGone("e-1")).toBe(false);
+    await client.end();
+  });
+});
+
+describe("leader-session-stall", () => {
+  it("stops the recorded session's backend, still listed, until the heal continues it", async () => {
+    const { store, client } = await holderWithSession();
+    const won = await store.claim("s", "f-1", LEASE_MS);
+    const stall = { ...planned("plain"), kind: "leader-session-stall" as const, durationMs: 3_000 };
+    const active = await injectSessionStall(
+      { ...cluster, settings: { lease: "s" } } as unknown as ChaosCluster,
+      stall,
+      base(),
+      skipped,
+    );
+    expect(active?.detail).toMatch(
+      /^SIGSTOP of f-1's recorded session \(backend \d+, fence \d+\) for 3000 ms$/,
+    );
+    expect(active?.sessionStalled).toEqual([{ holder: "f-1", fence: won.fence }]);
+    const asked = client.query<{ one: number }>("SELECT 1 AS one");
+    // A stopped backend answers nothing, and pg_stat_activity still lists it.
+    expect(await Promise.race([asked.then(() => "answered"), sleep(300).then(() => "silent")])).toBe(
+      "silent",
+    );
+    const pid = (await admin.query("SELECT session_pid FROM pglease_leases WHERE key = 's'")).rows[0]
+      .session_pid;
+    expect((await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid])).rowCount).toBe(1);
+    await active?.heal();
+    expect((await asked).rows).toEqual([{ one: 1 }]);
     await client.end();
   });
 });

@@ -4,6 +4,10 @@
 // over before the leader hears of it: the README's window. Variants: the leader running; the
 // leader's pod or sidecar SIGSTOPped first, so it cannot hear of it, and continued later; the
 // leader's renew queued on the lease row's lock, so the kill lands while that renew is in flight.
+// leader-session-stall: that session's backend SIGSTOPped instead (issue 27): the holder gives
+// the session up once its ping times out, while the server still lists it; continued, the backend
+// reads the closed socket and exits, and a follower may take the term. Not the README's window:
+// the holder must have stopped believing before then.
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { leaseTable } from "../../src/lease/index.ts";
@@ -69,6 +73,50 @@ async function killWhileRenewQueued(client: pg.Client, key: string, recorded: Re
   }
 }
 
+/** The live term's recorded session and the replica that holds it, or null. */
+async function recordedOf(cluster: ChaosCluster, client: pg.Client) {
+  const recorded = (await client.query<Recorded>(RECORDED_SESSION, [cluster.settings.lease])).rows[0];
+  if (!recorded) return null;
+  const holder = cluster.recorder.incarnations.find(
+    (i) => i.holder === recorded.holder && i.endedAt === null,
+  );
+  return { recorded, holder, who: holder?.replica ?? recorded.holder };
+}
+
+/**
+ * The leader-session-stall fault: SIGSTOP of the recorded session's backend for the fault's
+ * duration (the test runs as the server's owner, or as root), SIGCONT at the heal. Null for
+ * every other kind.
+ */
+export async function injectSessionStall(
+  cluster: ChaosCluster,
+  fault: PlannedFault,
+  base: Base,
+  skipped: (why: string) => Active,
+): Promise<Active | null> {
+  if (fault.kind !== "leader-session-stall") return null;
+  const url = cluster.postgres?.url;
+  if (!url) throw new Error("faults: the cluster is not started");
+  const client = await session(url);
+  const found = await recordedOf(cluster, client).finally(() => client.end().catch(() => {}));
+  if (!found) return skipped("no live term with a recorded session");
+  const { recorded, who } = found;
+  process.kill(recorded.pid, "SIGSTOP");
+  return {
+    ...base,
+    target: `${who} (leader)`,
+    detail: `SIGSTOP of ${who}'s recorded session (backend ${recorded.pid}, fence ${recorded.fence}) for ${fault.durationMs} ms`,
+    sessionStalled: [{ holder: recorded.holder, fence: Number(recorded.fence) }],
+    heal: async () => {
+      // Gone already (a server restart of a paired fault): nothing to continue.
+      try {
+        process.kill(recorded.pid, "SIGCONT");
+      } catch {}
+      return Date.now();
+    },
+  };
+}
+
 /** The leader-session-kill fault; null for every other kind. */
 export async function injectSessionKill(
   cluster: ChaosCluster,
@@ -81,13 +129,10 @@ export async function injectSessionKill(
   if (!url) throw new Error("faults: the cluster is not started");
   const client = await session(url);
   try {
-    const recorded = (await client.query<Recorded>(RECORDED_SESSION, [cluster.settings.lease])).rows[0];
-    if (!recorded) return skipped("no live term with a recorded session");
-    const holder = cluster.recorder.incarnations.find(
-      (i) => i.holder === recorded.holder && i.endedAt === null,
-    );
+    const found = await recordedOf(cluster, client);
+    if (!found) return skipped("no live term with a recorded session");
+    const { recorded, holder, who } = found;
     const replica = holder ? cluster.replica(holder.replica) : null;
-    const who = holder?.replica ?? recorded.holder;
     const target = `${who} (leader)`;
     const what = `pg_terminate_backend of ${who}'s recorded session (backend ${recorded.pid}, fence ${recorded.fence})`;
     const done = (detail: string, ended: SessionEnd | null, heal: () => Promise<number>): Active => ({

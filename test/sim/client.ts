@@ -55,15 +55,23 @@ export class SimStore implements LeaseStore {
   readonly #wire: Wire;
   readonly #owner: Owner;
   readonly #link: Link;
+  /** Session takeover: the notice session each claim records (null while it reconnects). */
+  readonly #session: (() => number | null) | null;
 
-  constructor(wire: Wire, owner: Owner, link: Link) {
+  constructor(wire: Wire, owner: Owner, link: Link, session: (() => number | null) | null = null) {
     this.#wire = wire;
     this.#owner = owner;
     this.#link = link;
+    this.#session = session;
   }
 
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
-    return this.#call({ kind: "claim", key, holder, durationMs });
+    if (!this.#session) return this.#call({ kind: "claim", key, holder, durationMs });
+    // Read as the claim is sent, as PgLeaseStore does; none: refused before anything is sent.
+    const session = this.#session();
+    if (session === null)
+      return Promise.reject(Object.assign(new Error("no notice session"), { notSent: true }));
+    return this.#call({ kind: "claim", key, holder, durationMs, session });
   }
 
   renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {
@@ -181,9 +189,14 @@ export class SimFeed implements ReleaseFeed {
   readonly #listeners = new Set<(key: string) => void>();
   readonly #reconnectListeners = new Set<() => void>();
   readonly #unhealthyListeners = new Set<() => void>();
+  readonly #sessionLostListeners = new Set<() => void>();
   readonly #wire: Wire;
   readonly #owner: Owner;
   readonly notices: Notices = { lose: 0, extraDelayUs: 0, down: 0 };
+  /** Session takeover: the listening connection's backend, recorded with every claim; null while down. */
+  session: number | null = null;
+  /** A backend held still (session-stall) runs nothing, and so reads no closed socket, until then. */
+  #stalled: { session: number; untilUs: number } | null = null;
 
   constructor(wire: Wire, owner: Owner) {
     this.#wire = wire;
@@ -203,6 +216,58 @@ export class SimFeed implements ReleaseFeed {
   subscribeUnhealthy(listener: () => void): () => void {
     this.#unhealthyListeners.add(listener);
     return () => this.#unhealthyListeners.delete(listener);
+  }
+
+  subscribeSessionLost(listener: () => void): () => void {
+    this.#sessionLostListeners.add(listener);
+    return () => this.#sessionLostListeners.delete(listener);
+  }
+
+  /** Session takeover: a new backend for the listening connection (at start, and each reconnection). */
+  openSession(): void {
+    this.session = this.#wire.server.openSession();
+    this.#wire.trace.add(this.#wire.loop.nowUs, this.#owner.name, `notice session ${this.session} opened`);
+  }
+
+  /**
+   * The feed gives its session up (a ping past its timeout), in the process's own event, as the
+   * real feed does: the electors hear it first, then the socket is closed; the backend exits once
+   * it reads that, not before `runsFromUs` (a stalled backend), plus a network latency. Answers
+   * the session given up, or null when there was none.
+   */
+  abandonSession(): void {
+    const { loop, trace } = this.#wire;
+    const session = this.session;
+    if (session === null) return;
+    this.session = null;
+    trace.add(loop.nowUs, this.#owner.name, `gives notice session ${session} up`);
+    for (const listener of this.#sessionLostListeners) listener();
+    this.setDown(true);
+    this.#closeSocket(session);
+  }
+
+  /** The backend of the current session stalls until `untilUs`; answers the session, if any. */
+  stall(untilUs: number): number | null {
+    if (this.session === null) return null;
+    const longer = this.#stalled?.session === this.session && this.#stalled.untilUs > untilUs;
+    if (!longer) this.#stalled = { session: this.session, untilUs };
+    return this.session;
+  }
+
+  /** The process exited or was killed: the kernel closes its sockets. */
+  exited(): void {
+    if (this.session !== null) this.#closeSocket(this.session);
+    this.session = null;
+  }
+
+  /** The backend exits once it runs and reads the closed socket: after any stall, plus the network. */
+  #closeSocket(session: number): void {
+    const { loop, server, trace, rng } = this.#wire;
+    const stalledUntil = this.#stalled?.session === session ? this.#stalled.untilUs : 0;
+    loop.at(Math.max(loop.nowUs, stalledUntil) + latencyUs(rng), null, () => {
+      trace.add(loop.nowUs, "server", `backend of notice session ${session} exits`);
+      server.endSession(session);
+    });
   }
 
   healthy(): boolean {

@@ -38,7 +38,14 @@ export type Fault =
   /** An operator DELETEs the lease row (family "delete"). */
   | { kind: "row-delete"; key: string; atMs: number }
   /** The process's campaign gate closes (its application turns unready), then opens again. */
-  | { kind: "unfit"; slot: number; atMs: number; forMs: number };
+  | { kind: "unfit"; slot: number; atMs: number; forMs: number }
+  /**
+   * Session takeover (family "session-takeover"): the process's notice backend stalls for forMs
+   * (SIGSTOP, a loaded server, a network stall). If that outlasts detectMs (the feed's ping and its
+   * timeout), the feed gives the session up and reconnects a second later; the backend exits once
+   * it runs again and reads the closed socket.
+   */
+  | { kind: "session-stall"; slot: number; atMs: number; forMs: number; detectMs: number };
 
 export type FaultKind = Fault["kind"];
 
@@ -53,8 +60,18 @@ export const DEFAULT_FAMILIES: readonly FaultKind[] = [
   "stop",
   "crash",
 ];
-export const OPTIONAL_FAMILIES = ["clock-step", "row-delete", "unfit", "shared-holder"] as const;
-export type Family = FaultKind | "shared-holder";
+export const OPTIONAL_FAMILIES = [
+  "clock-step",
+  "row-delete",
+  "unfit",
+  "shared-holder",
+  "session-takeover",
+] as const;
+/** "session-takeover": every process runs with it (crashes end sessions), and "session-stall" is drawn. */
+export type Family = FaultKind | "shared-holder" | "session-takeover";
+
+/** How long a session-stall keeps the feed down after it gave the session up: its reconnect delay. */
+export const SESSION_RECONNECT_MS = 1_000;
 
 /** When the fault is over: liveness is judged from the last of these. */
 export function healsAtMs(fault: Fault, stopBudgetMs: number): number {
@@ -67,6 +84,8 @@ export function healsAtMs(fault: Fault, stopBudgetMs: number): number {
       return fault.atMs + stopBudgetMs;
     case "crash":
       return fault.atMs + fault.restartAfterMs;
+    case "session-stall":
+      return fault.atMs + fault.forMs + SESSION_RECONNECT_MS;
     default:
       return fault.atMs + fault.forMs;
   }
@@ -84,6 +103,7 @@ const WEIGHTS: Record<FaultKind, number> = {
   "clock-step": 2,
   "row-delete": 1,
   unfit: 2,
+  "session-stall": 3,
 };
 
 export interface FaultSpace {
@@ -95,7 +115,9 @@ export interface FaultSpace {
 }
 
 export function drawFaults(rng: Rng, space: FaultSpace): Fault[] {
-  const kinds = (Object.keys(WEIGHTS) as FaultKind[]).filter((k) => space.families.has(k));
+  const drawn = (k: FaultKind) =>
+    space.families.has(k) || (k === "session-stall" && space.families.has("session-takeover"));
+  const kinds = (Object.keys(WEIGHTS) as FaultKind[]).filter(drawn);
   if (kinds.length === 0) return [];
   const total = kinds.reduce((sum, k) => sum + WEIGHTS[k], 0);
   const count = rng.int(1, 6);
@@ -156,6 +178,8 @@ function drawOne(rng: Rng, kind: FaultKind, space: FaultSpace, stoppable: Set<nu
       return { kind, key, atMs };
     case "unfit":
       return { kind, slot, atMs, forMs };
+    case "session-stall":
+      return { kind, slot, atMs, forMs, detectMs: rng.int(100, 4_000) };
   }
 }
 
@@ -184,5 +208,7 @@ export function describeFault(fault: Fault): string {
       return `DELETE row ${fault.key} ${at}`;
     case "unfit":
       return `campaign gate of slot ${fault.slot} closed ${at} for ${fault.forMs} ms`;
+    case "session-stall":
+      return `notice backend of slot ${fault.slot} stalled ${at} for ${fault.forMs} ms (the feed gives up after ${fault.detectMs} ms)`;
   }
 }

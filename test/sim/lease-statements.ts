@@ -20,6 +20,8 @@ export interface LeaseRow {
   /** A handover's reservation (pglease handover): only this holder may claim until reservedUntil. */
   reservedFor?: string;
   reservedUntil?: number;
+  /** Session takeover: the notice session this term's claim recorded (session_fence = fence). */
+  session?: number;
 }
 
 export interface Semantics {
@@ -75,7 +77,16 @@ export interface StatementContext {
   /** The counter value drawn when the statement started (fenceCounter "at-start"), else null. */
   startFence: number | null;
   newTuple: () => number;
+  /**
+   * Session takeover: whether a session no longer shows in pg_stat_activity, as the statement's
+   * statistics snapshot sees it (absent: nothing is ever gone, the differential test's store).
+   */
+  sessionGone?: (session: number) => boolean;
 }
+
+/** SESSION_GONE: the term recorded a session, and it has ended. */
+const sessionGone = (ctx: StatementContext, row: LeaseRow) =>
+  row.session !== undefined && (ctx.sessionGone?.(row.session) ?? false);
 
 /** An answer, and the row version to commit (undefined: no change; null: the row is gone). */
 export type Executed<A> = { answer: A; write?: LeaseRow | null } | { error: string };
@@ -105,7 +116,10 @@ export function claim(
   key: string,
   holder: string,
   durationMs: number,
+  session?: number,
 ): Executed<ClaimAnswer> {
+  // The term records the claimer's session, or none: an older one's never outlives its term.
+  const recorded = session === undefined ? {} : { session };
   const { now, latest, sem } = ctx;
   const durationUs = durationMs * 1000;
   const counted = () => {
@@ -114,11 +128,20 @@ export function claim(
   };
   if (latest === null) {
     const fence = sem.fenceCounter === "off" ? 1 : counted();
-    const row = { key, holder, fence, acquiredAt: now, expiresAt: now + durationUs, tuple: ctx.newTuple() };
+    const row = {
+      key,
+      holder,
+      fence,
+      acquiredAt: now,
+      expiresAt: now + durationUs,
+      tuple: ctx.newTuple(),
+      ...recorded,
+    };
     return { answer: won(row, now, { reason: "claim", previousHolder: null }), write: row };
   }
   // The conflicting row is locked and judged in its newest version, visible to the snapshot or not.
-  const takesOver = sem.restartTakeover && provenDeadPredecessor(holder, latest.holder);
+  const gone = latest.holder !== holder && sessionGone(ctx, latest);
+  const takesOver = (sem.restartTakeover && provenDeadPredecessor(holder, latest.holder)) || gone;
   // A handover's reservation shuts out everyone but the named candidate until it passes.
   const shutOut = reservedAgainst(latest, holder) && (latest.reservedUntil ?? 0) > now;
   if ((latest.holder !== holder && latest.expiresAt > now && !takesOver) || shutOut) {
@@ -146,8 +169,8 @@ export function claim(
   const acquiredAt = keepsTerm ? latest.acquiredAt : now;
   const expiresAt = newExpiry(ctx, sameLive || takesOver ? latest : null, durationUs);
   if (expiresAt <= acquiredAt) return { error: CHECK_VIOLATION };
-  const row = { key, holder, fence, acquiredAt, expiresAt, tuple: latest.tuple };
-  return { answer: won(row, now, changeOf(latest, holder, now)), write: row };
+  const row = { key, holder, fence, acquiredAt, expiresAt, tuple: latest.tuple, ...recorded };
+  return { answer: won(row, now, changeOf(latest, holder, now, gone)), write: row };
 }
 
 /** The row carries a reservation (passed or not) for another holder than `holder`. */
@@ -155,8 +178,13 @@ function reservedAgainst(row: LeaseRow, holder: string): boolean {
   return row.reservedUntil !== undefined && row.reservedFor !== holder;
 }
 
-/** The history trigger's reason, from the locked row the claim replaced (the model has no sessions). */
-function changeOf(latest: LeaseRow, holder: string, now: number): { reason: string; previousHolder: string } {
+/** The history trigger's reason, from the locked row the claim replaced. */
+function changeOf(
+  latest: LeaseRow,
+  holder: string,
+  now: number,
+  sessionTakeover: boolean,
+): { reason: string; previousHolder: string } {
   const reason =
     latest.reservedFor === holder && (latest.reservedUntil ?? 0) > now
       ? "handover"
@@ -166,7 +194,9 @@ function changeOf(latest: LeaseRow, holder: string, now: number): { reason: stri
           ? "new-term"
           : latest.expiresAt <= now
             ? "expiry-takeover"
-            : "restart-takeover";
+            : sessionTakeover
+              ? "session-takeover"
+              : "restart-takeover";
   return { reason, previousHolder: latest.holder };
 }
 
@@ -198,7 +228,8 @@ export function renew(
   durationMs: number,
 ): Executed<RenewAnswer> {
   const row = updatable(ctx);
-  if (!row || row.holder !== holder || row.fence !== fence || !live(ctx, row)) {
+  // NOT SESSION_GONE: a term whose recorded session is gone may already be taken over.
+  if (!row || row.holder !== holder || row.fence !== fence || !live(ctx, row) || sessionGone(ctx, row)) {
     return { answer: { renewed: false } };
   }
   const expiresAt = newExpiry(ctx, row, durationMs * 1000);
@@ -288,6 +319,7 @@ export function read(ctx: StatementContext): Executed<LeaseView | null> {
       acquiredAt: date(row.acquiredAt),
       expiresAt: date(row.expiresAt),
       ttlMs: ms(row.expiresAt - ctx.now),
+      ...(sessionGone(ctx, row) ? { sessionGone: true } : {}),
     },
   };
 }

@@ -34,6 +34,8 @@ export interface ProcessConfig {
   workIntervalMs: number;
   /** The electors consult the process's campaign gate (off only to show what the gate buys). */
   gated: boolean;
+  /** Session takeover: claims record the feed's session, and a term may be taken once it is gone. */
+  sessionTakeover: boolean;
   rng: Rng;
   watcher: ProcessWatcher;
 }
@@ -145,7 +147,9 @@ export class SimProcess implements Owner {
     const { wire, timing, watcher } = config;
     this.clock = processClock(wire.loop, this, originUs);
     this.feed = new SimFeed(wire, this);
-    const sim = new SimStore(wire, this, this.link);
+    // Connected before anything campaigns, as openLeases() listens before it returns.
+    if (config.sessionTakeover) this.feed.openSession();
+    const sim = new SimStore(wire, this, this.link, config.sessionTakeover ? () => this.feed.session : null);
     const store = new ProcessStore(
       sim,
       this.clock,
@@ -165,6 +169,7 @@ export class SimProcess implements Owner {
         clock: this.clock,
         stopTimeoutMs: config.stopTimeoutMs,
         ...(config.gated ? { campaign: this.#campaign } : {}),
+        ...(config.sessionTakeover ? { sessionTakeover: true } : {}),
         lead: (term) => this.#lead(term),
       });
       elector.on("tick", (report) => {
@@ -197,11 +202,13 @@ export class SimProcess implements Owner {
     await Promise.all([...this.electors.values()].map((e) => e.stop()));
     this.exitedAtUs = this.#config.wire.loop.nowUs;
     this.dead = true;
+    this.feed.exited();
   }
 
   /** SIGKILL: nothing more runs; statements already sent still reach the server. */
   crash(): void {
     this.dead = true;
+    this.feed.exited();
   }
 
   /** Leader work: writes through the guard at once and then every interval, until aborted. */

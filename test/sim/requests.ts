@@ -15,7 +15,8 @@ import {
 } from "./lease-statements.ts";
 
 export type Request =
-  | { kind: "claim"; key: string; holder: string; durationMs: number }
+  /** session: the notice session the claim records (session takeover), else none. */
+  | { kind: "claim"; key: string; holder: string; durationMs: number; session?: number }
   | { kind: "renew"; key: string; holder: string; fence: number; durationMs: number }
   | {
       kind: "renewMany";
@@ -64,7 +65,10 @@ export function execute(request: Request, contexts: Map<string, StatementContext
   if (!ctx) throw new Error(`no context for ${request.key}`);
   switch (request.kind) {
     case "claim":
-      return single(request.key, claim(ctx, request.key, request.holder, request.durationMs));
+      return single(
+        request.key,
+        claim(ctx, request.key, request.holder, request.durationMs, request.session),
+      );
     case "renew":
       return single(request.key, renew(ctx, request.holder, request.fence, request.durationMs));
     case "release":

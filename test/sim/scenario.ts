@@ -26,6 +26,8 @@ export interface Scenario {
   keys: string[];
   /** Slots 0 and 1 run with the same holder (two campaigns sharing a term: family "shared-holder"). */
   sharedHolder: boolean;
+  /** Every process runs with session takeover (family "session-takeover"). */
+  sessionTakeover: boolean;
   timing: Timing;
   stopTimeoutMs: number;
   workIntervalMs: number;
@@ -54,6 +56,7 @@ export function makeScenario(seed: number, options: SimOptions): Scenario {
     slots,
     keys,
     sharedHolder,
+    sessionTakeover: options.families.has("session-takeover"),
     timing,
     stopTimeoutMs: 1_000,
     // Off the round numbers the deadlines fall on, so a write rarely ties with the deadline timer.

@@ -3,7 +3,7 @@
 import { Checker, type Violation } from "./checker.ts";
 import type { Wire } from "./client.ts";
 import { EventLoop } from "./event-loop.ts";
-import { describeFault, type Fault } from "./faults.ts";
+import { describeFault, type Fault, SESSION_RECONNECT_MS } from "./faults.ts";
 import { Rng } from "./prng.ts";
 import { SimProcess } from "./process.ts";
 import { healMs, type Scenario, type SimOptions } from "./scenario.ts";
@@ -99,6 +99,7 @@ class World {
         stopTimeoutMs: s.stopTimeoutMs,
         workIntervalMs: s.workIntervalMs,
         gated: !this.#gateIgnored,
+        sessionTakeover: s.sessionTakeover,
         rng: Rng.stream(s.seed, `work:${name}`),
         watcher: this.checker,
       },
@@ -174,6 +175,9 @@ function scheduleFault(world: World, fault: Fault): void {
     case "link":
     case "notices":
       scheduleLinkFault(world, fault);
+      return;
+    case "session-stall":
+      scheduleSessionStall(world, fault);
       return;
     case "commit-stall":
       loop.at(at, null, () => server.startStall(fault.how));
@@ -252,6 +256,33 @@ function scheduleProcessFault(
       return;
     }
   }
+}
+
+/**
+ * The notice backend of the process in the slot stalls. Past detectMs its feed, in the process's
+ * own turn (later if the process is paused then), gives the session up, which the electors hear
+ * before the socket closes; a second later it reconnects on a new backend. The stalled backend
+ * exits once it runs again and reads the closed socket.
+ */
+function scheduleSessionStall(world: World, fault: Extract<Fault, { kind: "session-stall" }>): void {
+  const { loop } = world;
+  const at = fault.atMs * 1000;
+  const untilUs = at + fault.forMs * 1000;
+  loop.at(at, null, () => {
+    const p = world.slots[fault.slot];
+    const stalled = p && !p.dead ? p.feed.stall(untilUs) : null;
+    if (!p || stalled === null || fault.detectMs >= fault.forMs) return;
+    loop.at(at + fault.detectMs * 1000, p, () => {
+      // Gone already: the process exited, or its session was replaced meanwhile.
+      if (p.dead || p.feed.session !== stalled) return;
+      p.feed.abandonSession();
+      loop.at(loop.nowUs + SESSION_RECONNECT_MS * 1000, p, () => {
+        if (p.dead || p.feed.session !== null) return;
+        p.feed.openSession();
+        p.feed.setDown(false);
+      });
+    });
+  });
 }
 
 function scheduleLinkFault(world: World, fault: Extract<Fault, { kind: "link" | "notices" }>): void {

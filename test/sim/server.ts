@@ -67,6 +67,9 @@ export class Server {
   #counter = 0;
   #tuples = 0;
   #ids = 0;
+  /** Session takeover: when each notice session's backend exited (sim µs); absent while it lives. */
+  readonly #sessionEnds = new Map<number, number>();
+  #sessions = 0;
 
   constructor(loop: EventLoop, rng: Rng, config: ServerConfig, hooks: ServerHooks) {
     this.#loop = loop;
@@ -78,6 +81,27 @@ export class Server {
   /** clock_timestamp(): the simulated instant on the server's own (steppable) wall clock. */
   clock(): number {
     return this.#loop.nowUs + this.clockOffsetUs;
+  }
+
+  /** A new backend, as a notice connection's: its id is what a claim records. */
+  openSession(): number {
+    return ++this.#sessions;
+  }
+
+  /** The backend exited: from now on pg_stat_activity no longer lists it. */
+  endSession(session: number): void {
+    if (!this.#sessionEnds.has(session)) this.#sessionEnds.set(session, this.#loop.nowUs);
+  }
+
+  /**
+   * Whether a session is gone for this statement. pg_stat_get_activity reads a snapshot taken at
+   * its first call in the transaction: a renew's or a read's scan, at its start (so a renew that
+   * then waits for the row lock commits on that verdict); the claim's ON CONFLICT clause, once it
+   * holds the row lock.
+   */
+  #goneFor(stmt: Statement): (session: number) => boolean {
+    const at = stmt.request.kind === "claim" ? this.#loop.nowUs : stmt.startUs;
+    return (session) => (this.#sessionEnds.get(session) ?? Number.POSITIVE_INFINITY) <= at;
   }
 
   /** Statements still on the server: waiting for a lock or for their commit. */
@@ -157,6 +181,7 @@ export class Server {
             drawFence: () => ++this.#counter,
             startFence: stmt.startFence,
             newTuple: () => ++this.#tuples,
+            sessionGone: this.#goneFor(stmt),
           },
         ];
       }),

@@ -24,6 +24,35 @@ it("a fixed batch of 500 schedules breaks no invariant (the code, SQL and pool t
   expect(result.failures).toEqual({});
 });
 
+const sessionTakeover: SimOptions = {
+  ...shipped,
+  families: new Set([...DEFAULT_FAMILIES, "session-takeover"]),
+};
+
+it("under session takeover (notice backends stalled past the ping, crashes ending sessions) the batch breaks no invariant", async () => {
+  const result = await runBatch({
+    from: 1,
+    count: 500,
+    options: { ...sessionTakeover, families: [...sessionTakeover.families] },
+  });
+  expect(result.failures).toEqual({});
+});
+
+// Issue 27: the leader's notice backend stalls; its feed gives the session up while the server
+// still lists it, then the backend exits and the follower takes the term. The elector before the
+// fix renewed on and believed on (two-leaders at 3.589 s); now it steps down as it gives up.
+it("a leader that gives its notice session up has stopped believing before the server ends that session (seed 35)", async () => {
+  const result = await runSchedule(makeScenario(35, sessionTakeover), sessionTakeover, { trace: true });
+  expect(result.violation).toBeNull();
+  const line = (pattern: RegExp) => result.trace.findIndex((l) => pattern.test(l));
+  const gaveUp = line(/ p1 +gives notice session 1 up$/);
+  const steppedDown = line(/ p1 +stepped-down: .*its notice session, recorded with the term, was dropped/);
+  const exited = line(/ server +backend of notice session 1 exits$/);
+  expect(gaveUp).toBeGreaterThan(0);
+  expect(steppedDown).toBe(gaveUp + 1);
+  expect(exited).toBeGreaterThan(steppedDown);
+});
+
 it("a seed replays exactly: the same trace and the same verdict", async () => {
   const scenario = makeScenario(64, shipped);
   const first = await runSchedule(scenario, shipped, { trace: true });
