@@ -82,6 +82,8 @@ describe("session takeover", () => {
     await expect(store.claim("no-session", "a", MINUTE)).rejects.toThrow(
       "not claiming while the notice session reconnects",
     );
+    // Never sent: the elector need not wait for it to settle (unanswered-writes.ts).
+    await expect(store.claim("no-session", "a", MINUTE)).rejects.toMatchObject({ notSent: true });
     expect(await store.read("no-session")).toBeNull();
   });
 
