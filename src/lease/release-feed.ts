@@ -265,16 +265,19 @@ export class PgReleaseFeed implements ReleaseFeed {
    * locally (the electors' session-lost listeners) before the caller closes its socket.
    *
    * Why this order is safe. A follower may take a term once the server no longer lists its
-   * recorded session. A session this process abandons (a ping past its timeout, a pooler that
-   * moved it) is still alive on the server, perhaps stalled: it ends only once its backend reads
-   * the closed socket, which is after socket.destroy(), so after these listeners have run, in
-   * this same synchronous turn: no leader of this process believes by then, and a renew still
-   * out counts for nothing (its elector's term is over). Ending the terms is free: a term whose
-   * session is abandoned can never be renewed past that session's end. A drop that the server or
-   * the network decided first (a reset, a terminated backend, a keepalive giving up) may be seen
-   * on the server before this runs: that is the server dropping a live session, the README's
-   * documented window, which ends here as soon as this process hears of it, and at the latest at
-   * the local deadline (a renew interval plus a call timeout after the last good renew).
+   * recorded session. A session this process abandons while the server still runs it (its ping
+   * past the timeout: a stalled backend, a loaded server, a network stall; or closed at close())
+   * ends only once its backend reads the closed socket, which is after socket.destroy(), so after
+   * these listeners have run, all in this one synchronous turn: no leader of this process
+   * believes by then, and a renew still out counts for nothing (its elector's term is over). The
+   * order matters even without a stall: once destroy() has run, a backend that is not stalled may
+   * exit, and a follower in another process claim, before this turn would end. Ending the terms
+   * costs nothing: a term whose session is abandoned can never be renewed past that session's
+   * end. A drop that the server or the network decided first (a terminated backend, a reset,
+   * TCP keepalive giving up, a pooler that moved the session) may be seen on the server before
+   * this runs: that is the server dropping a live session, the README's documented window, which
+   * ends here as soon as this process hears of it, and at the latest at the local deadline (a
+   * renew interval plus a call timeout after the last good renew).
    */
   #abandon(): void {
     this.#current = null;
