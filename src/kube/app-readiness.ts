@@ -1,6 +1,9 @@
 // The application's health as the kubelet reports it on the pod: the `ready` flag of the
 // application's containers (every container but the sidecar's own, unless they are named). It is
 // read from pods the publisher already sees (its own pod's watch, the peer list): no extra request.
+// The kubelet reports an init container in status.initContainerStatuses, and so a native sidecar
+// (an init container with `restartPolicy: Always`, the chart's default for pglease); the other
+// containers in status.containerStatuses.
 import type { ContainerStatus, Pod } from "./client/api-types.ts";
 import { POD_CONTRACT } from "./pod-contract.ts";
 
@@ -20,10 +23,12 @@ export interface Readiness {
 export function applicationReadiness(pod: Pod, rule: ReadinessRule): Readiness {
   const statuses = pod.status?.containerStatuses ?? [];
   const named = rule.appContainers;
+  // Named containers may be native sidecars too; unnamed, the application is the pod's containers.
+  const everyStatus = [...(pod.status?.initContainerStatuses ?? []), ...statuses];
   const judged = named
-    ? statuses.filter((c) => named.includes(c.name))
+    ? everyStatus.filter((c) => named.includes(c.name))
     : statuses.filter((c) => c.name !== rule.sidecarContainer);
-  const missing = named ? named.filter((name) => !statuses.some((c) => c.name === name)) : [];
+  const missing = named ? named.filter((name) => !everyStatus.some((c) => c.name === name)) : [];
   if (missing.length > 0)
     return { ready: false, detail: `no status yet for container ${missing.join(", ")}` };
   if (judged.length === 0) {
@@ -43,7 +48,10 @@ export function applicationReadiness(pod: Pod, rule: ReadinessRule): Readiness {
 export function isHealthyCandidate(pod: Pod, rule: ReadinessRule): boolean {
   if (pod.metadata?.deletionTimestamp) return false;
   if (pod.metadata?.annotations?.[POD_CONTRACT.notCampaigningAnnotation]) return false;
-  const sidecar = pod.status?.containerStatuses?.find((c) => c.name === rule.sidecarContainer);
+  const sidecar = [
+    ...(pod.status?.initContainerStatuses ?? []),
+    ...(pod.status?.containerStatuses ?? []),
+  ].find((c) => c.name === rule.sidecarContainer);
   if (!sidecar?.state?.running) return false;
   return applicationReadiness(pod, rule).ready;
 }

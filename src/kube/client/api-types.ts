@@ -25,7 +25,12 @@ export interface Pod {
   apiVersion?: string;
   kind?: string;
   metadata?: ObjectMeta;
-  status?: { conditions?: PodCondition[]; containerStatuses?: ContainerStatus[] };
+  status?: {
+    conditions?: PodCondition[];
+    containerStatuses?: ContainerStatus[];
+    /** The init containers', a native sidecar's (`restartPolicy: Always`) among them. */
+    initContainerStatuses?: ContainerStatus[];
+  };
 }
 
 /** What the kubelet reports of one container: `ready` is its readiness probe's verdict. */
