@@ -38,7 +38,10 @@ export interface AppHealthView {
   detail: string;
   /** Since the last change of `ready`, ms. */
   ageMs: number;
-  /** The leader hands over: unready past the grace period, and a healthy candidate was seen. */
+  /**
+   * The leader hands over: unready past the grace period, a healthy candidate was seen, and this
+   * process still leads (once the lease is released the handover is over).
+   */
   handingOver: boolean;
   handovers: number;
 }
@@ -94,7 +97,9 @@ export class HealthGate {
       ready: this.#ready,
       detail: this.#detail,
       ageMs: this.#deps.clock.now() - this.#since,
-      handingOver: this.#handingOver,
+      // The decision stays (a term won back while still unready is handed over at once); the view
+      // shows it only while there is still a term to hand over.
+      handingOver: this.#handingOver && this.#deps.leadsAny(),
       handovers: this.#handovers,
     };
   }

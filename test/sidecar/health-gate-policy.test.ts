@@ -65,6 +65,19 @@ describe("the health gate", () => {
     expect(t.gate.view()).toMatchObject({ ready: false, handingOver: true, handovers: 1 });
   });
 
+  it("shows handingOver only while this pod still leads: a completed handover is over", async () => {
+    const t = setup();
+    t.gate.report(READY);
+    t.gate.report(UNREADY);
+    t.clock.advance(5_000);
+    await settle();
+    expect(t.gate.view()).toMatchObject({ handingOver: true, handovers: 1 });
+    t.lead(false); // the lease is released: the handover is done, the application still unready
+    t.clock.advance(60_000);
+    expect(t.gate.view()).toMatchObject({ ready: false, handingOver: false, handovers: 1 });
+    expect(t.reason()).toBe("application unready (container app not ready)");
+  });
+
   it("a follower whose application is unready does not campaign, at once", () => {
     const t = setup();
     t.lead(false);

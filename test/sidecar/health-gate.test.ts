@@ -1,6 +1,7 @@
 // Leadership follows the application's health, on real `pglease run` processes, a real
 // PostgreSQL and an API server (the real kube-apiserver and the in-process one). The test plays
-// the kubelet: it writes the application container's `ready` into each pod's status.
+// the kubelet: it writes the application container's `ready` into each pod's status, and the
+// sidecar's status where a kubelet does (a native sidecar's in initContainerStatuses).
 import { expect, it } from "vitest";
 import type { StatusDocument } from "../../src/sidecar/http-server.ts";
 import { seedWorkloadPod, setAppReady } from "../support/kubelet.ts";
@@ -45,12 +46,25 @@ await onEachSidecarKubeServer("pglease run with the health gate", NS, (suite) =>
       source: "pod",
       ready: false,
       detail: "container app not ready",
+      handingOver: false, // the handover is complete: this pod no longer leads
       handovers: 1,
     });
     expect(status.leases[0]?.notCampaigning).toMatch(/^application unready/);
     const metrics = await (await fetch(`http://127.0.0.1:${a.port}/metrics`)).text();
     expect(metrics).toMatch(/^pglease_health_handovers_total 1$/m);
     expect(metrics).toMatch(/^pglease_application_ready\{gate="pod"\} 0$/m);
+  });
+
+  it("hands over with a classic sidecar too (sidecar.native=false: its status in containerStatuses)", async () => {
+    await seedWorkloadPod(suite.kube, NS, "classic-a", LABELS, true, "container");
+    await seedWorkloadPod(suite.kube, NS, "classic-b", LABELS, true, "container");
+    const a = await sidecar("classic-a", "health-4");
+    await a.run.waitForLog(/^acquired lease health-4 with fence \d+$/);
+    const b = await sidecar("classic-b", "health-4");
+    await b.run.waitForLog(/^lease health-4 is held by/);
+    await setApp("classic-a", false);
+    await a.run.waitForLog(/handing over, classic-b is a healthy candidate$/);
+    await b.run.waitForLog(/^acquired lease health-4 with fence \d+$/);
   });
 
   it("an unready fleet keeps its leader, which hands over once a peer's application is ready", async () => {

@@ -60,7 +60,16 @@ function containerStatus(
   completedInit: boolean,
 ): V1ContainerStatus {
   const image = container.image ?? "registry.invalid/unknown:1";
-  const restartCount = report.restartCount ?? 0;
+  // A container the report does not restart keeps its run: its count and its start.
+  const before = [
+    ...(pod.status?.initContainerStatuses ?? []),
+    ...(pod.status?.containerStatuses ?? []),
+  ].find((c) => c.name === container.name);
+  const restartCount = report.restartCount ?? before?.restartCount ?? 0;
+  const startedAt =
+    report.startedAt ??
+    (restartCount === before?.restartCount ? before?.state?.running?.startedAt : undefined) ??
+    now;
   // A new container ID per run: a restart in place is a new container.
   const id = hex(`${pod.metadata?.uid ?? pod.metadata?.name}/${container.name}/${restartCount}`, 64);
   const base = {
@@ -71,7 +80,6 @@ function containerStatus(
     restartCount,
   };
   if (completedInit) {
-    const startedAt = report.startedAt ?? now;
     return {
       ...base,
       ready: true,

@@ -1,7 +1,21 @@
-// What the kubelet writes that pglease reads: a workload pod with the application's container and
-// the sidecar's, and each container's `ready` in the pod's status (the health gate's input).
-import type { V1Pod } from "@kubernetes/client-node";
+// What the kubelet writes that pglease reads: a workload pod laid out as the chart lays it out (the
+// application's container `app`, and the sidecar `pglease` as a native sidecar, an init container
+// with `restartPolicy: Always`, or with sidecar.native=false a second container), and each
+// container's status where a kubelet writes it (kubelet-status.ts; the health gate's input).
+import type { V1PodSpec } from "@kubernetes/client-node";
 import type { TestKube } from "./kube-servers.ts";
+import { kubeletPodStatus } from "./kubelet-status.ts";
+
+export type SidecarLayout = "native" | "container";
+
+/** The workload pod's containers as the chart renders them (the chart's default: a native sidecar). */
+export function workloadPodSpec(layout: SidecarLayout = "native"): V1PodSpec {
+  const app = { name: "app", image: "app:1" };
+  const sidecar = { name: "pglease", image: "pglease:1" };
+  return layout === "native"
+    ? { initContainers: [{ ...sidecar, restartPolicy: "Always" }], containers: [app] }
+    : { containers: [app, sidecar] };
+}
 
 /** A pod of the workload (app + pglease containers), its application's readiness as given. */
 export async function seedWorkloadPod(
@@ -10,23 +24,16 @@ export async function seedWorkloadPod(
   name: string,
   labels: Record<string, string>,
   appReady: boolean,
+  layout: SidecarLayout = "native",
 ): Promise<void> {
-  await kube.seedPod({
-    metadata: { name, namespace, labels },
-    spec: {
-      containers: [
-        { name: "app", image: "app:1" },
-        { name: "pglease", image: "pglease:1" },
-      ],
-    },
-  } as V1Pod);
-  await setAppReady(kube, namespace, name, appReady);
+  await kube.seedPod({ metadata: { name, namespace, labels }, spec: workloadPodSpec(layout) });
+  if (!appReady) await setAppReady(kube, namespace, name, false);
 }
 
 /**
- * The kubelet's report of the `app` container (and the pod's Ready and ContainersReady with it).
- * It races the sidecar's patches: a replace on a stale version is refused (409), and the kubelet,
- * like this, reads again and retries.
+ * The kubelet's report after a probe of the `app` container changed its answer (the pod's Ready
+ * and ContainersReady with it). It races the sidecar's patches: a replace on a stale version is
+ * refused (409), and the kubelet, like this, reads again and retries.
  */
 export async function setAppReady(
   kube: TestKube,
@@ -36,30 +43,12 @@ export async function setAppReady(
 ): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await kube.mutatePod(namespace, name, (pod) => writeStatus(pod, ready));
+      await kube.mutatePod(namespace, name, (pod) => {
+        pod.status = kubeletPodStatus(pod, { app: { ready } });
+      });
       return;
     } catch (error) {
       if (attempt >= 5 || !String(error).includes("409")) throw error;
     }
   }
-}
-
-function writeStatus(pod: V1Pod, ready: boolean): void {
-  const now = new Date();
-  pod.status ??= {};
-  pod.status.phase = "Running";
-  pod.status.containerStatuses = ["app", "pglease"].map((c, i) => ({
-    name: c,
-    image: `${c}:1`,
-    imageID: `${c}@sha256:${"0".repeat(63)}${i}`,
-    ready: c === "app" ? ready : true,
-    restartCount: 0,
-    state: { running: { startedAt: now } },
-  }));
-  const flag = ready ? "True" : "False";
-  pod.status.conditions = [
-    { type: "Ready", status: flag, lastTransitionTime: now },
-    { type: "ContainersReady", status: flag, lastTransitionTime: now },
-    ...(pod.status.conditions ?? []).filter((c) => c.type !== "Ready" && c.type !== "ContainersReady"),
-  ];
 }

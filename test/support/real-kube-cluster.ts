@@ -9,10 +9,10 @@ import {
   type KubeConfig,
   RbacAuthorizationV1Api,
   type V1Pod,
-  type V1PodStatus,
   type V1Role,
 } from "@kubernetes/client-node";
 import { type ChartValues, isHelmHook, renderChart } from "./chart.ts";
+import { kubeletPodStatus } from "./kubelet-status.ts";
 
 export interface ChartIdentity {
   /** The ServiceAccount's bearer token, from the TokenRequest API. */
@@ -116,43 +116,9 @@ export async function replaceRole(admin: KubeConfig, user: string, role: V1Role)
   }
 }
 
-/** A Running pod's status as the kubelet writes it once its one container has started. */
-function kubeletStatus(pod: V1Pod, now: Date): V1PodStatus {
-  const generation = pod.metadata?.generation;
-  const condition = (type: string) => ({
-    type,
-    status: "True",
-    lastProbeTime: null as unknown as undefined,
-    lastTransitionTime: now,
-    ...(generation === undefined ? {} : { observedGeneration: generation }),
-  });
-  return {
-    ...pod.status,
-    phase: "Running",
-    conditions: ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"].map(
-      condition,
-    ),
-    hostIP: "10.1.0.1",
-    hostIPs: [{ ip: "10.1.0.1" }],
-    podIP: "10.2.0.10",
-    podIPs: [{ ip: "10.2.0.10" }],
-    startTime: now,
-    containerStatuses: (pod.spec?.containers ?? []).map((c, i) => ({
-      name: c.name,
-      image: c.image ?? "",
-      imageID: `${c.image}@sha256:${"0".repeat(63)}${i}`,
-      containerID: `containerd://${"c".repeat(63)}${i}`,
-      ready: true,
-      started: true,
-      restartCount: 0,
-      state: { running: { startedAt: now } },
-    })),
-  };
-}
-
 /**
- * Creates the pod as the admin, then reports on it as the kubelet would: the given status, or a
- * Running one with the kubelet's conditions and container statuses. The name and one container
+ * Creates the pod as the admin, then reports on it as the kubelet would: the given status, or the
+ * one a kubelet writes once every container runs (kubelet-status.ts). The name and one container
  * ("app") are filled when missing, as the in-process server's seedPod does.
  */
 export async function createRunningPod(admin: KubeConfig, namespace: string, pod: V1Pod): Promise<V1Pod> {
@@ -170,7 +136,7 @@ export async function createRunningPod(admin: KubeConfig, namespace: string, pod
       spec: { nodeName: "node-1", ...pod.spec, containers },
     },
   });
-  const status = pod.status ? { ...created.status, ...pod.status } : kubeletStatus(created, new Date());
+  const status = pod.status ? { ...created.status, ...pod.status } : kubeletPodStatus(created);
   return core.replaceNamespacedPodStatus({ namespace, name, body: { ...created, status } });
 }
 

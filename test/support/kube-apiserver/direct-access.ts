@@ -1,5 +1,6 @@
 import type { CoreV1Event, V1Pod } from "@kubernetes/client-node";
 import { ObjectSerializer } from "@kubernetes/client-node/dist/serializer.js";
+import { kubeletPodStatus } from "../kubelet-status.ts";
 import { presentCoreEvent } from "./events.ts";
 import { isJsonObject, type JsonObject } from "./patch/json-value.ts";
 import { metadataFieldErrors } from "./pod-updates.ts";
@@ -15,7 +16,11 @@ function toWire(pod: V1Pod): JsonObject {
 }
 
 function toPod(stored: StoredObject): V1Pod {
-  return ObjectSerializer.deserialize(podBody(stored), "V1Pod") as V1Pod;
+  return toPodOf(podBody(stored));
+}
+
+function toPodOf(wire: JsonObject): V1Pod {
+  return ObjectSerializer.deserialize(wire, "V1Pod") as V1Pod;
 }
 
 function checkMetadata(metadata: JsonObject, what: string): void {
@@ -27,28 +32,9 @@ function checkMetadata(metadata: JsonObject, what: string): void {
   }
 }
 
-/** What a running pod looks like once the kubelet has reported on it. */
-function runningStatus(): JsonObject {
-  const now = kubeTime();
-  const condition = (type: string) => ({
-    type,
-    status: "True",
-    lastProbeTime: null,
-    lastTransitionTime: now,
-  });
-  return {
-    phase: "Running",
-    conditions: ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"].map(
-      condition,
-    ),
-    podIP: "10.0.0.10",
-    startTime: now,
-  };
-}
-
 /**
  * Stores a pod as if it had been created and started long ago. Missing parts are filled: namespace
- * "default", one container "app", and (when no status is given) a Running status with the kubelet's conditions.
+ * "default", one container "app", and (when no status is given) the status a kubelet writes for it, running.
  */
 export function seedPod(store: ObjectStore, pod: V1Pod): V1Pod {
   const wire = toWire(pod);
@@ -65,7 +51,10 @@ export function seedPod(store: ObjectStore, pod: V1Pod): V1Pod {
   if (!Array.isArray(spec.containers) || spec.containers.length === 0) {
     spec.containers = [{ name: "app", image: "registry.invalid/app:1" }];
   }
-  const status = wire.status ?? runningStatus();
+  // The kubelet's report of a pod started long ago (the server fills generation 1 on create).
+  const status =
+    wire.status ??
+    toWire({ status: kubeletPodStatus(toPodOf({ metadata: { ...metadata, generation: 1 }, spec })) }).status;
   delete wire.kind;
   delete wire.apiVersion;
   return toPod(store.create("pods", { ...wire, metadata, spec, status }));
