@@ -1,6 +1,7 @@
 // The `helm test` pod's script, exactly as the chart renders it, run by node against a local
 // HTTPS server standing in for the API server's EndpointSlice list: it passes on one ready pod
-// (counted once across address families) and fails, naming what it saw, on two.
+// (counted once across address families) and fails, naming what it saw, on two. The pod itself
+// carries no label a selector of the release matches.
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:https";
@@ -8,8 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeTools, renderChart } from "../support/chart.ts";
+import { isHelmHook, kubeTools, renderChart } from "../support/chart.ts";
 import { skipBecause } from "../support/skip.ts";
+import type { Manifest } from "./kubernetes-schemas.ts";
 
 const run = promisify(execFile);
 const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -149,5 +151,55 @@ describe.skipIf(skip)("helm test pod", () => {
     expect(result.stderr).toContain(
       "FAIL: expected exactly one ready endpoint behind reports-pglease-leader, saw 2 [reports-pglease-7d9-abcde, reports-pglease-7d9-fghij]",
     );
+  });
+
+  it.each([
+    ["a Deployment", {}],
+    [
+      "a StatefulSet with pod labels of the user's",
+      { workload: { kind: "StatefulSet", podLabels: { team: "a" } } },
+    ],
+  ])("carries no label a selector of the release matches (%s)", async (_, values) => {
+    const manifests = await renderChart(values, { release: "reports", namespace: "team-a" });
+    const testPod = manifests.find((m) => m.kind === "Pod" && isHelmHook(m)) as unknown as {
+      metadata: { labels: Record<string, string> };
+    };
+    // Every pod selector the release holds: the workload's, the PodDisruptionBudget's, each
+    // Service's (the leader Service, the headless one), and the sidecar's peer selector.
+    type Selecting = Manifest & {
+      spec: {
+        selector?: Record<string, string> | { matchLabels?: Record<string, string> };
+        template?: { spec: { initContainers?: Env[]; containers: Env[] } };
+      };
+    };
+    type Env = { env?: { name: string; value?: string }[] };
+    const selectors: [string, Record<string, string>][] = [];
+    for (const m of manifests as Selecting[]) {
+      if (isHelmHook(m)) continue;
+      const selector = m.spec?.selector;
+      if (m.kind === "Service" && selector)
+        selectors.push([`Service ${m.metadata.name}`, selector as Record<string, string>]);
+      else if (selector && "matchLabels" in selector && selector.matchLabels)
+        selectors.push([`${m.kind} ${m.metadata.name}`, selector.matchLabels]);
+      const template = m.spec?.template?.spec;
+      const peer = [...(template?.initContainers ?? []), ...(template?.containers ?? [])]
+        .flatMap((c) => c.env ?? [])
+        .find((e) => e.name === "PGLEASE_PEER_SELECTOR")?.value;
+      if (peer)
+        selectors.push(["the peer selector", Object.fromEntries(peer.split(",").map((p) => p.split("=")))]);
+    }
+    expect(selectors.map(([what]) => what)).toEqual(
+      expect.arrayContaining([
+        "the peer selector",
+        "PodDisruptionBudget reports-pglease",
+        "Service reports-pglease-leader",
+      ]),
+    );
+    for (const [what, selector] of selectors) {
+      const matches = Object.entries(selector).every(
+        ([key, value]) => testPod.metadata.labels[key] === value,
+      );
+      expect(matches, `the helm test pod matches ${what} (${JSON.stringify(selector)})`).toBe(false);
+    }
   });
 });

@@ -14,6 +14,7 @@ import { kubeTools, renderChart, renderChartRole, repoRoot } from "../support/ch
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { workloadPodSpec } from "../support/kubelet.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const run = promisify(execFile);
@@ -119,19 +120,9 @@ describe.skipIf(skip)("the sidecar's memory under the chart's limits", () => {
         namespace: NS,
         labels: { "app.kubernetes.io/name": "pglease", "app.kubernetes.io/instance": "pglease" },
       },
-      spec: { containers: [{ name: "app", image: "app:1" }] },
-      // The kubelet's report: the chart's health gate reads the application's readiness from it.
-      status: {
-        phase: "Running",
-        containerStatuses: ["app", "pglease"].map((name) => ({
-          name,
-          image: `${name}:1`,
-          imageID: "",
-          ready: true,
-          restartCount: 0,
-          state: { running: {} },
-        })),
-      },
+      // Laid out as the chart lays it out; the server writes the kubelet's report of it, which the
+      // chart's health gate reads.
+      spec: workloadPodSpec(),
     } as V1Pod);
     const workload = (await renderChart({ lease: { name: "memory", duration: "3s" } })).find(
       (m) => m.kind === "Deployment",

@@ -42,6 +42,19 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/*
+The `helm test` objects' labels. Not the workload's selector labels (app.kubernetes.io/name and
+instance): every pod selector of the release (the workload's, the PodDisruptionBudget's, the
+Services', the sidecar's peer selector) would otherwise match the test pod.
+*/}}
+{{- define "pglease.testLabels" -}}
+helm.sh/chart: {{ include "pglease.chart" . }}
+app.kubernetes.io/part-of: {{ include "pglease.fullname" . }}
+app.kubernetes.io/component: test
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
 {{/* The selector as a label-selector string, for the sidecar's peer search. */}}
 {{- define "pglease.selectorString" -}}
 {{- $parts := list }}
