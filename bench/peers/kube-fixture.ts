@@ -18,6 +18,7 @@ import {
   realKubeServer,
   type TestKube,
 } from "../../test/support/kube-servers.ts";
+import { setAppReady, workloadPodSpec } from "../../test/support/kubelet.ts";
 import { realKubeApiServerAvailable } from "../../test/support/real-kube-apiserver.ts";
 
 const NAMESPACE = "bench";
@@ -158,36 +159,10 @@ export async function startKubeFixture(): Promise<KubeFixture> {
     async seedPod(name, labels) {
       await kube.seedPod({
         metadata: { name, namespace, ...(labels ? { labels } : {}) },
-        spec: {
-          containers: [
-            { name: "app", image: "app:1" },
-            { name: "pglease", image: "pglease:1" },
-          ],
-        },
+        spec: workloadPodSpec(),
       });
     },
-    async setAppReady(name, ready) {
-      // The sidecar's own patches race this write: a replace on a stale version gets a 409, and
-      // the kubelet, like this, reads again and retries.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await kube.mutatePod(namespace, name, (pod) => {
-            pod.status ??= {};
-            pod.status.containerStatuses = ["app", "pglease"].map((c) => ({
-              name: c,
-              image: `${c}:1`,
-              imageID: "",
-              ready: c === "app" ? ready : true,
-              restartCount: 0,
-              state: { running: {} },
-            }));
-          });
-          return;
-        } catch (error) {
-          if (attempt >= 5 || !String(error).includes("409")) throw error;
-        }
-      }
-    },
+    setAppReady: (name, ready) => setAppReady(kube, namespace, name, ready),
     async close() {
       try {
         await kube.close();

@@ -10,7 +10,7 @@ import { type FaultControl, startKubeApiServer } from "../support/kube-apiserver
 import { realKubeApiServerAvailable, startRealKubeApiServer } from "../support/real-kube-apiserver.ts";
 import { createRunningPod, installChartRbac, mutateRealPod } from "../support/real-kube-cluster.ts";
 import { startKubeProxy } from "../support/real-kube-proxy.ts";
-import { CHAOS_CONTAINERS, runningStatus, setAppReady } from "./app-status.ts";
+import { CHAOS_POD_SPEC, setAppReady } from "./app-status.ts";
 import { type LabelWatch, watchRoleLabels } from "./label-watch.ts";
 
 export type ApiServerChoice = "auto" | "real" | "in-process";
@@ -71,8 +71,7 @@ async function startInProcess(setup: KubeSetup): Promise<ChaosKube> {
   for (const name of setup.pods) {
     server.seedPod({
       metadata: { name, namespace: setup.namespace, labels: setup.labels },
-      spec: { containers: CHAOS_CONTAINERS },
-      status: runningStatus(true, new Date()),
+      spec: CHAOS_POD_SPEC,
     });
   }
   const url = new URL(server.url);
@@ -110,7 +109,7 @@ async function startReal(setup: KubeSetup): Promise<ChaosKube> {
       const pod = await createRunningPod(admin, setup.namespace, {
         metadata: { name, labels: setup.labels },
         // A token is bound only to a pod that runs as its ServiceAccount.
-        spec: { serviceAccountName: serviceAccount, containers: CHAOS_CONTAINERS },
+        spec: { serviceAccountName: serviceAccount, ...CHAOS_POD_SPEC },
       });
       const request = await core.createNamespacedServiceAccountToken({
         namespace: setup.namespace,
