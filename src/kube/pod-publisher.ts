@@ -111,11 +111,37 @@ class KubePodPublisher implements PodPublisher {
     const desired = this.#state.desired;
     if (!desired) return false;
     this.setDesired({ ...desired.state, role: "follower", fence: null, ...(why ? { why } : {}) });
-    return this.#tracker.waitFor(
-      () => (this.#state.desired?.state.role !== "follower" ? false : podShowsDesired(this.#state) || null),
+    let moot = false;
+    const demoted = await this.#tracker.waitFor(
+      () => {
+        if (this.#state.desired?.state.role !== "follower") return false;
+        if (podShowsDesired(this.#state)) return true;
+        moot = this.#demotionMoot();
+        return moot ? false : null;
+      },
       timeoutMs,
       this.#stopping.signal,
     );
+    if (moot) {
+      this.#opts.logger.warn(
+        { lastError: this.#state.lastError },
+        "this pod is being deleted and the API server refuses its demotion: releasing the lease without it (a pod being deleted is out of its Services' ready endpoints already)",
+      );
+    }
+    return demoted;
+  }
+
+  /**
+   * Waiting for the demotion would route nothing and keep the lease from a follower: this pod is
+   * being deleted, so the EndpointSlice controller has taken it out of every Service's ready
+   * endpoints, and the API server refuses the demotion for good (401/403: `helm uninstall`
+   * deleted the ServiceAccount or its RBAC while the pods stop). A new leader that can label
+   * itself can also patch pods, and with peer demotion it takes this pod's leader label off
+   * before it labels itself. A refusal while the pod is not being deleted (its sidecar restarted
+   * in place, RBAC removed by hand) keeps the wait: that pod is still routable.
+   */
+  #demotionMoot(): boolean {
+    return this.#state.accessRefused && Boolean(this.#state.pod?.metadata?.deletionTimestamp);
   }
 
   state(): { published: boolean; lastError?: string } {
@@ -209,12 +235,17 @@ class KubePodPublisher implements PodPublisher {
       onSuccess: (failed) => {
         failures.recovered(failed);
         this.#state.lastError = undefined;
+        this.#state.accessRefused = false;
       },
       onFailure: (error, failed) => {
         this.#state.lastError = failures.failed(error, failed);
         if (error instanceof KubeRequestError && (error.kind === "conflict" || error.kind === "not-found")) {
           this.#state.podStale = true;
         }
+        this.#state.accessRefused =
+          error instanceof KubeRequestError && (error.status === 401 || error.status === 403);
+        // A demotion waiting on the pod may now be moot (see #demotionMoot).
+        this.#tracker.notify();
       },
     });
   }

@@ -27,6 +27,11 @@ export interface PublisherState {
   yieldedFor: string | null;
   /** Why the last pass failed, until one succeeds. */
   lastError: string | undefined;
+  /**
+   * The last pass was refused for good: its credentials (401) or its permission (403) are gone,
+   * as when `helm uninstall` deletes the ServiceAccount and RBAC while the pods still stop.
+   */
+  accessRefused: boolean;
 }
 
 export function initialState(): PublisherState {
@@ -37,6 +42,7 @@ export function initialState(): PublisherState {
     peersClearedFor: null,
     yieldedFor: null,
     lastError: undefined,
+    accessRefused: false,
   };
 }
 

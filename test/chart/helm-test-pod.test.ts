@@ -168,7 +168,7 @@ describe.skipIf(skip)("helm test pod", () => {
     // Service's (the leader Service, the headless one), and the sidecar's peer selector.
     type Selecting = Manifest & {
       spec: {
-        selector?: Record<string, string> | { matchLabels?: Record<string, string> };
+        selector?: { matchLabels?: Record<string, string> } & Record<string, unknown>;
         template?: { spec: { initContainers?: Env[]; containers: Env[] } };
       };
     };
@@ -179,8 +179,7 @@ describe.skipIf(skip)("helm test pod", () => {
       const selector = m.spec?.selector;
       if (m.kind === "Service" && selector)
         selectors.push([`Service ${m.metadata.name}`, selector as Record<string, string>]);
-      else if (selector && "matchLabels" in selector && selector.matchLabels)
-        selectors.push([`${m.kind} ${m.metadata.name}`, selector.matchLabels]);
+      else if (selector?.matchLabels) selectors.push([`${m.kind} ${m.metadata.name}`, selector.matchLabels]);
       const template = m.spec?.template?.spec;
       const peer = [...(template?.initContainers ?? []), ...(template?.containers ?? [])]
         .flatMap((c) => c.env ?? [])

@@ -32,6 +32,7 @@ import {
   readEvents,
   readPod,
   replaceRole,
+  uninstallChartRbac,
 } from "./real-kube-cluster.ts";
 import { startKubeProxy } from "./real-kube-proxy.ts";
 
@@ -60,6 +61,13 @@ export interface TestKube {
   faults: FaultControl;
   /** Replaces the rules of the chart's Role; effective when it resolves. */
   setRules(rules: V1PolicyRule[]): Promise<void>;
+  /**
+   * What `helm uninstall` does to the code under test's identity while its pods still stop: from
+   * now on its requests are refused as unauthenticated (401); watches already open go on (a
+   * request is authenticated once, when it starts). The real server: the chart's RoleBinding,
+   * Role and ServiceAccount deleted (the next start() in the namespace installs them again).
+   */
+  uninstallIdentity(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -115,6 +123,8 @@ export function inProcessKubeServer(): KubeServerKind {
         waitForWatches: (n) => server.waitForWatches(n),
         faults: server.faults,
         setRules: async (next) => server.setRole({ ...role, rules: next }),
+        uninstallIdentity: async () =>
+          server.faults.failNext({ status: 401, count: Number.MAX_SAFE_INTEGER, message: "Unauthorized" }),
         close: () => server.close(),
       };
     },
@@ -129,6 +139,7 @@ async function realTestKube(
   namespace: string,
   identity: ChartIdentity,
   setRules: (rules: V1PolicyRule[]) => Promise<void>,
+  uninstallIdentity: () => Promise<void>,
 ): Promise<TestKube> {
   const [ca, cert, key] = await Promise.all([
     readFile(info.caFile),
@@ -163,6 +174,7 @@ async function realTestKube(
     waitForWatches: (n) => proxy.waitForWatches(n),
     faults: proxy.faults,
     setRules,
+    uninstallIdentity,
     close: () => proxy.close(),
   };
 }
@@ -189,7 +201,12 @@ export function realKubeServer(): KubeServerKind {
       if (!rulesNow.has(namespace)) rulesNow.set(namespace, JSON.stringify(identity.role.rules));
       await setRules(rules ?? identity.role.rules ?? []);
       await emptyNamespace(adminConfig, namespace);
-      return realTestKube(info, adminConfig, namespace, identity, setRules);
+      const uninstallIdentity = async () => {
+        identities.delete(namespace);
+        rulesNow.delete(namespace);
+        await uninstallChartRbac(adminConfig, namespace, identity);
+      };
+      return realTestKube(info, adminConfig, namespace, identity, setRules, uninstallIdentity);
     },
     async release() {
       const running = server;

@@ -3,6 +3,7 @@
 // exactly what the chart grants), a real token for that ServiceAccount, and pods whose status the
 // test writes as the kubelet would.
 import {
+  AuthenticationV1Api,
   AuthorizationV1Api,
   CoreV1Api,
   type CoreV1Event,
@@ -17,6 +18,8 @@ import { kubeletPodStatus } from "./kubelet-status.ts";
 export interface ChartIdentity {
   /** The ServiceAccount's bearer token, from the TokenRequest API. */
   token: string;
+  /** The RoleBinding's name. */
+  binding: string;
   /** As the API server names it in a 403: system:serviceaccount:<namespace>:<name>. */
   user: string;
   /** The Role as the chart renders it (namespace set). */
@@ -56,7 +59,8 @@ export async function installChartRbac(
   const role = pick("Role") as V1Role;
   await core.createNamespacedServiceAccount({ namespace, body: serviceAccount });
   await rbac.createNamespacedRole({ namespace, body: role });
-  await rbac.createNamespacedRoleBinding({ namespace, body: pick("RoleBinding") });
+  const binding = pick("RoleBinding");
+  await rbac.createNamespacedRoleBinding({ namespace, body: binding });
   const request = await core.createNamespacedServiceAccountToken({
     namespace,
     name: serviceAccount.metadata.name,
@@ -64,7 +68,37 @@ export async function installChartRbac(
   });
   const token = request.status?.token;
   if (!token) throw new Error("the TokenRequest API returned no token");
-  return { token, user: `system:serviceaccount:${namespace}:${serviceAccount.metadata.name}`, role };
+  return {
+    token,
+    binding: (binding as { metadata: { name: string } }).metadata.name,
+    user: `system:serviceaccount:${namespace}:${serviceAccount.metadata.name}`,
+    role,
+  };
+}
+
+/**
+ * What `helm uninstall` does to the chart's identity while the pods still stop: the RoleBinding,
+ * the Role and the ServiceAccount deleted. Returns once the API server refuses the token (the
+ * ServiceAccount token authenticator reads ServiceAccounts through an informer).
+ */
+export async function uninstallChartRbac(
+  admin: KubeConfig,
+  namespace: string,
+  identity: ChartIdentity,
+): Promise<void> {
+  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+  const core = admin.makeApiClient(CoreV1Api);
+  await rbac.deleteNamespacedRoleBinding({ namespace, name: identity.binding });
+  await rbac.deleteNamespacedRole({ namespace, name: identity.role.metadata?.name ?? "" });
+  await core.deleteNamespacedServiceAccount({ namespace, name: identity.user.split(":").at(-1) ?? "" });
+  const review = admin.makeApiClient(AuthenticationV1Api);
+  const deadline = Date.now() + 10_000;
+  while (
+    (await review.createTokenReview({ body: { spec: { token: identity.token } } })).status?.authenticated
+  ) {
+    if (Date.now() > deadline) throw new Error("the deleted ServiceAccount's token is still accepted");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 /**

@@ -5,7 +5,7 @@ import { presentCoreEvent } from "./events.ts";
 import { isJsonObject, type JsonObject } from "./patch/json-value.ts";
 import { metadataFieldErrors } from "./pod-updates.ts";
 import { podBody } from "./pods.ts";
-import { kubeTime, type ObjectStore, type StoredObject } from "./store.ts";
+import type { ObjectStore, StoredObject } from "./store.ts";
 import { normalizeTimes } from "./wire-format.ts";
 
 // State access for tests, without HTTP: objects go through client-node's own serializer so a test

@@ -1,0 +1,65 @@
+// `helm uninstall` deletes the chart's ServiceAccount and RBAC while the pods still stop, so the
+// stopping leader's demotion is refused. Its pod is being deleted: it is out of its Services'
+// ready endpoints already, and the leader releases at once instead of holding the lease to its
+// local deadline. A pod that is not being deleted (its sidecar restarted in place, RBAC taken
+// away by hand) stays routable: its leader keeps waiting for the demotion, as before.
+import { expect, it } from "vitest";
+import { chartRules } from "../support/kube-servers.ts";
+import { seedWorkloadPod } from "../support/kubelet.ts";
+import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+
+const NS = "uninstall";
+const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };
+// A long lease and grace period: the local deadline is seconds away from the SIGTERM.
+const LONG = ["--duration", "10s", "--grace-period", "40s"];
+
+await onEachSidecarKubeServer("pglease stopping while its access is taken away", NS, (suite) => {
+  /** Two pods of the workload, the first one's sidecar leading, the second's following. */
+  async function pair(prefix: string, lease: string) {
+    await seedWorkloadPod(suite.kube, NS, `${prefix}-a`, LABELS, true);
+    await seedWorkloadPod(suite.kube, NS, `${prefix}-b`, LABELS, true);
+    const a = (await suite.sidecar(`${prefix}-a`, lease, LONG)).run;
+    await a.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`));
+    await expect.poll(() => suite.role(`${prefix}-a`), { timeout: 10_000 }).toBe("leader");
+    const b = (await suite.sidecar(`${prefix}-b`, lease, LONG)).run;
+    await b.waitForLog(new RegExp(`^lease ${lease} is held by`));
+    return { a, b };
+  }
+
+  /** SIGTERM to the leader; ms until the follower holds the lease, and the leader's exit. */
+  async function stopAndTime({ a, b }: Awaited<ReturnType<typeof pair>>, lease: string) {
+    const sent = performance.now();
+    const exited = a.stop("SIGTERM");
+    await b.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`), 20_000);
+    const takenOverAfterMs = performance.now() - sent;
+    return { takenOverAfterMs, exit: await exited };
+  }
+
+  it("a pod not being deleted keeps waiting for its refused demotion (it is still routable)", async () => {
+    const sidecars = await pair("kept", "uninstall-1");
+    await suite.kube.setRules([]); // the Role emptied by hand: every request is refused (403)
+    try {
+      const { takenOverAfterMs, exit } = await stopAndTime(sidecars, "uninstall-1");
+      // The leader holds its term to its local deadline; the follower claims at the expiry.
+      expect(takenOverAfterMs).toBeGreaterThan(3_000);
+      expect(sidecars.a.output()).toMatch(
+        /stepped down from lease uninstall-1 \(fence \d+\): no successful renew/,
+      );
+      expect(exit.code).toBe(0);
+      expect(await suite.role("kept-a")).toBe("leader"); // never demoted: the refusal stands
+    } finally {
+      await suite.kube.setRules(await chartRules());
+    }
+  });
+
+  it("a pod being deleted after helm uninstall releases at once", async () => {
+    const sidecars = await pair("gone", "uninstall-2");
+    await suite.kube.uninstallIdentity(); // the ServiceAccount and RBAC deleted: 401 from now on
+    await suite.kube.deletePod(NS, "gone-a", 30); // the garbage collector's DELETE: terminating
+    const { takenOverAfterMs, exit } = await stopAndTime(sidecars, "uninstall-2");
+    expect(takenOverAfterMs).toBeLessThan(2_000);
+    expect(sidecars.a.output()).toMatch(/^.*released lease uninstall-2 \(fence \d+\)/m);
+    expect(sidecars.a.output()).toMatch(/is being deleted and the API server refuses its demotion/);
+    expect(exit.code).toBe(0);
+  });
+});
