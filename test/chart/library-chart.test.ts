@@ -151,7 +151,7 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
     ],
     [
       "a startup probe shorter than the start timeout",
-      { sidecar: { startupProbe: { failureThreshold: 6 } } },
+      { sidecar: { startupProbe: { periodSeconds: 5, failureThreshold: 6 } } },
       /sidecar\.startupProbe allows 30000 ms/,
     ],
   ])("refuses %s with a message naming the setting", async (_, pglease, message) => {

@@ -1,8 +1,11 @@
 // The sidecar's probes as the chart renders them, and against the real CLI: a startupProbe on
 // /healthz whose budget outlasts --start-timeout, so the kubelet never restarts a sidecar that
 // is still waiting for PostgreSQL; pglease's own deadline (exit 1 with its message) comes first.
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { type ChartValues, helmTemplate, kubeTools, renderChart } from "../support/chart.ts";
+import { parse } from "yaml";
+import { type ChartValues, helmTemplate, kubeTools, renderChart, repoRoot } from "../support/chart.ts";
 import { startPglease } from "../support/cli.ts";
 import { freePort } from "../support/embedded-postgres.ts";
 import { skipBecause } from "../support/skip.ts";
@@ -11,8 +14,9 @@ const tools = await kubeTools();
 const skip = skipBecause("chart probe tests", !tools.ok && tools.reason);
 
 interface Probe {
-  httpGet?: { path: string; port: string };
+  httpGet?: { path: string; port: string | number };
   periodSeconds?: number;
+  timeoutSeconds?: number;
   failureThreshold?: number;
 }
 interface Container {
@@ -21,6 +25,7 @@ interface Container {
   env?: { name: string; value?: string }[];
   startupProbe?: Probe;
   livenessProbe?: Probe;
+  readinessProbe?: Probe;
 }
 
 async function sidecarOf(values: ChartValues): Promise<Container> {
@@ -49,6 +54,32 @@ describe.skipIf(skip)("the sidecar's probes", () => {
     expect(startupBudgetMs(sidecar.startupProbe as Probe)).toBeLessThan(ms + 30_000 + 5_000);
     // The kubelet runs liveness only once the startup probe has passed.
     expect(sidecar.livenessProbe?.httpGet).toEqual({ path: "/healthz", port: "pglease" });
+  });
+
+  // A native sidecar's readiness counts toward the pod's Ready: after a restart of pglease in
+  // place the pod is Ready again only once the startup probe, then the readiness probe, have
+  // passed on the new container, each at its next period. charts/pglease/README.md, "The
+  // sidecar's readiness is the pod's".
+  it("probes start-up and readiness every second, and takes 15 s of failures to turn unready", async () => {
+    const sidecar = await sidecarOf({});
+    expect(sidecar.startupProbe?.periodSeconds).toBe(1);
+    expect(sidecar.readinessProbe?.httpGet).toEqual({ path: "/readyz", port: "pglease" });
+    expect(sidecar.readinessProbe?.periodSeconds).toBe(1);
+    const readiness = sidecar.readinessProbe as Probe;
+    expect((readiness.periodSeconds ?? 10) * (readiness.failureThreshold ?? 3)).toBe(15);
+  });
+
+  it("gives the plain sidecar patch in deploy/sidecar the chart's probes", async () => {
+    const patch = parse(
+      await readFile(join(repoRoot, "deploy", "sidecar", "sidecar-patch.yaml"), "utf8"),
+    ) as {
+      spec: { template: { spec: { initContainers: Container[] } } };
+    };
+    const plain = patch.spec.template.spec.initContainers.find((c) => c.name === "pglease") as Container;
+    const chart = await sidecarOf({});
+    for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"] as const) {
+      expect(plain[probe], probe).toEqual(chart[probe]);
+    }
   });
 
   it("refuses a startup probe that gives up before the start timeout", async () => {

@@ -34,7 +34,7 @@ sidecar:
     httpGet:
       path: /healthz
       port: pglease
-    periodSeconds: 5
+    periodSeconds: 1
     timeoutSeconds: 2
   livenessProbe:
     httpGet:
@@ -47,9 +47,9 @@ sidecar:
     httpGet:
       path: /readyz
       port: pglease
-    periodSeconds: 5
+    periodSeconds: 1
     timeoutSeconds: 2
-    failureThreshold: 3
+    failureThreshold: 15
   securityContext:
     allowPrivilegeEscalation: false
     readOnlyRootFilesystem: true
