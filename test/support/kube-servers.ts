@@ -112,6 +112,8 @@ export function inProcessKubeServer(): KubeServerKind {
           await server.mutatePod(ns, name, (pod) => {
             pod.metadata = { ...pod.metadata, deletionTimestamp: new Date() };
             pod.metadata.deletionGracePeriodSeconds = graceSeconds;
+            // As the real server does on a graceful deletion.
+            pod.metadata.generation = (pod.metadata.generation ?? 1) + 1;
           });
         },
         events: async (ns) => server.events(ns),

@@ -68,7 +68,9 @@ function containerStatus(
   const restartCount = report.restartCount ?? before?.restartCount ?? 0;
   const startedAt =
     report.startedAt ??
-    (restartCount === before?.restartCount ? before?.state?.running?.startedAt : undefined) ??
+    (restartCount === before?.restartCount
+      ? (before?.state?.running?.startedAt ?? before?.state?.terminated?.startedAt)
+      : undefined) ??
     now;
   // A new container ID per run: a restart in place is a new container.
   const id = hex(`${pod.metadata?.uid ?? pod.metadata?.name}/${container.name}/${restartCount}`, 64);
@@ -112,7 +114,7 @@ function containerStatus(
     ...base,
     ready: report.ready ?? true,
     started: true,
-    state: { running: { startedAt: report.startedAt ?? now } },
+    state: { running: { startedAt } },
   };
 }
 
