@@ -213,6 +213,50 @@ it("releases asked for in one turn go out as one statement, each row checked aga
   }
 });
 
+it("two terms of one key in one batch: each answer is its own term's, the old term's renewal and release fail", async () => {
+  // The holder's old term and its new one (it claimed the key again) go out in one statement;
+  // PostgreSQL answers for the key once, with the live term's fence, which is not the old term's.
+  const old = await store.claim("two-terms", "t", 10_000);
+  const current = await store.claim("two-terms", "t", 10_000);
+  const other = await store.claim("two-terms-other", "t", 10_000);
+  if (!old.won || !current.won || !other.won) throw new Error("claim failed");
+  expect(current.fence).toBeGreaterThan(old.fence);
+  store.renewCalls = 0;
+  store.renewManyCalls = [];
+  const batched = new BatchedRenewals(store);
+  const renewals = await Promise.all([
+    batched.renew("two-terms", "t", old.fence, 20_000),
+    batched.renew("two-terms", "t", current.fence, 20_000),
+    batched.renew("two-terms-other", "t", other.fence, 20_000),
+  ]);
+  expect(store.renewManyCalls).toEqual([3]);
+  expect(renewals.map((a) => a.renewed)).toEqual([false, true, true]);
+  const releaseMany = store.releaseMany.bind(store);
+  const batches: number[] = [];
+  store.releaseMany = (holder, many) => {
+    batches.push(many.length);
+    return releaseMany(holder, many);
+  };
+  try {
+    // Alone with another key, the old term's release ends nothing: the new term stays live.
+    const alone = await Promise.all([
+      batched.release("two-terms", "t", old.fence),
+      batched.release("two-terms-other", "t", other.fence),
+    ]);
+    expect(alone).toEqual([false, true]);
+    expect((await store.read("two-terms"))?.ttlMs).toBeGreaterThan(0);
+    // With the new term in the same statement, the key's answer is the new term's alone.
+    const together = await Promise.all([
+      batched.release("two-terms", "t", old.fence),
+      batched.release("two-terms", "t", current.fence),
+    ]);
+    expect(batches).toEqual([2, 2]);
+    expect(together).toEqual([false, true]);
+  } finally {
+    store.releaseMany = releaseMany;
+  }
+});
+
 /** Lets real I/O finish while firing the manual clock's due timers; fails if it never settles. */
 async function until(clock: ManualClock, done: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 2_000; i++) {

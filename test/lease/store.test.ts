@@ -140,6 +140,26 @@ describe("renew", () => {
     expect(renewed.get("many-4")?.fence).toBe(terms[4]?.fence);
   });
 
+  it("renews no row for a stale fence of its own holder: the holder's newer live term keeps its expiry", async () => {
+    // The holder claimed the key again (a new term, a new fence); a renewal of its old term that
+    // joins a batch must neither extend the new term nor answer for it.
+    const old = won(await store.claim("many-stale", "m", 10_000));
+    const current = won(await store.claim("many-stale", "m", 10_000));
+    expect(current).toBeGreaterThan(old);
+    const other = won(await store.claim("many-fresh", "m", 10_000));
+    const before = await store.read("many-stale");
+    const renewed = await store.renewMany(
+      "m",
+      [
+        { key: "many-stale", fence: old },
+        { key: "many-fresh", fence: other },
+      ],
+      60_000,
+    );
+    expect([...renewed.keys()]).toEqual(["many-fresh"]);
+    expect(await store.read("many-stale")).toMatchObject({ fence: current, expiresAt: before?.expiresAt });
+  });
+
   it("renews none of another holder's terms in a batch, even given their keys and fences", async () => {
     const terms = [];
     for (const key of ["batch-a", "batch-b"])
