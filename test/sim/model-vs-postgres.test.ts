@@ -123,6 +123,8 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
   for (const seed of [1, 2, 3]) {
     await pool.query("TRUNCATE pglease_leases");
     const rng = Rng.stream(seed, "differential");
+    // Its own stream, so the sequences drawn from "differential" stay what they were.
+    const staleRng = Rng.stream(seed, "stale-fence");
     let rows = new Map<string, LeaseRow>();
     for (let i = 0; i < 250; i++) {
       // Now and then a row's clock is ahead of the server's (as after a backward clock step), and
@@ -153,6 +155,23 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
           durationMs: rng.pick(DURATIONS),
         };
       }
+      // Now and then a batch carries an older term of one key (the holder claimed it again since):
+      // the per-row fence check alone keeps that term from renewing or releasing the live one.
+      const batch = request.kind === "renewMany" || request.kind === "releaseMany" ? request : null;
+      if (batch && staleRng.chance(0.3)) {
+        // The holder's own row where there is one: there the fence check is all that refuses.
+        const own = batch.terms.findIndex((t) => rows.get(t.key)?.holder === batch.holder);
+        const at = own >= 0 && staleRng.chance(0.8) ? own : staleRng.int(0, batch.terms.length - 1);
+        const terms = batch.terms.map((t, j) =>
+          j === at ? { key: t.key, fence: t.fence - staleRng.int(1, 3) } : t,
+        );
+        request = { ...batch, terms };
+        const row = rows.get(terms[at]?.key ?? "");
+        const since = await serverNow();
+        if (row?.holder === batch.holder && row.expiresAt > since + 50_000) {
+          seen.add(`${batch.kind}:stale-own-live`);
+        }
+      }
       seen.add(await judged(`seed ${seed} step ${i}`, request, rows));
       rows = await readBack(rows);
     }
@@ -173,6 +192,30 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
     seen.add(await judged(`handover: ${describeRequest(sent)}`, sent, rows));
     rows = await readBack(rows);
   }
+  // The same, certain to happen once: k1's old term, its holder's new one live, in one batch.
+  await pool.query("TRUNCATE pglease_leases");
+  rows = new Map();
+  const claims: Request[] = [
+    { kind: "claim", key: "k1", holder: "h1", durationMs: 60_000 },
+    { kind: "claim", key: "k2", holder: "h1", durationMs: 60_000 },
+  ];
+  for (const request of claims) {
+    seen.add(await judged(`stale batch: ${describeRequest(request)}`, request, rows));
+    rows = await readBack(rows);
+  }
+  const oldTerm = { key: "k1", fence: rows.get("k1")?.fence ?? 0 };
+  seen.add(await judged("stale batch: k1 again", { ...(claims[0] as Request) }, rows));
+  rows = await readBack(rows);
+  expect(rows.get("k1")?.fence, "k1 claimed again: a new term").toBeGreaterThan(oldTerm.fence);
+  const terms = [oldTerm, { key: "k2", fence: rows.get("k2")?.fence ?? 0 }];
+  for (const request of [
+    { kind: "renewMany", holder: "h1", terms, durationMs: 60_000 },
+    { kind: "releaseMany", holder: "h1", terms },
+  ] as Request[]) {
+    seen.add(await judged(`stale batch: ${describeRequest(request)}`, request, rows));
+    seen.add(`${request.kind}:stale-own-live`);
+    rows = await readBack(rows);
+  }
   // Not vacuous: every branch of every statement was taken at least once. The CHECK fires only
   // where an expiry can shrink below acquired_at: greatest() keeps the skewed rows clear of it.
   const checkFires = SHIPPED.sem.monotonicExpiry ? [] : ["claim:error", "renew:error"];
@@ -187,6 +230,8 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
     "renew:false",
     "renewMany:0",
     "renewMany:2",
+    "renewMany:stale-own-live",
+    "releaseMany:stale-own-live",
     "release:true",
     "release:false",
     "releaseMany:0",
