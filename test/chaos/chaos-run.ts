@@ -66,6 +66,9 @@ export interface ChaosOutcome {
 }
 
 const LEASE = "chaos";
+// Leases every sidecar also campaigns for: four keys among three replicas, so some process leads
+// several and renews them with renewMany and releases them with releaseMany, under every fault.
+const EXTRA_LEASES = ["chaos-batch-1", "chaos-batch-2", "chaos-batch-3"];
 // A bound on a broken start-up, not a wait: on the shared 2-core host at a load average of 25 the
 // six Node processes of three replicas took 55 s to elect and write (under 10 s when idle).
 const FIRST_LEADER_TIMEOUT_MS = 120_000;
@@ -146,11 +149,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     kinds: options.kinds ?? defaultKinds(options),
   });
   const notes: string[] = [];
-  const recorder = new Recorder();
+  const recorder = new Recorder(LEASE);
   const cluster = new ChaosCluster(
     {
       replicas: options.replicas,
       lease: LEASE,
+      extraLeases: EXTRA_LEASES,
       leaseMs: options.leaseMs,
       retryMs: options.retryMs,
       blockMs: blockDurationOf(options.leaseMs),
@@ -166,10 +170,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     recorder,
   );
   const slots: Slot[] = [];
-  let watch: SessionWatch | null = null;
+  let watches: SessionWatch[] = [];
   try {
     await cluster.start();
-    if (options.sessionTakeover && cluster.postgres) watch = new SessionWatch(cluster.postgres.url, LEASE);
+    const url = cluster.postgres?.url;
+    if (options.sessionTakeover && url) {
+      watches = [LEASE, ...EXTRA_LEASES].map((key) => new SessionWatch(url, key));
+    }
     if (cluster.clockMissing) cluster.settings.note(`clock-step faults are skipped: ${cluster.clockMissing}`);
     await steadyLeader(cluster, signal).catch((error: unknown) => {
       throw signal.aborted ? new ChaosInterrupted() : error;
@@ -199,12 +206,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     // Shutdown is judged too: the recording runs until every process has exited.
     await cluster.stopReplicas();
     const end = Date.now();
-    const watched = (await watch?.stop()) ?? [];
+    const watched = (await Promise.all(watches.map((w) => w.stop()))).flat();
     if (signal.aborted) throw new ChaosInterrupted();
     if (!cluster.admin) throw new Error("the cluster has no database pool");
     const database = await recorder.readDatabase(cluster.admin);
     const history = buildHistory(recorder, {
       lease: LEASE,
+      extraLeases: EXTRA_LEASES,
       leaseMs: options.leaseMs,
       window: { from, to },
       end,
@@ -233,7 +241,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       elapsedMs: Date.now() - began,
     };
   } finally {
-    await watch?.stop();
+    await Promise.all(watches.map((w) => w.stop()));
     await cluster.stop();
   }
 }

@@ -212,7 +212,39 @@ function staleWakeups(history: History, list: readonly Belief[]): CheckResult["s
   return out;
 }
 
-export function checkHistory(history: History, options: CheckOptions = {}): CheckResult {
+/** The history of one lease: its rows and its transitions (lines without a lease are the primary's). */
+export function onlyLease(history: History, key: string): History {
+  return {
+    ...history,
+    lease: key,
+    transitions: history.transitions.filter((t) => (t.key ?? history.lease) === key),
+    leaseRows: history.leaseRows.filter((r) => r.key === key),
+  };
+}
+
+/**
+ * The rules a lease nobody writes under nor labels must keep, judged like the primary's: fences
+ * rise, no term starts before the previous one ran out, no two running processes believe at once.
+ */
+function extraLeaseViolations(
+  history: History,
+  key: string,
+  toleranceMs: number,
+  wakeGraceMs: number,
+  ended: readonly ServerEnd[],
+): Violation[] {
+  const one = onlyLease(history, key);
+  return [
+    ...fenceViolations(one),
+    ...termOverlaps(one),
+    ...overlappingBeliefs(beliefs(one, wakeGraceMs), toleranceMs, ended),
+  ].map((v) => ({ ...v, detail: `lease ${key}: ${v.detail}` }));
+}
+
+export function checkHistory(recorded: History, options: CheckOptions = {}): CheckResult {
+  // Workload, labels, liveness and the figures are the primary lease's; the extra leases are
+  // judged on their own below.
+  const history = onlyLease(recorded, recorded.lease);
   const toleranceMs = options.toleranceMs ?? DEFAULT_TOLERANCE_MS;
   const wakeGraceMs = options.wakeGraceMs ?? DEFAULT_WAKE_GRACE_MS;
   const bound = options.livenessBoundMs ?? history.leaseMs + 1_000;
@@ -234,6 +266,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     ...overlappingBeliefs(list, toleranceMs, ended),
     ...overlappingLabels(history, ended),
     ...unreadyLeaders(history, unreadyLeaderBoundMs),
+    ...(recorded.extraLeases ?? []).flatMap((key) =>
+      extraLeaseViolations(recorded, key, toleranceMs, wakeGraceMs, ended),
+    ),
   ];
   const slots = [...history.slots].sort((a, b) => a.startedAt - b.startedAt);
   const outcomes = slots.map((slot, i): SlotOutcome => {

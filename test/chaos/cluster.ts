@@ -64,6 +64,8 @@ const CREATE_WRITES = `
 export interface ClusterSettings {
   replicas: number;
   lease: string;
+  /** Every sidecar campaigns for these too (after `lease`, which its pod's label shows). */
+  extraLeases: string[];
   leaseMs: number;
   retryMs: number;
   blockMs: number;
@@ -142,6 +144,7 @@ export class ChaosCluster {
           name,
           namespace: NAMESPACE,
           lease: s.lease,
+          extraLeases: s.extraLeases,
           leaseMs: s.leaseMs,
           retryMs: s.retryMs,
           blockMs: s.blockMs,

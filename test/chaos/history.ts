@@ -20,6 +20,8 @@ export interface Transition {
   time: number;
   outcome: string;
   fence: number | null;
+  /** The lease it is about (the line's `lease`); absent in older recordings: the primary lease. */
+  key?: string;
 }
 
 /** A window in which a process could not run: SIGSTOPped, or its event loop blocked. */
@@ -129,6 +131,12 @@ export interface Slot {
 export interface History {
   /** The lease key, which is also the guarded resource. */
   lease: string;
+  /**
+   * Leases every replica also campaigns for, so a process often holds several and renews and
+   * releases them through the batched statements: judged on the lease rules and on beliefs
+   * (no workload writes under them, and no label shows them).
+   */
+  extraLeases?: string[];
   leaseMs: number;
   /**
    * The fault phase: slots, liveness and the figures are about it. Safety is judged over the

@@ -129,3 +129,28 @@ export function termOverlaps(history: History): Violation[] {
   }
   return out;
 }
+
+/**
+ * The batched statements the change log shows: one renewMany or releaseMany writes every row it
+ * touches with one statement clock, so rows of one holder's different keys with the same expiry
+ * (to the microsecond) came from one statement. A release writes an expiry already past.
+ */
+export function batchedStatements(history: History): { renewMany: number; releaseMany: number } {
+  const groups = new Map<string, Set<string>>();
+  const previous = new Map<string, LeaseRow>();
+  for (const row of [...history.leaseRows].sort((a, b) => a.seq - b.seq)) {
+    const before = previous.get(row.key);
+    previous.set(row.key, row);
+    // Claims go one by one, and a removal the fault logged is no statement.
+    if (!before || !sameTerm(before, row) || row.acquiredAt === row.expiresAt) continue;
+    const id = `${row.holder} ${row.expiresAt} ${row.expiresAt <= row.loggedAt ? "release" : "renew"}`;
+    groups.set(id, (groups.get(id) ?? new Set()).add(row.key));
+  }
+  const out = { renewMany: 0, releaseMany: 0 };
+  for (const [id, keys] of groups) {
+    if (keys.size < 2) continue;
+    if (id.endsWith("release")) out.releaseMany++;
+    else out.renewMany++;
+  }
+  return out;
+}

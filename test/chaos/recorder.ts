@@ -50,6 +50,12 @@ export class Recorder {
   readonly #lastOutcome = new Map<string, { outcome: string; time: number }>();
   /** Processes past their start-up checks: they said they campaign. */
   readonly #campaigning = new Set<number>();
+  /** The lease the faults aim at and the labels show; other leases' lines are kept, not followed. */
+  readonly #lease: string | null;
+
+  constructor(lease: string | null = null) {
+    this.#lease = lease;
+  }
 
   sidecarStarted(replica: string, pid: number, at: number): void {
     this.incarnations.push({ replica, pid, holder: null, startedAt: at, endedAt: null });
@@ -87,8 +93,11 @@ export class Recorder {
     }
     if (typeof line.outcome !== "string" || Number.isNaN(time)) return;
     const fence = typeof line.fence === "number" ? line.fence : null;
-    this.transitions.push({ pid, time, outcome: line.outcome, fence });
-    this.#lastOutcome.set(incarnation.replica, { outcome: line.outcome, time });
+    const key = typeof line.lease === "string" ? line.lease : undefined;
+    this.transitions.push({ pid, time, outcome: line.outcome, fence, ...(key ? { key } : {}) });
+    if (this.#lease === null || key === undefined || key === this.#lease) {
+      this.#lastOutcome.set(incarnation.replica, { outcome: line.outcome, time });
+    }
   }
 
   pauseStarted(pid: number, kind: Pause["kind"], at: number): Pause {
@@ -176,7 +185,16 @@ export function buildHistory(
   recorder: Recorder,
   parts: Pick<
     History,
-    "lease" | "leaseMs" | "window" | "end" | "pods" | "leaseRows" | "writes" | "labels" | "sessionEnds"
+    | "lease"
+    | "extraLeases"
+    | "leaseMs"
+    | "window"
+    | "end"
+    | "pods"
+    | "leaseRows"
+    | "writes"
+    | "labels"
+    | "sessionEnds"
   > & {
     slots: Slot[];
   },

@@ -24,6 +24,8 @@ export interface ReplicaSettings {
   name: string;
   namespace: string;
   lease: string;
+  /** Held besides `lease`: a process leading several renews and releases them in one statement. */
+  extraLeases: string[];
   leaseMs: number;
   retryMs: number;
   blockMs: number;
@@ -110,7 +112,14 @@ export class Replica {
     const sidecar = startPglease(
       [
         "run",
-        ...["--lease", s.lease, "--duration", `${s.leaseMs}ms`, "--retry-interval", `${s.retryMs}ms`],
+        ...[
+          "--lease",
+          [s.lease, ...s.extraLeases].join(","),
+          "--duration",
+          `${s.leaseMs}ms`,
+          "--retry-interval",
+          `${s.retryMs}ms`,
+        ],
         ...["--http-addr", `127.0.0.1:${this.#httpPort}`, "--grace-period", "3s", "--log-level", "info"],
         // Leadership follows the application container's readiness in the pod's status (app-status.ts).
         ...["--health-gate", "pod", "--health-grace", `${healthGraceOf(s.leaseMs)}ms`],

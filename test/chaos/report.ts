@@ -2,6 +2,7 @@
 import type { ChaosOptions, ChaosOutcome } from "./chaos-run.ts";
 import { renewIntervalOf } from "./chaos-run.ts";
 import type { InjectedFault } from "./history.ts";
+import { batchedStatements } from "./lease-rules.ts";
 import { FAILOVER_FAULT_KINDS, FAULT_KINDS, SESSION_FAULT_KINDS } from "./schedule.ts";
 
 export interface KindSummary {
@@ -40,6 +41,8 @@ export interface Summary {
   writeErrors: Record<string, number>;
   setup: ChaosOutcome["setup"];
   warnings: ChaosOutcome["warnings"];
+  /** Statements that renewed or released several leases of one holder (the extra leases), from the change log. */
+  batched: { renewMany: number; releaseMany: number; leases: string[] };
   /** Under --session-takeover: recorded sessions seen ending, and terms the server took over for it. */
   sessions?: { ended: number; takenOver: number };
 }
@@ -81,7 +84,8 @@ export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary
   const byReplica: Record<string, number> = {};
   for (const w of history.writes) byReplica[w.replica] = (byReplica[w.replica] ?? 0) + 1;
   const acquisitions = history.transitions.filter(
-    (t) => t.outcome === "acquired" && t.time <= history.window.to,
+    (t) =>
+      t.outcome === "acquired" && t.time <= history.window.to && (t.key ?? history.lease) === history.lease,
   );
   return {
     seed: options.seed,
@@ -106,6 +110,7 @@ export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary
     writeErrors: outcome.writeErrors,
     setup: outcome.setup,
     warnings: outcome.warnings,
+    batched: { ...batchedStatements(history), leases: history.extraLeases ?? [] },
     ...(history.sessionEnds
       ? {
           sessions: {
@@ -175,6 +180,7 @@ export function formatSummary(s: Summary): string {
       .map(([kind, w]) => `${kind} ${w.count}× ≤ ${w.maxMs} ms`)
       .join(", ")} (grace ${s.bounds.wakeGraceMs} ms)`,
     `longest a leader with a healthy database link went without an accepted write: ${s.longestWriteGapMs} ms (bound ${s.bounds.quietBoundMs} ms)`,
+    `extra leases ${s.batched.leases.join(", ") || "none"}, judged like the primary (fences, terms, beliefs): ${s.batched.renewMany} renewMany and ${s.batched.releaseMany} releaseMany statements of several leases committed`,
     `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal; a holder whose term the server ended behind its back may believe ${s.bounds.serverEndGraceMs} ms longer; a pod whose application is unready may stay labelled leader ${s.bounds.unreadyLeaderBoundMs} ms while another's is ready`,
     ...(s.sessions
       ? [
