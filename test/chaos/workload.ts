@@ -47,7 +47,8 @@ let lastError = "";
 async function pollStatus(): Promise<never> {
   for (;;) {
     try {
-      const next = await readStatusEndpoint(statusUrl, { timeoutMs: STATUS_TIMEOUT_MS });
+      // The sidecar holds other leases too: this workload writes under its resource's alone.
+      const next = await readStatusEndpoint(statusUrl, { lease: resource, timeoutMs: STATUS_TIMEOUT_MS });
       if (next.role !== reading.role || next.fence !== reading.fence) {
         logLine({ event: "reading", role: next.role, fence: next.fence });
       }
