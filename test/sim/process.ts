@@ -40,12 +40,15 @@ export interface ProcessConfig {
   watcher: ProcessWatcher;
 }
 
-/** The process's monotonic clock: simulated time from its own origin; its timers wait out its freezes. */
-export function processClock(loop: EventLoop, owner: Owner, originUs: number): Clock {
+/**
+ * The process's monotonic clock: simulated time from its own origin, at its own rate (local ms
+ * per simulated ms: a crystal off its nominal frequency, NTP's slew); its timers wait out its freezes.
+ */
+export function processClock(loop: EventLoop, owner: Owner, originUs: number, rate = 1): Clock {
   return {
-    now: () => (loop.nowUs - originUs) / 1000,
+    now: () => ((loop.nowUs - originUs) * rate) / 1000,
     setTimer(delayMs, fire) {
-      const event = loop.at(loop.nowUs + Math.ceil(Math.max(0, delayMs) * 1000), owner, fire);
+      const event = loop.at(loop.nowUs + Math.ceil((Math.max(0, delayMs) * 1000) / rate), owner, fire);
       return {
         cancel: () => {
           event.cancelled = true;
@@ -139,13 +142,20 @@ export class SimProcess implements Owner {
   readonly #campaign = new CampaignSwitch();
   readonly #config: ProcessConfig;
 
-  constructor(config: ProcessConfig, slot: number, name: string, holder: string, originUs: number) {
+  constructor(
+    config: ProcessConfig,
+    slot: number,
+    name: string,
+    holder: string,
+    originUs: number,
+    clockRate: number,
+  ) {
     this.#config = config;
     this.slot = slot;
     this.name = name;
     this.holder = holder;
     const { wire, timing, watcher } = config;
-    this.clock = processClock(wire.loop, this, originUs);
+    this.clock = processClock(wire.loop, this, originUs, clockRate);
     this.feed = new SimFeed(wire, this);
     // Connected before anything campaigns, as openLeases() listens before it returns.
     if (config.sessionTakeover) this.feed.openSession();

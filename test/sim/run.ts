@@ -7,7 +7,7 @@ import { VIOLATION_KINDS, type ViolationKind } from "./checker.ts";
 import { DEFAULT_FAMILIES, describeFault, type Family, OPTIONAL_FAMILIES } from "./faults.ts";
 import { BEFORE_FIXES } from "./lease-statements.ts";
 import { SHIPPED } from "./profile.ts";
-import { makeScenario, type SimOptions } from "./scenario.ts";
+import { CLOCK_RATE_BOUND_PPM, makeScenario, type SimOptions } from "./scenario.ts";
 import { runSchedule } from "./schedule.ts";
 import { shrink } from "./shrink.ts";
 
@@ -20,6 +20,7 @@ const USAGE = `usage: npm run sim -- --seeds N [--from S] [--workers W]
   --monotonic-expiry     on top of --sql: expiry = greatest(old, now + d) within a term
   --fence-counter WHEN   over --sql: fences from a counter the row does not own (at-lock | at-start) or off
   --server-timeout       on top of --sql: statement_timeout = the call timeout on lease connections
+  --clock-rate PPM       each process's clock runs within ±PPM of the server's (default ${CLOCK_RATE_BOUND_PPM}, 0: one rate)
   --ignore LIST          invariants not judged (to see what a known hole leads to)
   --only KIND            judge this invariant alone`;
 
@@ -85,6 +86,16 @@ function positive(name: string, text: string | undefined, fallback: number): num
   return n;
 }
 
+/** A clock rate bound in ppm: below a million, or every clock could stand still. */
+function ppm(text: string | undefined): number {
+  if (text === undefined) return CLOCK_RATE_BOUND_PPM;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 0 || n >= 1_000_000) {
+    usage(`--clock-rate must be a whole number of ppm from 0 to 999999, got ${text}`);
+  }
+  return n;
+}
+
 const describeSql = ({ sem, serverTimeout }: SimOptions) => {
   const shipped =
     JSON.stringify(sem) === JSON.stringify(SHIPPED.sem) && serverTimeout === SHIPPED.serverTimeout;
@@ -97,7 +108,7 @@ const describeSql = ({ sem, serverTimeout }: SimOptions) => {
 };
 
 const describeOptions = (o: SimOptions) =>
-  `${describeSql(o)}; faults ${[...o.families].join(",")}` +
+  `${describeSql(o)}; faults ${[...o.families].join(",")}; clock rates ±${o.clockRatePpm ?? CLOCK_RATE_BOUND_PPM} ppm` +
   (o.ignore.length === 0
     ? ""
     : o.ignore.length === VIOLATION_KINDS.length - 1
@@ -177,6 +188,7 @@ async function main(): Promise<number> {
       "monotonic-expiry": { type: "boolean" },
       "fence-counter": { type: "string" },
       "server-timeout": { type: "boolean" },
+      "clock-rate": { type: "string" },
       "no-shrink": { type: "boolean" },
       ignore: { type: "string" },
       only: { type: "string" },
@@ -191,6 +203,7 @@ async function main(): Promise<number> {
     families: new Set(families(values.faults as string | undefined)),
     ...sqlOptions(values),
     ignore: ignored(values.ignore as string | undefined, values.only as string | undefined),
+    clockRatePpm: ppm(values["clock-rate"] as string | undefined),
   };
   if (values.seed !== undefined) {
     const keepText = values.keep as string | undefined;

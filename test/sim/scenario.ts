@@ -18,7 +18,20 @@ export interface SimOptions {
   restartLockNotExclusive?: boolean;
   /** Electors not given their process's campaign gate: what the gate buys under the "unfit" fault. */
   campaignGateIgnored?: boolean;
+  /**
+   * Each process's monotonic clock runs at a rate drawn within this many ppm of the server's
+   * clock (default CLOCK_RATE_BOUND_PPM; 0: every clock at one rate).
+   */
+  clockRatePpm?: number;
 }
+
+/**
+ * The rate bound the simulation draws within. A leader believes for ttl − margin on its own clock,
+ * so its belief outlasts the server's term once its clock runs slower than 1 − margin/lease: the
+ * README's assumption. Every schedule's margin is a third of its lease; this is 90 % of that, far
+ * beyond the 500 ppm NTP allows. See test/sim/README.md.
+ */
+export const CLOCK_RATE_BOUND_PPM = 300_000;
 
 export interface Scenario {
   seed: number;
@@ -33,6 +46,8 @@ export interface Scenario {
   workIntervalMs: number;
   faults: Fault[];
   livenessBoundMs: number;
+  /** The bound of every process's clock rate, ppm off the server's. */
+  clockRatePpm: number;
 }
 
 export function makeScenario(seed: number, options: SimOptions): Scenario {
@@ -45,6 +60,7 @@ export function makeScenario(seed: number, options: SimOptions): Scenario {
     retryIntervalMs: rng.pick([250, 500, 1_000, 2_000]),
   });
   const sharedHolder = options.families.has("shared-holder") && rng.chance(0.5);
+  const clockRatePpm = options.clockRatePpm ?? CLOCK_RATE_BOUND_PPM;
   const faults = drawFaults(Rng.stream(seed, "faults"), {
     slots,
     keys,
@@ -63,8 +79,11 @@ export function makeScenario(seed: number, options: SimOptions): Scenario {
     workIntervalMs: rng.pick([250, 500]) + 0.037,
     faults,
     // A dead leader's lease runs out, then a follower's poll or its wake-up at the observed expiry
-    // claims it; one renew interval of slack.
-    livenessBoundMs: timing.leaseDurationMs + timing.retryIntervalMs + timing.renewIntervalMs,
+    // claims it; one renew interval of slack. A follower waits on its own clock: a slow one, longer.
+    livenessBoundMs: Math.ceil(
+      (timing.leaseDurationMs + timing.retryIntervalMs + timing.renewIntervalMs) / (1 - clockRatePpm / 1e6),
+    ),
+    clockRatePpm,
   };
 }
 

@@ -91,6 +91,7 @@ class World {
     // Bound at the process's start: a later process of the slot binds later.
     const proof = locked ? `#r:${slot.toString(16).padStart(32, "0")}.${generation}` : "";
     const holder = shared ? "shared" : `${name}-h${proof}`;
+    const rate = clockRate(Rng.stream(s.seed, `rate:${name}`), s.clockRatePpm);
     const process = new SimProcess(
       {
         wire: this.wire,
@@ -107,12 +108,17 @@ class World {
       name,
       holder,
       this.loop.nowUs - Rng.stream(s.seed, `origin:${name}`).int(0, 5_000_000),
+      rate,
     );
     this.slots[slot] = process;
     if (locked) this.#restartLocks.set(slot, process);
     this.all.push(process);
     this.checker.watch(process);
-    this.trace.add(this.loop.nowUs, name, `starts as holder ${holder}`);
+    this.trace.add(
+      this.loop.nowUs,
+      name,
+      `starts as holder ${holder}, its clock ${Math.round((rate - 1) * 1e6)} ppm off the server's`,
+    );
     this.loop.at(this.loop.nowUs, process, () => process.start());
   }
 
@@ -319,4 +325,11 @@ function scheduleLinkFault(world: World, fault: Extract<Fault, { kind: "link" | 
     };
   });
   loop.at(at + fault.forMs * 1000, null, () => undo?.());
+}
+
+/** A process's clock rate within ±bound ppm: a third of them at either edge, where it matters most. */
+function clockRate(rng: Rng, boundPpm: number): number {
+  const r = rng.next();
+  const off = r < 1 / 3 ? -1 : r < 2 / 3 ? 1 : rng.next() * 2 - 1;
+  return 1 + (off * boundPpm) / 1e6;
 }
