@@ -8,7 +8,10 @@ import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
 
 const NS = "moves";
 
-await onEachSidecarKubeServer("pglease handover on labelled pods", NS, (suite) => {
+// On the real server under the chart's admission policy for these pods' labels.
+const UNDER_POLICY = { namespace: NS, admissionPolicy: { release: "t", values: { nameOverride: "moves" } } };
+
+await onEachSidecarKubeServer("pglease handover on labelled pods", UNDER_POLICY, (suite) => {
   const seed = async (name: string): Promise<void> => {
     await suite.kube.seedPod({
       metadata: {

@@ -11,7 +11,14 @@ const NS = "shop";
 const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };
 const GATE = ["--health-gate", "pod", "--health-grace", "1s", "--health-settle", "2s"];
 
-await onEachSidecarKubeServer("pglease run with the health gate", NS, (suite) => {
+// On the real server under the chart's admission policy for these pods' labels: the role label,
+// the not-campaigning annotation and the condition that pglease writes must all pass it.
+const UNDER_POLICY = {
+  namespace: NS,
+  admissionPolicy: { release: "prod", values: { nameOverride: "orders" } },
+};
+
+await onEachSidecarKubeServer("pglease run with the health gate", UNDER_POLICY, (suite) => {
   const seed = (name: string, ready: boolean) => seedWorkloadPod(suite.kube, NS, name, LABELS, ready);
   const setApp = (name: string, ready: boolean) => setAppReady(suite.kube, NS, name, ready);
   const sidecar = (pod: string, lease: string, extra: string[] = GATE) => suite.sidecar(pod, lease, extra);

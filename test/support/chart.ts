@@ -27,6 +27,8 @@ export interface RenderOptions {
   namespace?: string;
   /** Kubernetes version for .Capabilities (helm's default otherwise). */
   kubeVersion?: string;
+  /** API versions for .Capabilities beyond helm's defaults (group/version/Kind). */
+  apiVersions?: string[];
   /** Leave out BASE_VALUES, to test what the chart says without them. */
   withoutBaseValues?: boolean;
 }
@@ -65,6 +67,7 @@ export async function helmTemplate(
     const args = ["template", options.release ?? "pglease", chartDir, ...files];
     args.push("--namespace", options.namespace ?? "pglease-test");
     if (options.kubeVersion) args.push("--kube-version", options.kubeVersion);
+    for (const version of options.apiVersions ?? []) args.push("--api-versions", version);
     try {
       const { stdout } = await run(helmPath, args, { maxBuffer: 16 * 1024 * 1024 });
       return { ok: true, yaml: stdout };
@@ -85,6 +88,9 @@ export async function renderChart(
   if (!rendered.ok) throw new Error(`helm template failed: ${rendered.error}`);
   return parseManifests(rendered.yaml, "helm template charts/pglease");
 }
+
+/** What `.Capabilities` has on Kubernetes >= 1.30, where the chart installs its admission policy. */
+export const ADMISSION_POLICY_API = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy";
 
 /** True for objects helm creates only around an operation (here: the `helm test` pod and its RBAC). */
 export function isHelmHook(manifest: Manifest): boolean {

@@ -13,7 +13,7 @@ import {
   type V1PolicyRule,
   type V1Role,
 } from "@kubernetes/client-node";
-import { kubeTools, renderChartRole } from "./chart.ts";
+import { type ChartValues, kubeTools, renderChartRole } from "./chart.ts";
 import type { FaultControl, RecordedRequest } from "./kube-apiserver/index.ts";
 import { startKubeApiServer } from "./kube-apiserver/index.ts";
 import {
@@ -75,6 +75,11 @@ export interface StartOptions {
   namespace: string;
   /** The Role's rules; the chart's when omitted. */
   rules?: V1PolicyRule[];
+  /**
+   * On the real server: the chart installed as this release (its pods' selector labels follow
+   * the name), with its ValidatingAdmissionPolicy, so the code under test runs under it too.
+   */
+  admissionPolicy?: { release: string; values?: ChartValues };
 }
 
 export interface KubeServerKind {
@@ -189,11 +194,19 @@ export function realKubeServer(): KubeServerKind {
   const rulesNow = new Map<string, string>();
   return {
     name: "real",
-    async start({ namespace, rules }) {
+    async start({ namespace, rules, admissionPolicy }) {
       server ??= startRealKubeApiServer();
       const { info, admin } = await server;
       const adminConfig = admin();
-      if (!identities.has(namespace)) identities.set(namespace, installChartRbac(adminConfig, namespace));
+      if (!identities.has(namespace)) {
+        const installed = admissionPolicy
+          ? installChartRbac(adminConfig, namespace, admissionPolicy.values, {
+              release: admissionPolicy.release,
+              admissionPolicy: true,
+            })
+          : installChartRbac(adminConfig, namespace);
+        identities.set(namespace, installed);
+      }
       const identity = await (identities.get(namespace) as Promise<ChartIdentity>);
       const setRules = async (next: V1PolicyRule[]) => {
         if (rulesNow.get(namespace) === JSON.stringify(next)) return;

@@ -3,16 +3,17 @@
 // exactly what the chart grants), a real token for that ServiceAccount, and pods whose status the
 // test writes as the kubelet would.
 import {
+  AdmissionregistrationV1Api,
   AuthenticationV1Api,
   AuthorizationV1Api,
   CoreV1Api,
   type CoreV1Event,
-  type KubeConfig,
+  KubeConfig,
   RbacAuthorizationV1Api,
   type V1Pod,
   type V1Role,
 } from "@kubernetes/client-node";
-import { type ChartValues, isHelmHook, renderChart } from "./chart.ts";
+import { ADMISSION_POLICY_API, type ChartValues, isHelmHook, renderChart } from "./chart.ts";
 import { kubeletPodStatus } from "./kubelet-status.ts";
 
 export interface ChartIdentity {
@@ -38,6 +39,7 @@ export async function installChartRbac(
   admin: KubeConfig,
   namespace: string,
   values: ChartValues = {},
+  options: InstallOptions = {},
 ): Promise<ChartIdentity> {
   const core = admin.makeApiClient(CoreV1Api);
   const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
@@ -49,7 +51,10 @@ export async function installChartRbac(
     .catch((error) => {
       if (!isConflict(error)) throw error;
     });
-  const manifests = (await renderChart(values, { namespace })).filter((m) => !isHelmHook(m));
+  const apiVersions = options.admissionPolicy ? [ADMISSION_POLICY_API] : [];
+  const manifests = (await renderChart(values, { namespace, release: options.release, apiVersions })).filter(
+    (m) => !isHelmHook(m),
+  );
   const pick = (kind: string) => {
     const found = manifests.filter((m) => m.kind === kind);
     if (found.length !== 1) throw new Error(`expected one ${kind} from the chart, found ${found.length}`);
@@ -68,6 +73,14 @@ export async function installChartRbac(
   });
   const token = request.status?.token;
   if (!token) throw new Error("the TokenRequest API returned no token");
+  if (options.admissionPolicy) {
+    const admission = admin.makeApiClient(AdmissionregistrationV1Api);
+    await admission.createValidatingAdmissionPolicy({ body: pick("ValidatingAdmissionPolicy") });
+    await admission.createValidatingAdmissionPolicyBinding({
+      body: pick("ValidatingAdmissionPolicyBinding"),
+    });
+    await awaitAdmissionPolicy(admin, namespace, token);
+  }
   return {
     token,
     binding: (binding as { metadata: { name: string } }).metadata.name,
@@ -98,6 +111,55 @@ export async function uninstallChartRbac(
   ) {
     if (Date.now() > deadline) throw new Error("the deleted ServiceAccount's token is still accepted");
     await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export interface InstallOptions {
+  /** The release name helm renders with (default "pglease"): the policy's pod labels follow it. */
+  release?: string;
+  /** Also install the chart's ValidatingAdmissionPolicy and binding, and wait until they are enforced. */
+  admissionPolicy?: boolean;
+}
+
+/**
+ * Returns once the API server enforces the new policy: it loads policies and bindings through
+ * informers and compiles them, so a request sent right after the create could still pass. Asks
+ * with the token, as a dry run, for a change the policy refuses, on a pod of no workload.
+ */
+async function awaitAdmissionPolicy(admin: KubeConfig, namespace: string, token: string): Promise<void> {
+  const name = "pglease-policy-probe";
+  await createRunningPod(admin, namespace, { metadata: { name, labels: { probe: "true" } } });
+  const asAccount = new KubeConfig();
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error("the admin kubeconfig has no cluster");
+  asAccount.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: "account", token }],
+    contexts: [{ name: "account", cluster: cluster.name, user: "account" }],
+    currentContext: "account",
+  });
+  const core = asAccount.makeApiClient(CoreV1Api);
+  const deadline = Date.now() + 30_000;
+  try {
+    for (;;) {
+      const refused = await core
+        .patchNamespacedPod({
+          namespace,
+          name,
+          dryRun: "All",
+          body: [{ op: "add", path: "/metadata/labels/probed", value: "true" }],
+        })
+        .then(
+          () => false,
+          (error) =>
+            String((error as { body?: unknown }).body ?? error).includes("ValidatingAdmissionPolicy"),
+        );
+      if (refused) return;
+      if (Date.now() > deadline) throw new Error("the admission policy is still not enforced after 30 s");
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  } finally {
+    await deleteRealPod(admin, namespace, name, 0);
   }
 }
 

@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll } from "vitest";
 import { type Running, startShortLeaseRun } from "./cli.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { onEachKubeServer } from "./kube-server-suites.ts";
-import type { TestKube } from "./kube-servers.ts";
+import type { StartOptions, TestKube } from "./kube-servers.ts";
 
 export interface SidecarKubeSuite {
   /** Set in beforeAll. */
@@ -20,11 +20,17 @@ export interface SidecarKubeSuite {
   role(pod: string): Promise<string | undefined>;
 }
 
+/**
+ * `where` is the namespace, or the namespace with the chart's admission policy to install there
+ * (on the real server; see StartOptions).
+ */
 export async function onEachSidecarKubeServer(
   title: string,
-  namespace: string,
+  where: string | Pick<StartOptions, "namespace" | "admissionPolicy">,
   body: (suite: SidecarKubeSuite) => void,
 ): Promise<void> {
+  const start: StartOptions = typeof where === "string" ? { namespace: where } : where;
+  const { namespace } = start;
   await onEachKubeServer(title, (server) => {
     let kubeconfigDir = "";
     const running: Running[] = [];
@@ -45,7 +51,7 @@ export async function onEachSidecarKubeServer(
     } as SidecarKubeSuite;
     beforeAll(async () => {
       suite.db = await createTestDatabase();
-      suite.kube = await server.start({ namespace });
+      suite.kube = await server.start(start);
       kubeconfigDir = await mkdtemp(join(tmpdir(), "pglease-kubeconfig-"));
       await writeFile(join(kubeconfigDir, "config"), suite.kube.kubeConfig({ namespace }).exportConfig());
     });

@@ -121,6 +121,11 @@ serviceAccount:
   annotations: {}
 rbac:
   create: true
+# A ValidatingAdmissionPolicy holding the ServiceAccount to pglease's own label, annotations and
+# condition on pods with every label of podLabels (the workload's selector): _admission-policy.tpl.
+admissionPolicy:
+  create: false
+  podLabels: {}
 {{- end }}
 
 {{/* The merged settings as JSON: include "pglease-sidecar.config" . | fromJson */}}

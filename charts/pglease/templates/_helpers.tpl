@@ -112,5 +112,6 @@ database.url is set), the image tag, the peer selector and the termination grace
 {{- $_ := set $v.publish "peerSelector" (default (include "pglease.selectorString" .) $v.publish.peerSelector) }}
 {{- $_ := set $v.sidecar.image "tag" (default .Chart.AppVersion $v.sidecar.image.tag) }}
 {{- $_ := set $v.serviceAccount "name" (include "pglease.serviceAccountName" .) }}
-{{- toJson (pick $v "name" "labels" "terminationGracePeriodSeconds" "sidecar" "lease" "health" "cluster" "database" "history" "publish" "podInfo" "app" "serviceAccount" "rbac") }}
+{{- $_ := set $v.admissionPolicy "podLabels" (include "pglease.selectorLabels" . | fromYaml) }}
+{{- toJson (pick $v "name" "labels" "terminationGracePeriodSeconds" "sidecar" "lease" "health" "cluster" "database" "history" "publish" "podInfo" "app" "serviceAccount" "rbac" "admissionPolicy") }}
 {{- end }}
