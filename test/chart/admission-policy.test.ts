@@ -2,9 +2,12 @@
 // then the sidecar's ServiceAccount, with a real token, sends the patches pglease sends (allowed)
 // and the ones a leaked token would (refused, with the policy's message). Plus what helm renders
 // where the cluster lacks the API, or the user turns the policy off.
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMISSION_POLICY_API, kubeTools, renderChart } from "../support/chart.ts";
+import { ADMISSION_POLICY_API, kubeTools, renderChart, repoRoot } from "../support/chart.ts";
 import {
   type RealKubeApiServer,
   realKubeApiServerAvailable,
@@ -17,7 +20,8 @@ import {
   readPod,
 } from "../support/real-kube-cluster.ts";
 import { skipBecause } from "../support/skip.ts";
-import type { Manifest } from "./kubernetes-schemas.ts";
+import { renderChartDir } from "./helm.ts";
+import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";
 
 const tools = await kubeTools();
 const server = await realKubeApiServerAvailable();
@@ -32,6 +36,7 @@ const RELEASE = "orders";
 /** The chart's selector labels for release "orders": the pods the policy lets the account patch. */
 const OWN_LABELS = { "app.kubernetes.io/name": "pglease", "app.kubernetes.io/instance": RELEASE };
 const POLICY = `orders-pglease.${NS}.pglease.io`;
+const exampleChart = join(repoRoot, "deploy", "examples", "existing-chart");
 
 const policiesIn = (manifests: Manifest[]) =>
   manifests
@@ -57,6 +62,32 @@ describe.skipIf(skipRender)("the chart's admission policy, as rendered", () => {
       { release: RELEASE, namespace: NS, apiVersions: [ADMISSION_POLICY_API] },
     );
     expect(policiesIn(off)).toEqual([]);
+  });
+
+  it("is what the library renders, in the plain manifest of deploy/sidecar and the example chart", async () => {
+    const plain = (
+      await readFile(join(repoRoot, "deploy", "sidecar", "admission-policy.yaml"), "utf8")
+    ).replaceAll("my-namespace", NS);
+    const library = { name: "pglease", admissionPolicy: { create: true, podLabels: { app: "my-app" } } };
+    expect(await renderLibraryPolicy(library)).toEqual(parseManifests(plain, "admission-policy.yaml"));
+    const example = await renderChartDir(exampleChart, {}, RELEASE, [ADMISSION_POLICY_API]);
+    expect(policiesIn(example)).toEqual([
+      `ValidatingAdmissionPolicy ${POLICY}`,
+      `ValidatingAdmissionPolicyBinding ${POLICY}`,
+    ]);
+    // The example's pods: the policy requires each label of its Deployment's selector.
+    const deployment = example.find((m) => m.kind === "Deployment") as unknown as {
+      spec: { selector: { matchLabels: Record<string, string> } };
+    };
+    const policy = example.find((m) => m.kind === "ValidatingAdmissionPolicy") as unknown as {
+      spec: { validations: { expression: string }[] };
+    };
+    const required = [
+      ...(policy.spec.validations[0]?.expression ?? "").matchAll(
+        /oldLabels\[\?"([^"]+)"\] == optional\.of\("([^"]*)"\)/g,
+      ),
+    ].map((m) => [m[1], m[2]]);
+    expect(Object.fromEntries(required)).toEqual(deployment.spec.selector.matchLabels);
   });
 });
 
@@ -229,6 +260,27 @@ const strategicPatch = setHeaderOptions("Content-Type", PatchStrategy.StrategicM
 
 function literal(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** The library's policy alone, rendered by a chart that includes nothing else. */
+async function renderLibraryPolicy(pglease: Record<string, unknown>): Promise<Manifest[]> {
+  const dir = await mkdtemp(join(tmpdir(), "pglease-policy-chart-"));
+  try {
+    await mkdir(join(dir, "charts"));
+    await mkdir(join(dir, "templates"));
+    await symlink(join(repoRoot, "charts", "pglease-sidecar"), join(dir, "charts", "pglease-sidecar"));
+    await writeFile(
+      join(dir, "Chart.yaml"),
+      "apiVersion: v2\nname: plain\nversion: 0.1.0\ndependencies:\n  - name: pglease-sidecar\n    version: 0.1.0\n",
+    );
+    await writeFile(
+      join(dir, "templates", "policy.yaml"),
+      '{{- include "pglease-sidecar.admissionPolicy" (dict "context" . "config" .Values.pglease) }}\n',
+    );
+    return await renderChartDir(dir, { pglease }, "plain", [ADMISSION_POLICY_API]);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 async function fetchJson(kube: RealKubeApiServer, path: string): Promise<unknown> {

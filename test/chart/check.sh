@@ -26,6 +26,10 @@ for values in "$chart"/ci/*.yaml; do
   "$helm" template pglease "$chart" -f "$values" --namespace pglease-ci >"$out/$name.yaml"
 done
 
+echo "--- defaults where the API server has ValidatingAdmissionPolicy: template"
+"$helm" template pglease "$chart" -f "$chart/ci/defaults.yaml" --namespace pglease-ci \
+  --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy >"$out/admission-policy.yaml"
+
 echo "--- charts/pglease-sidecar (library): lint"
 "$helm" lint --strict charts/pglease-sidecar
 example="deploy/examples/existing-chart"
@@ -42,5 +46,5 @@ KUBECONFIG=/dev/null "$kubectl" patch --local --type strategic -o yaml \
 
 echo "--- validate against the Kubernetes schemas and types"
 bash scripts/with-node.sh node test/chart/validate-manifests.ts "$out"/*.yaml \
-  deploy/sidecar/rbac.yaml deploy/examples/leader-service.yaml
+  deploy/sidecar/rbac.yaml deploy/sidecar/admission-policy.yaml deploy/examples/leader-service.yaml
 echo "chart checks passed"

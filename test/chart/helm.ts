@@ -15,6 +15,7 @@ export async function templateChart(
   dir: string,
   values: Record<string, unknown> = {},
   release = "orders",
+  apiVersions: string[] = [],
 ): Promise<{ ok: true; yaml: string } | { ok: false; error: string }> {
   const available = await kubeTools();
   if (!available.ok) throw new Error(available.reason);
@@ -22,6 +23,7 @@ export async function templateChart(
   try {
     await writeFile(join(tmp, "values.json"), JSON.stringify(values));
     const args = ["template", release, dir, "--values", join(tmp, "values.json"), "--namespace", "shop"];
+    for (const version of apiVersions) args.push("--api-versions", version);
     const { stdout } = await run(helmPath, args, { maxBuffer: 16 * 1024 * 1024 });
     return { ok: true, yaml: stdout };
   } catch (error) {
@@ -36,8 +38,9 @@ export async function renderChartDir(
   dir: string,
   values: Record<string, unknown> = {},
   release = "orders",
+  apiVersions: string[] = [],
 ): Promise<Manifest[]> {
-  const rendered = await templateChart(dir, values, release);
+  const rendered = await templateChart(dir, values, release, apiVersions);
   if (!rendered.ok) throw new Error(`helm template ${dir} failed: ${rendered.error}`);
   return parseManifests(rendered.yaml, `helm template ${dir}`);
 }

@@ -7,6 +7,10 @@ import {
   PrometheusRule,
   ServiceMonitor,
 } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
+import {
+  ValidatingAdmissionPolicy,
+  ValidatingAdmissionPolicyBinding,
+} from "kubernetes-models/admissionregistration.k8s.io/v1";
 import { Deployment, StatefulSet } from "kubernetes-models/apps/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { Role, RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
@@ -39,6 +43,8 @@ const models = new Map<string, ModelClass>([
   ["rbac.authorization.k8s.io/v1 RoleBinding", RoleBinding],
   ["monitoring.coreos.com/v1 ServiceMonitor", ServiceMonitor],
   ["monitoring.coreos.com/v1 PrometheusRule", PrometheusRule],
+  ["admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy", ValidatingAdmissionPolicy],
+  ["admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding", ValidatingAdmissionPolicyBinding],
 ]);
 
 /** Parses a multi-document YAML stream; duplicate keys and syntax errors throw. */
