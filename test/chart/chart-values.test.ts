@@ -135,6 +135,7 @@ describe.skipIf(skip)("charts/pglease values", () => {
       "defaults.yaml",
       "existing-secret.yaml",
       "monitoring.yaml",
+      "network-policy.yaml",
       "readiness-gate.yaml",
       "statefulset.yaml",
     ]);

@@ -12,6 +12,7 @@ import {
   ValidatingAdmissionPolicyBinding,
 } from "kubernetes-models/admissionregistration.k8s.io/v1";
 import { Deployment, StatefulSet } from "kubernetes-models/apps/v1";
+import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { Role, RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
 import { ConfigMap, Pod, Secret, Service, ServiceAccount } from "kubernetes-models/v1";
@@ -39,6 +40,7 @@ const models = new Map<string, ModelClass>([
   ["v1 Secret", Secret],
   ["v1 ConfigMap", ConfigMap],
   ["policy/v1 PodDisruptionBudget", PodDisruptionBudget],
+  ["networking.k8s.io/v1 NetworkPolicy", NetworkPolicy],
   ["rbac.authorization.k8s.io/v1 Role", Role],
   ["rbac.authorization.k8s.io/v1 RoleBinding", RoleBinding],
   ["monitoring.coreos.com/v1 ServiceMonitor", ServiceMonitor],

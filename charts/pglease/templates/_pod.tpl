@@ -47,6 +47,18 @@ spec:
   {{- with $v.workload.topologySpreadConstraints }}
   topologySpreadConstraints:
     {{- toYaml . | nindent 4 }}
+  {{- else }}
+  {{- if $v.workload.spreadAcrossNodes }}
+  # Two candidates on one node fail over nothing when that node goes: spread them, softly, so
+  # a cluster with fewer nodes than replicas still schedules them all.
+  topologySpreadConstraints:
+    - maxSkew: 1
+      topologyKey: kubernetes.io/hostname
+      whenUnsatisfiable: ScheduleAnyway
+      labelSelector:
+        matchLabels:
+          {{- include "pglease.selectorLabels" . | nindent 10 }}
+  {{- end }}
   {{- end }}
   {{- if or $v.sidecar.native $v.workload.initContainers }}
   initContainers:

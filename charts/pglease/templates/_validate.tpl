@@ -24,6 +24,10 @@ to change and how.
 {{- end }}
 {{- end }}
 
+{{- if and $v.networkPolicy.enabled $v.metrics.serviceMonitor.enabled (not $v.networkPolicy.metricsFrom) }}
+{{- fail "networkPolicy.metricsFrom: with networkPolicy.enabled and metrics.serviceMonitor.enabled, name the Prometheus that scrapes the sidecars (e.g. [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]), or the policy refuses its scrapes" }}
+{{- end }}
+
 {{- $selector := include "pglease.selectorLabels" . | fromYaml }}
 {{- if hasKey $selector $v.publish.roleLabel }}
 {{- fail (printf "publish.roleLabel %q is one of the workload's selector labels: the sidecar rewrites it at every change of leader, so choose another key" $v.publish.roleLabel) }}
