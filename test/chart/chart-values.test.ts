@@ -83,6 +83,11 @@ describe.skipIf(skip)("charts/pglease values", () => {
       /lease\.renewInterval \(15s\) must be shorter than lease\.duration/,
     ],
     [
+      "the application named as the sidecar",
+      { app: { name: "pglease" } },
+      /app\.name "pglease" is the sidecar's container name \(sidecar\.name\)/,
+    ],
+    [
       "the role label among the pod labels",
       { workload: { podLabels: { "pglease.io/role": "leader" } } },
       /workload\.podLabels must not set the role label/,

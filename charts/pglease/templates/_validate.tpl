@@ -24,6 +24,10 @@ to change and how.
 {{- end }}
 {{- end }}
 
+{{- if eq $v.app.name $v.sidecar.name }}
+{{- fail (printf "app.name %q is the sidecar's container name (sidecar.name): the pod cannot hold two containers of one name; name the application's container after your application (e.g. app.name: orders)" $v.app.name) }}
+{{- end }}
+
 {{- if and $v.networkPolicy.enabled $v.metrics.serviceMonitor.enabled (not $v.networkPolicy.metricsFrom) }}
 {{- fail "networkPolicy.metricsFrom: with networkPolicy.enabled and metrics.serviceMonitor.enabled, name the Prometheus that scrapes the sidecars (e.g. [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]), or the policy refuses its scrapes" }}
 {{- end }}
