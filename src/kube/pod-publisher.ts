@@ -138,9 +138,13 @@ class KubePodPublisher implements PodPublisher {
    * deleted the ServiceAccount or its RBAC while the pods stop). A new leader that can label
    * itself can also patch pods, and with peer demotion it takes this pod's leader label off
    * before it labels itself. A refusal while the pod is not being deleted (its sidecar restarted
-   * in place, RBAC removed by hand) keeps the wait: that pod is still routable.
+   * in place, RBAC removed by hand) keeps the wait: that pod is still routable. So does one
+   * without peer demotion, or across clusters: no new leader takes this label off, and a refusal
+   * may be transient (an authorizer's hiccup), so the demotion must still come first.
    */
   #demotionMoot(): boolean {
+    const { demotePeers, clusterName } = this.#opts.config;
+    if (!demotePeers || clusterName !== null) return false;
     return this.#state.accessRefused && Boolean(this.#state.pod?.metadata?.deletionTimestamp);
   }
 
