@@ -8,38 +8,55 @@
 // on it, and the follower labels itself: two pods labelled leader until the old pod is gone.
 import { expect, it } from "vitest";
 import { seedWorkloadPod } from "../support/kubelet.ts";
+import { labelEvents } from "../support/leader-timeline.ts";
 import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
 
 const NS = "refused-once";
 const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };
-const ARGS = ["--duration", "10s", "--grace-period", "40s", "--no-peer-demotion"];
+const LONG = ["--duration", "10s", "--grace-period", "40s"];
 
 await onEachSidecarKubeServer("pglease stopping while one demotion is refused", NS, (suite) => {
-  it("a pod being deleted whose demotion is refused once is still demoted before the follower labels itself", async () => {
-    const lease = "refused-once";
-    await seedWorkloadPod(suite.kube, NS, "once-a", LABELS, true);
-    await seedWorkloadPod(suite.kube, NS, "once-b", LABELS, true);
-    const a = (await suite.sidecar("once-a", lease, ARGS)).run;
+  /** The leader (a) stops on a terminating pod while its first label patch is refused once. */
+  async function refusedOnce(prefix: string, lease: string, args: readonly string[]) {
+    const [podA, podB] = [`${prefix}-a`, `${prefix}-b`];
+    await seedWorkloadPod(suite.kube, NS, podA, LABELS, true);
+    await seedWorkloadPod(suite.kube, NS, podB, LABELS, true);
+    const a = (await suite.sidecar(podA, lease, args)).run;
     await a.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`));
-    await expect.poll(() => suite.role("once-a"), { timeout: 10_000 }).toBe("leader");
-    const b = (await suite.sidecar("once-b", lease, ARGS)).run;
+    await expect.poll(() => suite.role(podA), { timeout: 10_000 }).toBe("leader");
+    const b = (await suite.sidecar(podB, lease, args)).run;
     await b.waitForLog(new RegExp(`^lease ${lease} is held by`));
-    await expect.poll(() => suite.role("once-b"), { timeout: 10_000 }).toBe("follower");
+    await expect.poll(() => suite.role(podB), { timeout: 10_000 }).toBe("follower");
 
-    await suite.kube.deletePod(NS, "once-a", 30); // terminating: its own watch sees deletionTimestamp
+    await suite.kube.deletePod(NS, podA, 30); // terminating: its own watch sees deletionTimestamp
+    suite.kube.clearRequests();
     // One transient refusal of the leader's label patch (not its status patch): the retry is granted.
     suite.kube.faults.failNext({
-      match: { method: "PATCH", path: /\/pods\/once-a$/ },
+      match: { method: "PATCH", path: new RegExp(`/pods/${podA}$`) },
       status: 403,
       count: 1,
-      message: 'pods "once-a" is forbidden: an authorizer hiccup',
+      message: `pods "${podA}" is forbidden: an authorizer hiccup`,
     });
     const exited = a.stop("SIGTERM");
     await b.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`), 20_000);
-    await expect.poll(() => suite.role("once-b"), { timeout: 10_000 }).toBe("leader");
-    const roles = { a: await suite.role("once-a"), b: await suite.role("once-b") };
+    await expect.poll(() => suite.role(podB), { timeout: 10_000 }).toBe("leader");
+    const roles = { a: await suite.role(podA), b: await suite.role(podB) };
     await exited;
+    return { roles, shown: labelEvents(suite.kube.requests, new Map()) };
+  }
+
+  it("without peer demotion, a pod being deleted whose demotion is refused once is still demoted before the follower labels itself", async () => {
+    const { roles } = await refusedOnce("once", "refused-once", [...LONG, "--no-peer-demotion"]);
     // Never two pods labelled leader: the old leader's demotion came first.
     expect(roles).toEqual({ a: "follower", b: "leader" });
+  });
+
+  it("with peer demotion, the old leader's label is off before the new leader's goes on", async () => {
+    const { roles, shown } = await refusedOnce("peer", "refused-peer", LONG);
+    expect(roles).toEqual({ a: "follower", b: "leader" });
+    const demoted = shown.findIndex((s) => s.pod === "peer-a" && !s.leader);
+    const labelled = shown.findIndex((s) => s.pod === "peer-b" && s.leader);
+    expect(demoted).toBeGreaterThanOrEqual(0);
+    expect(demoted).toBeLessThan(labelled);
   });
 });
