@@ -9,24 +9,48 @@ export interface Clock {
   /** Milliseconds on a monotonic scale; only differences are meaningful. */
   now(): number;
   setTimer(delayMs: number, fire: () => void): Timer;
+  /**
+   * Wall-clock milliseconds (Date.now()), read beside now() only to see the host suspended
+   * (suspension.ts): the monotonic clock stands still while a VM or laptop sleeps, the wall
+   * clock does not. A clock without it is never checked.
+   */
+  wallNow?(): number;
 }
 
 export const monotonicClock: Clock = {
   now: () => performance.now(),
+  wallNow: () => Date.now(),
   setTimer(delayMs, fire) {
     const handle = setTimeout(fire, Math.max(0, delayMs));
     return { cancel: () => clearTimeout(handle) };
   },
 };
 
+/** Where a ManualClock's wall clock starts: any fixed instant. */
+const MANUAL_WALL_EPOCH = Date.UTC(2030, 0, 1);
+
 /** A clock that moves only when told to; timers fire in time order as it passes them. */
 export class ManualClock implements Clock {
   #now = 0;
+  #wallAhead = 0;
   #timers: Array<{ at: number; fire: () => void; seq: number }> = [];
   #seq = 0;
 
   now(): number {
     return this.#now;
+  }
+
+  /** Moves with now(), plus every stepWall(). */
+  wallNow(): number {
+    return MANUAL_WALL_EPOCH + this.#now + this.#wallAhead;
+  }
+
+  /**
+   * Moves the wall clock alone, firing nothing: forward as over a host's suspension (the
+   * monotonic clock stands still while it sleeps) or an NTP step forward; back as an NTP step back.
+   */
+  stepWall(ms: number): void {
+    this.#wallAhead += ms;
   }
 
   setTimer(delayMs: number, fire: () => void): Timer {

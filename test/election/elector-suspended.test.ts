@@ -1,0 +1,75 @@
+// A suspended host: the monotonic clock stands still while a VM or laptop sleeps, the wall clock
+// does not. Real PostgreSQL answers every call; the test's clock moves the wall clock alone
+// (ManualClock.stepWall), as a resume after a suspension shows it, and fires what falls due.
+import { describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/election/clock.ts";
+import { electorHarness, until } from "../support/elector-harness.ts";
+
+const h = electorHarness();
+
+describe("a suspended host", () => {
+  it("a leader that resumes after sleeping past its term stops believing at once and steps down within a second", async () => {
+    const clock = new ManualClock();
+    const a = h.elector(clock, { key: "suspended", holder: "a" });
+    a.e.start();
+    await until(clock, () => a.ticks.length === 1, "acquire");
+    const fence = a.terms[0]?.fence;
+    clock.advance(1_000);
+    expect(a.e.isLeader()).toBe(true);
+
+    // The host slept 40 s (the term is long over on the server); the monotonic clock says 0 s.
+    clock.stepWall(40_000);
+    expect(a.e.isLeader()).toBe(false);
+    clock.advance(1_000);
+    await until(clock, () => a.ticks.length === 2, "the step-down");
+    expect(a.ticks[1]).toMatchObject({ action: "deadline", outcome: "stepped-down" });
+    expect(a.ticks[1]?.sentence).toBe(
+      `stepped down from lease suspended (fence ${fence}): the wall clock moved 40.0s more than the monotonic clock (the host was suspended, or its clock stepped forward), more than the safety margin`,
+    );
+    // No renew went out for the term: it ended on the elector's own clocks.
+    expect(a.ticks.map((t) => t.action)).toEqual(["read", "deadline"]);
+  });
+
+  it("a tick that finds the host suspended steps down instead of renewing", async () => {
+    const clock = new ManualClock();
+    const a = h.elector(clock, { key: "suspended-tick", holder: "a" });
+    a.e.start();
+    await until(clock, () => a.ticks.length === 1, "acquire");
+    // Suspended just before the renew tick: the renew tick is the first timer to run on resume.
+    clock.advance(4_999);
+    clock.stepWall(30_000);
+    clock.advance(1);
+    await until(clock, () => a.ticks.length >= 2, "the tick after resume");
+    expect(a.ticks[1]).toMatchObject({ outcome: "stepped-down" });
+    expect(a.ticks[1]?.sentence).toMatch(/the wall clock moved 30\.0s more than the monotonic clock/);
+  });
+
+  it("an NTP step back ends nothing and wedges nothing; a step forward beyond the margin costs a handover", async () => {
+    const clock = new ManualClock();
+    const a = h.elector(clock, { key: "wall-steps", holder: "a" });
+    a.e.start();
+    await until(clock, () => a.ticks.length === 1, "acquire");
+    clock.stepWall(-60_000);
+    for (let renews = 1; renews <= 3; renews++) {
+      clock.advance(5_000);
+      await until(clock, () => a.ticks.length === 1 + renews, `renew ${renews}`);
+    }
+    expect(a.outcomes()).toEqual(["acquired", "renewed", "renewed", "renewed"]);
+    expect(a.e.isLeader()).toBe(true);
+
+    // Within the margin (5 s): slewing and small steps are absorbed.
+    clock.stepWall(4_000);
+    clock.advance(5_000);
+    await until(clock, () => a.ticks.length === 5, "renew 4");
+    expect(a.outcomes().at(-1)).toBe("renewed");
+    // Beyond it: indistinguishable from a suspension, so the term ends (safe, but a handover).
+    clock.stepWall(6_000);
+    clock.advance(1_000);
+    await until(clock, () => a.ticks.length === 6, "the step-down");
+    expect(a.outcomes().at(-1)).toBe("stepped-down");
+    // And it campaigns again as usual: the lease is its own once more, with a new fence.
+    clock.advance(2_000);
+    await until(clock, () => a.terms.length === 2, "a new term");
+    expect(a.terms[1]?.fence).toBeGreaterThan(a.terms[0]?.fence ?? Number.NaN);
+  });
+});
