@@ -9,6 +9,7 @@ import {
   type Context,
   type Decision,
   type ElectionState,
+  hostSuspended,
   initialState,
   nextAction,
   type Outcome,
@@ -37,12 +38,20 @@ import { emitSafely } from "./elector-types.ts";
 import { LeaderWork } from "./leader-work.ts";
 import { ServerClockWatch } from "./server-clock.ts";
 import { wakeAt } from "./shared-ticks.ts";
+import { SuspensionWatch } from "./suspension.ts";
 import { type Timing, timingOrThrow } from "./timing.ts";
 import { UnansweredWrites } from "./unanswered-writes.ts";
 import { subscribeWakeUps } from "./wake-ups.ts";
 
 export type { ElectorOptions, ElectorStatus, LeaderSeen, LeaderTerm, TickReport } from "./elector-types.ts";
 export type { ClockStepReport } from "./server-clock.ts";
+
+/**
+ * How often a leader compares its wall and monotonic clocks between ticks: after a suspension no
+ * timer fires early (they run on the monotonic clock), so this bounds how long a resumed leader
+ * keeps its work and its pod label. One cheap timer per leading elector per second.
+ */
+const SUSPENSION_CHECK_MS = 1_000;
 
 export class Elector extends EventEmitter<ElectorEvents> {
   readonly key: string;
@@ -77,6 +86,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
   /** The highest fence ever handed to leader work or status(); every new term must exceed it. */
   #handedOut = 0;
   readonly #unanswered: UnansweredWrites;
+  readonly #suspension: SuspensionWatch;
   /** What the store calls and the stop path see of this elector (elector-core.ts). */
   readonly #core: ElectorCore;
 
@@ -97,6 +107,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
       ...(options.sessionTakeover ? { sessionTakeover: true } : {}),
     };
     this.#unanswered = new UnansweredWrites(this.#clock, this.timing.callTimeoutMs);
+    this.#suspension = new SuspensionWatch(this.#clock, this.timing.safetyMarginMs);
     this.#work = options.lead
       ? new LeaderWork(this.#clock, this.#stopTimeoutMs, options.lead, (error) =>
           emitSafely(this, "work-error", error),
@@ -160,10 +171,18 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#apply(sessionLost(this.#ctx, this.#state, this.#clock.now()), "session-lost", 0, !this.#stopping);
   }
 
-  /** False once the local deadline has passed, even before the deadline timer has run. */
+  /**
+   * False once the local deadline has passed, or the host is seen suspended since the last check,
+   * even before the timer that ends the term has run.
+   */
   isLeader(): boolean {
     const term = this.#state.term;
-    return this.#state.role === "leader" && term !== null && this.#clock.now() < term.deadline;
+    return (
+      this.#state.role === "leader" &&
+      term !== null &&
+      this.#clock.now() < term.deadline &&
+      this.#suspension.gap() === null
+    );
   }
 
   status(): ElectorStatus {
@@ -206,12 +225,18 @@ export class Elector extends EventEmitter<ElectorEvents> {
   }
 
   async #runTick(): Promise<void> {
+    const suspended = this.#state.role === "leader" ? this.#suspension.gap() : null;
+    if (suspended !== null) {
+      this.#apply(hostSuspended(this.#ctx, this.#state, suspended, this.#clock.now()), "deadline", 0);
+      return;
+    }
     // Only when there is one: otherwise the call goes out in this very turn of the event loop.
     if (this.#state.role === "follower" && this.#unanswered.claimPending)
       await settleUncertainClaim(this.#core);
     if (this.#stopping) return;
     const generation = this.#generation;
     const sentAt = this.#clock.now();
+    const reading = this.#suspension.reading();
     const ctx = this.#tickContext();
     const unfit = this.#opts.campaign?.reasonNotToLead() ?? null;
     const action = nextAction(this.#state, sentAt, {
@@ -234,6 +259,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
     if (this.#stopping && decision.outcome === "acquired" && decision.state.term) {
       decision = wonWhileStopping(this.#ctx, decision.state.term.fence, this.#clock.now());
     }
+    // The new deadline counts from this send: so does the wall clock's lead.
+    if (decision.outcome === "acquired" || decision.outcome === "renewed") this.#suspension.mark(reading);
     this.#apply(decision, action, this.#clock.now() - sentAt, !this.#stopping);
     if (decision.release !== undefined) await releaseRefused(this.#core, decision.release);
   }
@@ -274,12 +301,20 @@ export class Elector extends EventEmitter<ElectorEvents> {
     const term = this.#state.term;
     if (!term) return;
     this.#deadline?.cancel();
-    this.#deadline = this.#clock.setTimer(term.deadline - this.#clock.now(), () => {
+    const dueIn = term.deadline - this.#clock.now();
+    this.#deadline = this.#clock.setTimer(Math.min(dueIn, SUSPENSION_CHECK_MS), () => {
       this.#deadline = null;
       if (this.#state.role !== "leader") return;
+      const suspended = this.#suspension.gap();
+      const now = this.#clock.now();
+      if (suspended === null && now < (this.#state.term?.deadline ?? now)) return this.#armDeadline();
       // Also while stopping: a slow stop must not stretch leadership past the deadline.
       this.#generation++;
-      this.#apply(stepDown(this.#ctx, this.#state, this.#clock.now()), "deadline", 0, !this.#stopping);
+      const decision =
+        suspended === null
+          ? stepDown(this.#ctx, this.#state, now)
+          : hostSuspended(this.#ctx, this.#state, suspended, now);
+      this.#apply(decision, "deadline", 0, !this.#stopping);
     });
   }
 

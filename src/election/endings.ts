@@ -57,6 +57,20 @@ export function serverClockJumped(ctx: Context, state: ElectionState, stepMs: nu
 }
 
 /**
+ * The wall clock moved more than the margin beyond the monotonic clock since the last check: the
+ * host was suspended (the monotonic clock stood still, the server's did not), or its wall clock was
+ * stepped forward. The term may have ended on the server long ago, so it ends here.
+ */
+export function hostSuspended(ctx: Context, state: ElectionState, gapMs: number, now: number): Decision {
+  return stepDown(
+    ctx,
+    state,
+    now,
+    `the wall clock moved ${seconds(gapMs)} more than the monotonic clock (the host was suspended, or its clock stepped forward), more than the safety margin`,
+  );
+}
+
+/**
  * Stopping: the term is released here, before the release statement is sent. Once that commits,
  * a follower that hears its notice claims at once, and this process must not say leader by then.
  * Only a failed statement is reported after it (releaseFailed).

@@ -28,6 +28,10 @@
  * - The database server's clock runs at the rate of this process's monotonic clock. Each answer
  *   carries the server's time (expires_at − ttl); a step beyond the margin is reported as a
  *   "clock-step" event, and a forward one ends leadership at once. A backward step ends nothing.
+ * - A suspended host is seen on resume: the wall clock ran ahead of the monotonic one by more than
+ *   the margin since the last successful claim or renew ends the term at the next check (every
+ *   tick, and each second between), and isLeader() is false at once. A forward NTP step beyond
+ *   the margin looks the same and ends the term too; a step back ends nothing.
  * - No statement commits later than the call timeout after it was sent (a server-side statement
  *   timeout), or later than the slack stop() allows.
  * - One elector per key and holder; an acknowledged commit survives a database failover.

@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/election/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
+import { HoldingStore } from "../support/holding-store.ts";
 
 const h = electorHarness();
 
@@ -27,7 +28,7 @@ describe("a suspended host", () => {
       `stepped down from lease suspended (fence ${fence}): the wall clock moved 40.0s more than the monotonic clock (the host was suspended, or its clock stepped forward), more than the safety margin`,
     );
     // No renew went out for the term: it ended on the elector's own clocks.
-    expect(a.ticks.map((t) => t.action)).toEqual(["read", "deadline"]);
+    expect(a.ticks.map((t) => t.action)).toEqual(["claim", "deadline"]);
   });
 
   it("a tick that finds the host suspended steps down instead of renewing", async () => {
@@ -42,6 +43,27 @@ describe("a suspended host", () => {
     await until(clock, () => a.ticks.length >= 2, "the tick after resume");
     expect(a.ticks[1]).toMatchObject({ outcome: "stepped-down" });
     expect(a.ticks[1]?.sentence).toMatch(/the wall clock moved 30\.0s more than the monotonic clock/);
+  });
+
+  it("a suspension while a renew is out counts from that renew's send: its answer extends nothing", async () => {
+    const clock = new ManualClock();
+    const held = new HoldingStore(h.store);
+    const a = h.elector(clock, { key: "suspended-renew", holder: "a", store: held });
+    h.cleanup(() => held.deliverAll());
+    a.e.start();
+    await until(clock, () => a.ticks.length === 1, "acquire");
+    held.hold("renew");
+    clock.advance(5_000);
+    await until(clock, () => held.held("renew") === 1, "the renew goes out");
+    // The host sleeps 20 s with the renew out; its answer (a success) is read on resume.
+    clock.stepWall(20_000);
+    await held.deliver("renew");
+    await until(clock, () => a.ticks.length === 2, "the renew's answer");
+    expect(a.outcomes()).toEqual(["acquired", "renewed"]);
+    expect(a.e.isLeader()).toBe(false);
+    clock.advance(1_000);
+    await until(clock, () => a.ticks.length === 3, "the step-down");
+    expect(a.ticks[2]).toMatchObject({ action: "deadline", outcome: "stepped-down" });
   });
 
   it("an NTP step back ends nothing and wedges nothing; a step forward beyond the margin costs a handover", async () => {

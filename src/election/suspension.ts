@@ -1,0 +1,48 @@
+// A suspended host (a VM paused, a laptop asleep): the monotonic clock, which the local deadline
+// runs on, does not advance while the host sleeps, so on resume a leader would believe for the
+// rest of a term that ran out on the server long ago. The wall clock does advance. The deadline
+// counts from the send of the last claim or renew that succeeded, so the wall clock's lead over
+// the monotonic one is measured from there too, however many checks or failed calls came since:
+// two short suspensions add up. Slewing moves the two apart by at most 0.5 ms per second, so a
+// lead beyond the safety margin means the host slept, or the wall clock was stepped forward (NTP,
+// `date`), which cannot be told apart: both end the term (a needless handover is safe). A step
+// back is forgotten as soon as it is seen: it ends nothing and hides no later suspension.
+import type { Clock } from "./clock.ts";
+
+export interface Reading {
+  mono: number;
+  wall: number;
+}
+
+export class SuspensionWatch {
+  readonly #clock: Clock;
+  readonly #marginMs: number;
+  #mark: Reading | null = null;
+
+  constructor(clock: Clock, marginMs: number) {
+    this.#clock = clock;
+    this.#marginMs = marginMs;
+  }
+
+  /** Both clocks now, or null when the clock has no wall clock (then nothing is ever checked). */
+  reading(): Reading | null {
+    const wall = this.#clock.wallNow?.();
+    return wall === undefined ? null : { mono: this.#clock.now(), wall };
+  }
+
+  /** The term's deadline now counts from a call sent at `reading`: so does the suspension. */
+  mark(reading: Reading | null): void {
+    this.#mark = reading;
+  }
+
+  /** How far the wall clock ran ahead of the monotonic one since the mark, if beyond the margin; else null. */
+  gap(): number | null {
+    const now = this.reading();
+    const mark = this.#mark;
+    if (now === null || mark === null) return null;
+    const gap = now.wall - mark.wall - (now.mono - mark.mono);
+    // The wall clock fell behind (stepped back): start counting again from here.
+    if (gap < 0) this.#mark = { mono: mark.mono, wall: mark.wall + gap };
+    return gap > this.#marginMs ? gap : null;
+  }
+}

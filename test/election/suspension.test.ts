@@ -1,0 +1,40 @@
+// The two clocks compared from the send of the last claim or renew: plain numbers, no database.
+import { describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/election/clock.ts";
+import { SuspensionWatch } from "../../src/election/suspension.ts";
+
+describe("suspension watch", () => {
+  it("measures the wall clock's lead from the mark, however many checks came since", () => {
+    const clock = new ManualClock();
+    const watch = new SuspensionWatch(clock, 5_000);
+    expect(watch.gap()).toBeNull(); // nothing marked yet
+    watch.mark(watch.reading());
+    clock.advance(3_000);
+    expect(watch.gap()).toBeNull(); // both moved together
+    clock.stepWall(3_000);
+    expect(watch.gap()).toBeNull(); // within the margin
+    clock.advance(1_000);
+    clock.stepWall(2_001);
+    expect(watch.gap()).toBe(5_001); // two short suspensions add up
+    expect(watch.gap()).toBe(5_001); // checking takes nothing away
+    watch.mark(watch.reading()); // a renew succeeded: its deadline counts from here
+    expect(watch.gap()).toBeNull();
+  });
+
+  it("forgets a step back at once, so it ends nothing and hides no later suspension", () => {
+    const clock = new ManualClock();
+    const watch = new SuspensionWatch(clock, 5_000);
+    watch.mark(watch.reading());
+    clock.stepWall(-3_600_000);
+    expect(watch.gap()).toBeNull();
+    clock.advance(1_000);
+    clock.stepWall(6_000);
+    expect(watch.gap()).toBe(6_000);
+  });
+
+  it("a clock without a wall clock is never checked", () => {
+    const watch = new SuspensionWatch({ now: () => 0, setTimer: () => ({ cancel() {} }) }, 1);
+    watch.mark(watch.reading());
+    expect(watch.gap()).toBeNull();
+  });
+});
