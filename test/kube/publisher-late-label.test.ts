@@ -1,0 +1,147 @@
+// A late self-label: an old term's leader label that reaches the API server after a newer term's
+// demotion pass (its process paused between the check "still leads" and the patch, or the patch
+// held at the server longer than a handover takes). The server holds the old leader's patch; a
+// watch of the namespace sees every write in the server's order, so the test knows exactly whether
+// two pods were ever labelled leader at once, and for how long its watch saw it.
+import { performance } from "node:perf_hooks";
+import { type V1Pod, Watch } from "@kubernetes/client-node";
+import { afterEach, expect, it } from "vitest";
+import type { LeadershipState } from "../../src/kube/desired-state.ts";
+import type { PodPublisher } from "../../src/kube/publisher-contract.ts";
+import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import type { TestKube } from "../support/kube-servers.ts";
+import {
+  APP_LABELS,
+  follower,
+  type Harness,
+  leader,
+  NAMESPACE,
+  POD,
+  role,
+  startHarness,
+  until,
+} from "./publisher-harness.ts";
+
+const PEER = "orders-1";
+
+let h: Harness;
+const stops: Array<() => void> = [];
+afterEach(async () => {
+  for (const stop of stops.splice(0)) stop();
+  await h?.close();
+});
+
+interface LabelTimeline {
+  /** Each stretch during which two or more pods carried the leader label, in ms as the watch saw it. */
+  overlaps: number[];
+  /** True while two or more pods carry it. */
+  overlapping(): boolean;
+  seen(name: string): boolean;
+}
+
+/** The role label of every pod of the namespace, write by write in the server's order (one watch). */
+async function labelTimeline(server: TestKube): Promise<LabelTimeline> {
+  const roles = new Map<string, string | undefined>();
+  const overlaps: number[] = [];
+  let since: number | null = null;
+  const leaders = () => [...roles.values()].filter((r) => r === "leader").length;
+  const watch = new Watch(server.kubeConfig({ namespace: NAMESPACE }));
+  const controller = await watch.watch(
+    `/api/v1/namespaces/${NAMESPACE}/pods`,
+    {},
+    (type: string, pod: V1Pod) => {
+      const name = pod.metadata?.name as string;
+      roles.set(name, type === "DELETED" ? undefined : role(pod));
+      if (leaders() > 1 && since === null) since = performance.now();
+      if (leaders() <= 1 && since !== null) {
+        overlaps.push(Math.round(performance.now() - since));
+        since = null;
+      }
+    },
+    () => {},
+  );
+  stops.push(() => controller.abort());
+  return { overlaps, overlapping: () => since !== null, seen: (name) => roles.has(name) };
+}
+
+/** Holds the next PATCH of `pod`'s labels at the server (before it is applied), and only that one. */
+function holdNextLabelPatch(server: TestKube, pod: string) {
+  let armed = true;
+  return server.faults.hang({
+    match: (r) => {
+      if (!armed || r.method !== "PATCH" || r.path !== `/api/v1/namespaces/${NAMESPACE}/pods/${pod}`)
+        return false;
+      armed = false;
+      return true;
+    },
+  });
+}
+
+function peerLeader(fence: number): LeadershipState {
+  return { lease: "orders-sync", role: "leader", fence, holder: `${PEER}-c3d4` };
+}
+
+/**
+ * This pod leads term 1 and its label patch waits at the server; meanwhile term 1 ends, the peer
+ * wins term 2 and labels itself; then the held patch goes on. Returns what the watch saw.
+ */
+async function lateSelfLabel(kube: Parameters<typeof startHarness>[0], peerWatches: "healthy" | "refused") {
+  // The elector's word: the terms this test says are current.
+  const live = new Set<number>();
+  h = await startHarness(kube, { stillLeads: (t) => t.fence !== null && live.has(t.fence) });
+  if (peerWatches === "refused") {
+    // Every watch of the peers refused: the new leader lists them once per term instead.
+    h.server.faults.failNext({
+      match: (r) => r.watch && r.query.get("labelSelector") !== null,
+      status: 500,
+      count: 1_000,
+    });
+  }
+  await h.server.seedPod({ metadata: { name: PEER, namespace: NAMESPACE, labels: { ...APP_LABELS } } });
+  const b: PodPublisher = h.another({ podName: PEER });
+  expect((await h.publisher.start(follower())).published).toBe(true);
+  expect((await b.start(follower())).published).toBe(true);
+  const timeline = await labelTimeline(h.server);
+  await until("the watch sees both pods", () => timeline.seen(POD) && timeline.seen(PEER));
+
+  // Term 1 (this pod): its publisher checks that it still leads and sends its label, which waits
+  // at the server as a paused process's or a slow server's would.
+  const held = holdNextLabelPatch(h.server, POD);
+  const metadataPatches = () => h.patches.filter((p) => p.target === "metadata").length;
+  const before = metadataPatches();
+  live.add(1);
+  h.publisher.setDesired(leader(1));
+  await held.waitForHeld(1);
+
+  // Term 1 ends on the server; the peer wins term 2, runs its demotion pass and labels itself.
+  live.delete(1);
+  live.add(2);
+  b.setDesired(peerLeader(2));
+  await until("the peer labelled leader", async () => role(await h.pod(PEER)) === "leader");
+
+  // Now the old term's label reaches the pod.
+  held.release();
+  await until("the held label patch answered", () => metadataPatches() > before);
+  return timeline;
+}
+
+await onEachKubeServer("a late self-label", (kube) => {
+  it("an old term's self-label held at the API server past a handover is refused: never two pods labelled leader", async () => {
+    const timeline = await lateSelfLabel(kube, "healthy");
+    await until("this pod not labelled leader", async () => role(await h.pod(POD)) !== "leader");
+    // The peer's watch-driven repair, if any, has had its chance: what the watch saw is final.
+    await until("no overlap in progress", () => !timeline.overlapping());
+
+    expect(timeline.overlaps, "ms during which two pods were labelled leader").toEqual([]);
+    expect(role(await h.pod(PEER))).toBe("leader");
+  });
+
+  it("refused also when the new leader cannot watch its peers (nothing would repair the label)", async () => {
+    const timeline = await lateSelfLabel(kube, "refused");
+    // Nothing but this process's own elector would take the label off again (its next renew).
+    expect(role(await h.pod(POD))).not.toBe("leader");
+    expect(timeline.overlapping()).toBe(false);
+    expect(timeline.overlaps).toEqual([]);
+    expect(role(await h.pod(PEER))).toBe("leader");
+  });
+});
