@@ -1,11 +1,15 @@
 // Gap, never overlap: a new leader first takes the leader label off any other pod of the
 // same lease that still carries it (an old leader that froze or lost the API server cannot
-// do it itself), and only then labels itself. Any failure here stops the self-label.
+// do it itself), and only then labels itself. Any failure here stops the self-label. In its term's
+// first pass it also fences off every other pod of the lease, so that an older term's label still
+// on its way is refused by the API server (guarded-patch.ts says how and why).
 // Across clusters the same pass runs in a follower that sees the lease held in another cluster,
 // whose new leader cannot reach this cluster's pods (reconcile.ts).
 import type { Pod } from "./client/api-types.ts";
 import { conditionPatch, desiredPod, type MetadataPatch } from "./desired-state.ts";
+import { fenceOff, guardedPatch } from "./guarded-patch.ts";
 import { KubeRequestError, type PodApi } from "./pod-api.ts";
+import { POD_CONTRACT } from "./pod-contract.ts";
 import type { PublishConfig } from "./publish-config.ts";
 
 export interface PeerDemotionOptions {
@@ -14,13 +18,20 @@ export interface PeerDemotionOptions {
   /** The pods to look at: a list of the leader-labelled peers, or the peer view's pods. */
   peers: Pod[];
   lease: string;
-  /** The fence of the term that demotes; null for a follower clearing its cluster (all are stale). */
+  /** Leaders labelled by a term older than this are stale; null: all of them (a term's first pass). */
   fence: number | null;
+  /**
+   * The fence of the term that demotes, written into each pod it patches (superseded-by); null
+   * for a follower clearing its cluster for a holder in another cluster (it knows no fence).
+   */
+  term: number | null;
+  /** Also fence off the peers not labelled leader: a term's first pass, before its self-label. */
+  fenceOffAll: boolean;
   wallClock: () => Date;
   /**
-   * Asked before each patch. The peers can be seconds old by then: a process that lost the lease
-   * meanwhile (or, for a follower, a holder that changed) would take the label off the new leader,
-   * so it stops at the first false.
+   * Asked before the patches, which then go out together. The peers can be seconds old by then: a
+   * process that lost the lease meanwhile (or, for a follower, a holder that changed) would take
+   * the label off the new leader, so it sends none on false.
    */
   stillLeads: () => boolean;
   /** Wraps each patch so the caller can time it and count it. */
@@ -40,32 +51,66 @@ export function leaderSelector(config: PublishConfig, peerSelector: string): str
   return `${peerSelector},${config.roleLabel}=${config.leaderValue}`;
 }
 
-/** Demotes every other pod still labelled leader for this lease by an older term, while this process still leads. */
+/**
+ * Demotes every other pod still labelled leader for this lease by an older term and, with
+ * fenceOffAll, fences off the others, while this process still leads. Each patch is guarded: a
+ * peer that changed under it (labelled itself meanwhile, fenced off by another term) fails the
+ * pass, which reads the peers again.
+ */
 export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerDemotion> {
   const { config } = opts;
-  const peers = opts.peers.filter((pod) => isStaleLeader(pod, config, opts.lease, opts.fence));
+  const work = opts.peers.flatMap((pod) => {
+    const patch = peerPatch(pod, opts);
+    return patch === null ? [] : [{ pod, ...patch }];
+  });
+  if (work.length === 0) return { demoted: [], stoppedEarly: false };
+  if (!opts.stillLeads()) return { demoted: [], stoppedEarly: true };
   // What the peer's own publisher would write as a follower, so a live peer has nothing to fix.
   const follower = desiredPod({ lease: opts.lease, role: "follower", fence: null, holder: "" }, config);
-  const demoted: string[] = [];
-  for (const peer of peers) {
-    const name = peer.metadata?.name as string;
-    try {
-      if (!opts.stillLeads()) return { demoted, stoppedEarly: true };
+  const results = await Promise.allSettled(
+    work.map(async ({ pod, change, demote }) => {
+      const name = pod.metadata?.name as string;
+      // The label as seen is guarded too: a peer seen not leading that labels itself meanwhile
+      // must be read again and demoted, not fenced off with its label left on.
+      const guards = { labels: [config.roleLabel], annotations: [POD_CONTRACT.supersededAnnotation] };
       // A peer once started is finished: a follower label beside a True condition would mislead.
       // Both go out at once (the self-label waits for both): one round trip in the handover, not two.
-      const status = conditionPatch(follower, peer, opts.wallClock());
-      const answers = await Promise.all([
-        opts.observe(() => opts.api.patchMetadata(name, demotion(config))),
-        ...(status ? [opts.observe(() => opts.api.patchStatus(name, status))] : []),
-      ]);
-      for (const answer of answers) opts.demotedPod(answer);
-      demoted.push(name);
-    } catch (error) {
-      // A peer deleted meanwhile no longer carries any label: nothing left to do for it.
-      if (!(error instanceof KubeRequestError && error.kind === "not-found")) throw error;
-    }
-  }
+      const status = demote ? conditionPatch(follower, pod, opts.wallClock()) : null;
+      try {
+        const answers = await Promise.all([
+          opts.observe(() => opts.api.patchMetadataGuarded(name, guardedPatch(pod, change, guards))),
+          ...(status ? [opts.observe(() => opts.api.patchStatus(name, status))] : []),
+        ]);
+        for (const answer of answers) opts.demotedPod(answer);
+        return demote ? name : null;
+      } catch (error) {
+        // A peer deleted meanwhile no longer carries any label: nothing left to do for it.
+        if (error instanceof KubeRequestError && error.kind === "not-found") return null;
+        throw error;
+      }
+    }),
+  );
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
+  const demoted = results.flatMap((r) => (r.status === "fulfilled" && r.value !== null ? [r.value] : []));
   return { demoted, stoppedEarly: false };
+}
+
+/** What to write on `pod`: a demotion (fenced off too), a fencing write alone, or null. */
+function peerPatch(pod: Pod, opts: PeerDemotionOptions): { change: MetadataPatch; demote: boolean } | null {
+  const { config } = opts;
+  if (pod.metadata?.name === config.podName) return null;
+  const theirLease = pod.metadata?.annotations?.[config.leaseAnnotation];
+  if (theirLease !== undefined && theirLease !== opts.lease) return null;
+  const fenced = opts.term === null ? null : fenceOff(pod, opts.term);
+  if (isStaleLeader(pod, config, opts.lease, opts.fence)) {
+    const change = demotion(config);
+    change.metadata.annotations = { ...change.metadata.annotations, ...fenced };
+    return { change, demote: true };
+  }
+  // A peer labelled by a newer term is left to win (reconcile.ts); one not labelled, fenced off.
+  if (!opts.fenceOffAll || fenced === null || leaderFence(pod, config, opts.lease) !== undefined) return null;
+  return { change: { metadata: { annotations: fenced } }, demote: false };
 }
 
 /**
@@ -90,7 +135,9 @@ export function newerLeader(
  * annotations (the downward API, kubectl) must not take the old fence for a current one. The
  * lease annotation stays as it is: it says which lease the pod competes for, not who leads.
  */
-function demotion(config: PublishConfig): MetadataPatch {
+function demotion(config: PublishConfig): MetadataPatch & {
+  metadata: { annotations: Record<string, string | null> };
+} {
   return {
     metadata: {
       labels: { [config.roleLabel]: config.followerValue },

@@ -6,6 +6,7 @@ import type { Clock } from "../election/clock.ts";
 import type { CoreEvent, Pod, PodList } from "./client/api-types.ts";
 import { KubeApiError, type KubeClient, type KubeRequest } from "./client/connection.ts";
 import type { ConditionPatch, MetadataPatch } from "./desired-state.ts";
+import type { JsonPatchOperation } from "./guarded-patch.ts";
 
 export interface Permission {
   verb: string;
@@ -75,6 +76,8 @@ export const PERMISSIONS = {
 } as const satisfies Record<string, Permission>;
 
 const MERGE_PATCH = "application/merge-patch+json";
+// RFC 6902: its `test` operations make the server refuse the whole patch (422) when they fail.
+const JSON_PATCH = "application/json-patch+json";
 // Strategic merge merges status.conditions by type; a JSON merge patch would replace the array.
 const STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json";
 
@@ -120,6 +123,10 @@ export function createPodApi(opts: PodApiOptions) {
 
     patchMetadata: (name: string, body: MetadataPatch): Promise<Pod> =>
       send(PERMISSIONS.patchPod, { method: "PATCH", path: pod(name), body, contentType: MERGE_PATCH }),
+
+    /** A guarded label patch (guarded-patch.ts): a 422 when a guarded key changed since it was seen. */
+    patchMetadataGuarded: (name: string, body: JsonPatchOperation[]): Promise<Pod> =>
+      send(PERMISSIONS.patchPod, { method: "PATCH", path: pod(name), body, contentType: JSON_PATCH }),
 
     patchStatus: (name: string, body: ConditionPatch): Promise<Pod> =>
       send(PERMISSIONS.patchPodStatus, {

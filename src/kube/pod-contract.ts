@@ -30,6 +30,12 @@ export const POD_CONTRACT = {
    * handover); absent while it campaigns. An unready leader hands over only to a pod without it.
    */
   notCampaigningAnnotation: "pglease.io/not-campaigning",
+  /**
+   * The fence of the newest term that fenced this pod off (written by a new leader on every peer
+   * before it labels itself): a term of this pod at or below it never labels it leader, and the
+   * API server refuses such a label still on its way (guarded-patch.ts).
+   */
+  supersededAnnotation: "pglease.io/superseded-by",
 } as const;
 
 export const CONDITION_REASON = { held: "LeaseHeld", notHeld: "LeaseNotHeld" } as const;

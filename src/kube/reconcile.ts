@@ -9,6 +9,8 @@
 // learns the lease is held in another cluster demotes its own cluster's stale leaders in the same
 // pass; a failed pass is retried like any other, so a cluster whose API server was away repairs
 // its labels when it answers again.
+// A leader's own label is guarded (guarded-patch.ts): a term whose pod a newer term fenced off
+// never labels it, and a label still on its way when that happens is refused by the API server.
 
 import type { Logger } from "pino";
 import type { Pod } from "./client/api-types.ts";
@@ -18,9 +20,10 @@ import {
   type LeadershipState,
   metadataPatch,
 } from "./desired-state.ts";
+import { guardedPatch, supersededBy } from "./guarded-patch.ts";
 import { demoteStalePeers, leaderSelector, newerLeader } from "./peer-demotion.ts";
-import type { PodApi } from "./pod-api.ts";
-import { ROLE } from "./pod-contract.ts";
+import { KubeRequestError, type PodApi } from "./pod-api.ts";
+import { POD_CONTRACT, ROLE } from "./pod-contract.ts";
 import { type PublishConfig, peerSelectorFor } from "./publish-config.ts";
 import type { PatchObservation } from "./publisher-contract.ts";
 import { isOlder, type PublisherState, podShowsDesired, termKey } from "./publisher-state.ts";
@@ -68,6 +71,10 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
     if (superseded()) return;
     if (!ctx.stillLeads(target.state)) throw new NoLongerLeads(target.state);
     if (newer !== null) return yieldTo(state, ctx, target.state, newer);
+    const fencedBy = supersededBy(state.pod);
+    if (fencedBy !== null && target.state.fence !== null && fencedBy >= target.state.fence) {
+      return fencedOff(state, ctx, target.state, fencedBy);
+    }
   } else if (heldInAnotherCluster(target.state, ctx.config)) {
     // A newer desired state (this pod leads, or the holder moved) ends what this pass knows.
     const elsewhere = () => !superseded();
@@ -84,10 +91,22 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
   // for one round trip, not two (a demotion before the release, the new leader's label after it).
   const labels = metadataPatch(target.pod, state.pod);
   const condition = conditionPatch(target.pod, state.pod, ctx.wallClock());
+  const name = ctx.config.podName;
+  // Only a leader's labels need the guard: a follower's patch takes a label off, always safe.
+  const sendLabels =
+    labels === null
+      ? null
+      : target.state.role === ROLE.leader
+        ? () => ctx.api.patchMetadataGuarded(name, guardedPatch(state.pod, labels, SELF_LABEL_GUARDS))
+        : () => ctx.api.patchMetadata(name, labels);
   const answers = await Promise.all([
-    labels && ctx.observe("metadata", () => ctx.api.patchMetadata(ctx.config.podName, labels)),
-    condition && ctx.observe("status", () => ctx.api.patchStatus(ctx.config.podName, condition)),
-  ]);
+    sendLabels && ctx.observe("metadata", sendLabels),
+    condition && ctx.observe("status", () => ctx.api.patchStatus(name, condition)),
+  ]).catch((error: unknown) => {
+    // Refused: the pod was fenced off (or changed) since it was read; the next pass reads it.
+    if (error instanceof KubeRequestError && error.status === 422) state.podStale = true;
+    throw error;
+  });
   // The later version carries both changes, whichever answer came back first.
   for (const pod of answers.filter((a): a is Pod => !!a).sort(byVersion)) ctx.seen(pod);
   // Without this a server that answers patches but never reflects them would spin the loop.
@@ -116,8 +135,11 @@ async function clearStalePeers(
   // A follower's view of another cluster's holder may lag its own cluster's new leader: once only.
   const everyPass = watched !== null && term.fence !== null;
   if (state.peersClearedFor === key && !everyPass) return null;
-  const peers = watched ?? (await ctx.api.listSelected(leaderSelector(ctx.config, peerSelector))).items;
   const again = state.peersClearedFor === key;
+  // A leader's term fences off every peer in its first pass, labelled or not.
+  const fenceOffAll = !again && term.role === ROLE.leader && term.fence !== null;
+  const selector = fenceOffAll ? peerSelector : leaderSelector(ctx.config, peerSelector);
+  const peers = watched ?? (await ctx.api.listSelected(selector)).items;
   const result = await demoteStalePeers({
     api: ctx.api,
     config: ctx.config,
@@ -126,6 +148,8 @@ async function clearStalePeers(
     // A term's first pass takes every other leader label off, as the contract says; later passes
     // only an older term's, so a peer of a newer term is left to win (see yieldTo).
     fence: again ? term.fence : null,
+    term: term.role === ROLE.leader ? term.fence : null,
+    fenceOffAll,
     wallClock: ctx.wallClock,
     stillLeads: valid,
     observe: (run) => ctx.observe("peer", run),
@@ -158,6 +182,20 @@ function yieldTo(state: PublisherState, ctx: ReconcileContext, term: LeadershipS
   ctx.logger.warn(
     { fence: term.fence, pod: peer },
     "a peer is labelled leader by a newer term (higher fence): not labelling this pod leader while this process still believes it leads",
+  );
+}
+
+/** The self-label applies only while nobody fenced this pod off since it was read. */
+const SELF_LABEL_GUARDS = { annotations: [POD_CONTRACT.supersededAnnotation] };
+
+/** Leaves this pod unlabelled: a newer term fenced it off, so this term has ended on the server. */
+function fencedOff(state: PublisherState, ctx: ReconcileContext, term: LeadershipState, by: number): void {
+  const said = `${termKey(term)}>superseded-by:${by}`;
+  if (state.yieldedFor === said) return;
+  state.yieldedFor = said;
+  ctx.logger.warn(
+    { fence: term.fence, supersededBy: by },
+    "a newer term fenced this pod off (its superseded-by annotation): not labelling it leader while this process still believes it leads",
   );
 }
 

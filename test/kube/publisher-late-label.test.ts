@@ -85,7 +85,12 @@ function peerLeader(fence: number): LeadershipState {
  * This pod leads term 1 and its label patch waits at the server; meanwhile term 1 ends, the peer
  * wins term 2 and labels itself; then the held patch goes on. Returns what the watch saw.
  */
-async function lateSelfLabel(kube: Parameters<typeof startHarness>[0], peerWatches: "healthy" | "refused") {
+async function lateSelfLabel(
+  kube: Parameters<typeof startHarness>[0],
+  peerWatches: "healthy" | "refused",
+  /** Whether this process learns that term 1 ended; false: it still believes (paused, suspended). */
+  oldTermEnds: boolean,
+) {
   // The elector's word: the terms this test says are current.
   const live = new Set<number>();
   h = await startHarness(kube, { stillLeads: (t) => t.fence !== null && live.has(t.fence) });
@@ -114,7 +119,7 @@ async function lateSelfLabel(kube: Parameters<typeof startHarness>[0], peerWatch
   await held.waitForHeld(1);
 
   // Term 1 ends on the server; the peer wins term 2, runs its demotion pass and labels itself.
-  live.delete(1);
+  if (oldTermEnds) live.delete(1);
   live.add(2);
   b.setDesired(peerLeader(2));
   await until("the peer labelled leader", async () => role(await h.pod(PEER)) === "leader");
@@ -127,8 +132,11 @@ async function lateSelfLabel(kube: Parameters<typeof startHarness>[0], peerWatch
 
 await onEachKubeServer("a late self-label", (kube) => {
   it("an old term's self-label held at the API server past a handover is refused: never two pods labelled leader", async () => {
-    const timeline = await lateSelfLabel(kube, "healthy");
+    const timeline = await lateSelfLabel(kube, "healthy", true);
     await until("this pod not labelled leader", async () => role(await h.pod(POD)) !== "leader");
+    // Refused by the API server (its test of superseded-by failed), then not sent again.
+    expect(h.patches.filter((p) => p.target === "metadata" && !p.ok).map((p) => p.status)).toEqual([422]);
+    expect((await h.pod(POD)).metadata?.annotations?.["pglease.io/superseded-by"]).toBe("2");
     // The peer's watch-driven repair, if any, has had its chance: what the watch saw is final.
     await until("no overlap in progress", () => !timeline.overlapping());
 
@@ -137,11 +145,43 @@ await onEachKubeServer("a late self-label", (kube) => {
   });
 
   it("refused also when the new leader cannot watch its peers (nothing would repair the label)", async () => {
-    const timeline = await lateSelfLabel(kube, "refused");
+    const timeline = await lateSelfLabel(kube, "refused", false);
     // Nothing but this process's own elector would take the label off again (its next renew).
+    expect(role(await h.pod(POD))).not.toBe("leader");
+    // Its process still believes it leads: its pod, read again, says a newer term fenced it off.
+    await until("this pod's publisher saw why", () =>
+      h.logs.some((l) => l.msg.startsWith("a newer term fenced this pod off") && l.supersededBy === 2),
+    );
     expect(role(await h.pod(POD))).not.toBe("leader");
     expect(timeline.overlapping()).toBe(false);
     expect(timeline.overlaps).toEqual([]);
     expect(role(await h.pod(PEER))).toBe("leader");
+  });
+
+  it("an old term's label that lands before the new leader's fencing write makes that write fail: the new leader demotes it first", async () => {
+    const live = new Set<number>([1, 2]);
+    h = await startHarness(kube, { stillLeads: (t) => t.fence !== null && live.has(t.fence) });
+    await h.server.seedPod({ metadata: { name: PEER, namespace: NAMESPACE, labels: { ...APP_LABELS } } });
+    const b: PodPublisher = h.another({ podName: PEER });
+    expect((await h.publisher.start(follower())).published).toBe(true);
+    expect((await b.start(follower())).published).toBe(true);
+    const timeline = await labelTimeline(h.server);
+    await until("the watch sees both pods", () => timeline.seen(POD) && timeline.seen(PEER));
+
+    // The peer (term 2) saw this pod unlabelled; its fencing write of this pod waits at the server.
+    const held = holdNextLabelPatch(h.server, POD);
+    b.setDesired(peerLeader(2));
+    await held.waitForHeld(1);
+    // Meanwhile this pod's term 1 (still leading by its own clock) labels it.
+    h.publisher.setDesired(leader(1));
+    await until("this pod labelled leader", async () => role(await h.pod(POD)) === "leader");
+    live.delete(1);
+    held.release();
+
+    await until("the peer labelled leader", async () => role(await h.pod(PEER)) === "leader");
+    await until("no overlap in progress", () => !timeline.overlapping());
+    expect(timeline.overlaps, "ms during which two pods were labelled leader").toEqual([]);
+    expect(role(await h.pod(POD))).toBe("follower");
+    expect((await h.pod(POD)).metadata?.annotations?.["pglease.io/superseded-by"]).toBe("2");
   });
 });
