@@ -134,14 +134,13 @@ await onEachKubeServer("a late self-label", (kube) => {
   it("an old term's self-label held at the API server past a handover is refused: never two pods labelled leader", async () => {
     const timeline = await lateSelfLabel(kube, "healthy", true);
     await until("this pod not labelled leader", async () => role(await h.pod(POD)) !== "leader");
+    // The peer's watch-driven repair, if any, has had its chance: what the watch saw is final.
+    await until("no overlap in progress", () => !timeline.overlapping());
+    expect(timeline.overlaps, "ms during which two pods were labelled leader").toEqual([]);
+    expect(role(await h.pod(PEER))).toBe("leader");
     // Refused by the API server (its test of superseded-by failed), then not sent again.
     expect(h.patches.filter((p) => p.target === "metadata" && !p.ok).map((p) => p.status)).toEqual([422]);
     expect((await h.pod(POD)).metadata?.annotations?.["pglease.io/superseded-by"]).toBe("2");
-    // The peer's watch-driven repair, if any, has had its chance: what the watch saw is final.
-    await until("no overlap in progress", () => !timeline.overlapping());
-
-    expect(timeline.overlaps, "ms during which two pods were labelled leader").toEqual([]);
-    expect(role(await h.pod(PEER))).toBe("leader");
   });
 
   it("refused also when the new leader cannot watch its peers (nothing would repair the label)", async () => {
