@@ -40,8 +40,13 @@ export interface PublishConfig {
 
 export type PublishConfigField = keyof PublishConfig;
 
-// The not-campaigning annotation is not configurable: every pod of a lease reads it from its peers.
-const { notCampaigningAnnotation: _notConfigurable, ...RENAMEABLE } = POD_CONTRACT;
+// The not-campaigning and superseded-by annotations are not configurable: the pods of a lease
+// write and read them on each other.
+const {
+  notCampaigningAnnotation: _notConfigurable,
+  supersededAnnotation: _writtenByPeers,
+  ...RENAMEABLE
+} = POD_CONTRACT;
 
 export const PUBLISH_DEFAULTS = {
   ...RENAMEABLE,

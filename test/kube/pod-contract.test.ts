@@ -13,6 +13,7 @@ describe("the pod contract", () => {
       leaderClusterAnnotation: "pglease.io/leader-cluster",
       conditionType: "pglease.io/leader",
       notCampaigningAnnotation: "pglease.io/not-campaigning",
+      supersededAnnotation: "pglease.io/superseded-by",
     });
   });
 

@@ -48,7 +48,10 @@ await onEachKubeServer("publisher fences suite", (kube) => {
       const again = () => h.logs.find((l) => l.msg === "took a stale leader label off other pods");
       await until("the older term's label taken off again", () => again() !== undefined);
       expect(await labelled()).toEqual(["leader", "follower"]);
-      expect((await h.pod(OLD)).metadata?.annotations).toEqual({ "pglease.io/lease": "orders-sync" });
+      expect((await h.pod(OLD)).metadata?.annotations).toEqual({
+        "pglease.io/lease": "orders-sync",
+        "pglease.io/superseded-by": "8",
+      });
       expect(again()).toMatchObject({
         pods: [OLD],
         fence: 8,

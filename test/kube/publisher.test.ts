@@ -139,9 +139,13 @@ await onEachKubeServer("publisher suite", (kube) => {
       await until("fence 43 on the pod", () => h.publisher.state().published);
       expect(patchesOf(h.server)).toEqual([
         {
+          // A leader's labels are guarded: they apply only while no newer term fenced the pod off.
           target: POD,
-          contentType: PatchStrategy.MergePatch,
-          body: { metadata: { annotations: { "pglease.io/fence": "43" } } },
+          contentType: PatchStrategy.JsonPatch,
+          body: [
+            { op: "test", path: "/metadata/annotations/pglease.io~1superseded-by", value: null },
+            { op: "add", path: "/metadata/annotations/pglease.io~1fence", value: "43" },
+          ],
         },
         {
           target: `${POD}/status`,
