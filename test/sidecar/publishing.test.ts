@@ -12,6 +12,7 @@ import { fatalText, type Running, runPglease, startShortLeaseRun } from "../supp
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import { chartRules, type TestKube } from "../support/kube-servers.ts";
+import { roleIn } from "../support/leader-timeline.ts";
 
 const NS = "shop";
 let db: TestDatabase;
@@ -109,10 +110,8 @@ await onEachKubeServer("pglease run publishing to its pod", (server) => {
         r.method === "PATCH" &&
         r.name === "orders-a" &&
         !r.subresource &&
-        JSON.stringify(r.body ?? null).includes('"pglease.io/role":"follower"') &&
-        r.at >
-          (kube.requests.find((q) => JSON.stringify(q.body ?? null).includes('"pglease.io/role":"leader"'))
-            ?.at ?? 0),
+        roleIn(r.body) === "follower" &&
+        r.at > (kube.requests.find((q) => q.name === "orders-a" && roleIn(q.body) === "leader")?.at ?? 0),
     );
     expect(demotion?.status).toBe(200);
     // Gap, never overlap: a's pod stopped showing leader before b could acquire the lease.

@@ -20,6 +20,17 @@ export interface LeaderTimeline {
 
 const ROLE = /"pglease\.io\/role":"([a-z]+)"/;
 
+/** The role label a patch sets: a merge patch's, or a JSON patch's (a leader's own, a peer's demotion). */
+export function roleIn(body: unknown): string | undefined {
+  if (Array.isArray(body)) {
+    const set = body.find((op) => op?.op === "add" && op.path === ROLE_POINTER);
+    return typeof set?.value === "string" ? set.value : undefined;
+  }
+  return ROLE.exec(JSON.stringify(body ?? null))?.[1];
+}
+
+const ROLE_POINTER = "/metadata/labels/pglease.io~1role";
+
 /** pglease: the pods' role label as patched (accepted patches only), and each pod's removal. */
 export function labelEvents(
   requests: readonly RecordedRequest[],
@@ -29,7 +40,7 @@ export function labelEvents(
   for (const r of requests) {
     if (r.method !== "PATCH" || r.resource !== "pods" || r.subresource || r.status !== 200 || !r.name)
       continue;
-    const role = ROLE.exec(JSON.stringify(r.body ?? null))?.[1];
+    const role = roleIn(r.body);
     if (role) shown.push({ at: r.at, pod: r.name, leader: role === "leader" });
   }
   for (const [pod, at] of removedAt) shown.push({ at, pod, leader: false });
