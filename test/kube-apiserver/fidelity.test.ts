@@ -98,31 +98,34 @@ describe.skipIf(!real || !inProcess)("the in-process API server answers as the r
     ),
   );
 
-  same("json patch on the pod: a missing member tests equal to null; a failed test is refused whole", async (p) => {
-    const json = setHeaderOptions("Content-Type", PatchStrategy.JsonPatch);
-    const patch = (body: unknown) => p.core.patchNamespacedPod({ name: "p1", namespace: NS, body }, json);
-    // p1 has no annotations: the map itself tests as null, then comes whole.
-    const added = shape(
-      await patch([
-        { op: "test", path: "/metadata/annotations", value: null },
-        { op: "add", path: "/metadata/annotations", value: { "pglease.io/lease": "orders" } },
-      ]),
-    );
-    const guarded = shape(
-      await patch([
-        { op: "test", path: "/metadata/annotations/pglease.io~1superseded-by", value: null },
-        { op: "add", path: "/metadata/labels/pglease.io~1role", value: "leader" },
-      ]),
-    );
-    const refused = await failure(
-      patch([
-        { op: "test", path: "/metadata/annotations/pglease.io~1lease", value: null },
-        { op: "add", path: "/metadata/labels/pglease.io~1role", value: "follower" },
-      ]),
-    );
-    const after = shape(await p.core.readNamespacedPod({ name: "p1", namespace: NS }));
-    return { added, guarded, refused: { code: refused.code, reason: refused.reason }, after };
-  });
+  same(
+    "json patch on the pod: a missing member tests equal to null; a failed test is refused whole",
+    async (p) => {
+      const json = setHeaderOptions("Content-Type", PatchStrategy.JsonPatch);
+      const patch = (body: unknown) => p.core.patchNamespacedPod({ name: "p1", namespace: NS, body }, json);
+      // p1 has no annotations: the map itself tests as null, then comes whole.
+      const added = shape(
+        await patch([
+          { op: "test", path: "/metadata/annotations", value: null },
+          { op: "add", path: "/metadata/annotations", value: { "pglease.io/lease": "orders" } },
+        ]),
+      );
+      const guarded = shape(
+        await patch([
+          { op: "test", path: "/metadata/annotations/pglease.io~1superseded-by", value: null },
+          { op: "add", path: "/metadata/labels/pglease.io~1role", value: "leader" },
+        ]),
+      );
+      const refused = await failure(
+        patch([
+          { op: "test", path: "/metadata/annotations/pglease.io~1lease", value: null },
+          { op: "add", path: "/metadata/labels/pglease.io~1role", value: "follower" },
+        ]),
+      );
+      const after = shape(await p.core.readNamespacedPod({ name: "p1", namespace: NS }));
+      return { added, guarded, refused: { code: refused.code, reason: refused.reason }, after };
+    },
+  );
 
   same(
     "strategic merge on pods/status: merged by type, lastTransitionTime kept when left out, whole seconds",
