@@ -49,7 +49,8 @@ export type { ClockStepReport } from "./server-clock.ts";
 /**
  * How often a leader compares its wall and monotonic clocks between ticks: after a suspension no
  * timer fires early (they run on the monotonic clock), so this bounds how long a resumed leader
- * keeps its work and its pod label. One cheap timer per leading elector per second.
+ * keeps its work and its pod label. One cheap timer per leading elector per second, beside the
+ * deadline timer (left as it was, so what races it at the deadline instant still loses).
  */
 const SUSPENSION_CHECK_MS = 1_000;
 
@@ -67,6 +68,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
   #leaderSeen: LeaderSeen;
   #wake: Timer | null = null;
   #deadline: Timer | null = null;
+  #suspensionCheck: Timer | null = null;
   #inflight: Promise<void> | null = null;
   #tickRequested = false;
   /** A release notice for this key arrived since the last tick began. */
@@ -301,20 +303,32 @@ export class Elector extends EventEmitter<ElectorEvents> {
     const term = this.#state.term;
     if (!term) return;
     this.#deadline?.cancel();
-    const dueIn = term.deadline - this.#clock.now();
-    this.#deadline = this.#clock.setTimer(Math.min(dueIn, SUSPENSION_CHECK_MS), () => {
+    this.#deadline = this.#clock.setTimer(term.deadline - this.#clock.now(), () => {
       this.#deadline = null;
       if (this.#state.role !== "leader") return;
-      const suspended = this.#suspension.gap();
-      const now = this.#clock.now();
-      if (suspended === null && now < (this.#state.term?.deadline ?? now)) return this.#armDeadline();
       // Also while stopping: a slow stop must not stretch leadership past the deadline.
       this.#generation++;
-      const decision =
-        suspended === null
-          ? stepDown(this.#ctx, this.#state, now)
-          : hostSuspended(this.#ctx, this.#state, suspended, now);
-      this.#apply(decision, "deadline", 0, !this.#stopping);
+      this.#apply(stepDown(this.#ctx, this.#state, this.#clock.now()), "deadline", 0, !this.#stopping);
+    });
+    if (this.#suspensionCheck === null) this.#armSuspensionCheck();
+  }
+
+  /** While leading, compares the two clocks each second (a clock without a wall clock: never). */
+  #armSuspensionCheck(): void {
+    if (this.#suspension.reading() === null) return;
+    this.#suspensionCheck = this.#clock.setTimer(SUSPENSION_CHECK_MS, () => {
+      this.#suspensionCheck = null;
+      if (this.#state.role !== "leader") return;
+      const suspended = this.#suspension.gap();
+      if (suspended === null) return this.#armSuspensionCheck();
+      // Also while stopping, as the deadline timer: the term may be long over on the server.
+      this.#generation++;
+      this.#apply(
+        hostSuspended(this.#ctx, this.#state, suspended, this.#clock.now()),
+        "deadline",
+        0,
+        !this.#stopping,
+      );
     });
   }
 
@@ -322,6 +336,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#generation++;
     this.#deadline?.cancel();
     this.#deadline = null;
+    this.#suspensionCheck?.cancel();
+    this.#suspensionCheck = null;
     this.#work?.abort(reason);
   }
 
@@ -357,6 +373,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
     if (term) await releaseTerm(this.#core, term.fence);
     else if (this.#unanswered.any) await releaseStrayTerm(this.#core);
     this.#deadline?.cancel();
+    this.#suspensionCheck?.cancel();
     this.#unsubscribeSessionLost?.();
   }
 }
