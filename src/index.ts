@@ -17,5 +17,6 @@ export {
   type OpenLeasesOptions,
   openLeases,
   ServerRefused,
+  SessionTakeoverUnavailable,
   StartAborted,
 } from "./open-leases.ts";

@@ -37,7 +37,7 @@ import {
 } from "./open-steps.ts";
 
 export type { LeaseLogger, OpenLeasesOptions } from "./open-leases-options.ts";
-export { ServerRefused, StartAborted } from "./open-steps.ts";
+export { ServerRefused, SessionTakeoverUnavailable, StartAborted } from "./open-steps.ts";
 
 export type CampaignOptions = Omit<ElectorOptions, "key" | "holder" | "store" | "releases"> &
   CandidateOptions;
@@ -124,9 +124,6 @@ async function openOnce(
     if (options.migrate ?? true) await migrate(pool, store.table);
     else await assertTablePresent(pool, store.table);
     feed = options.notify === false ? undefined : await listen(pool, store, log, options);
-    if (options.sessionTakeover && !feed) {
-      log.warn("session takeover is off: LISTEN was refused, so there is no notice session to record");
-    }
     if (feed) closers.push(() => feed.close());
     return leasesOn(options, store, feed, restartLock, closeAll, log);
   } catch (error) {

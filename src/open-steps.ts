@@ -128,7 +128,25 @@ export class ServerRefused extends Error {
   }
 }
 
-/** LISTEN on one dedicated connection; refused (a transaction-mode PgBouncer), followers poll instead. */
+/**
+ * Session takeover asked for, and the notice connection refused: every claim records that
+ * connection's session, so without it this process could never lead. Not retried.
+ */
+export class SessionTakeoverUnavailable extends Error {
+  constructor(reason: string) {
+    super(
+      `sessionTakeover (--session-takeover) needs the notice connection, and PostgreSQL refused its LISTEN (${reason}): ` +
+        "every claim records that connection's session, so this process could never lead. Connect straight to PostgreSQL " +
+        "(no pooler) as a role that may open one connection more than the pool, or drop sessionTakeover to lead without it",
+    );
+    this.name = "SessionTakeoverUnavailable";
+  }
+}
+
+/**
+ * LISTEN on one dedicated connection; refused (a transaction-mode PgBouncer), followers poll
+ * instead, unless session takeover needs it.
+ */
 export async function listen(
   pool: pg.Pool,
   store: PgLeaseStore,
@@ -150,6 +168,7 @@ export async function listen(
   } catch (error) {
     await feed.close();
     if (isUnreachable(error)) throw error;
+    if (options.sessionTakeover) throw new SessionTakeoverUnavailable((error as Error).message);
     log.warn(
       "could not LISTEN for release notices (behind a transaction-mode PgBouncer use notify: false / --no-notify); polling instead",
       { err: (error as Error).message },

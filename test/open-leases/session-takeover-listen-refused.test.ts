@@ -1,34 +1,44 @@
-// Review of session takeover (issue 27): when the LISTEN connection is refused, openLeases says
-// "session takeover is off" and followers poll, but the store still records the notice session
-// with every claim (holderSession = () => feed?.session() ?? null, with no feed: always null), so
-// every claim is refused before it is sent (NoHolderSession) and this process never leads.
+// Review of session takeover (issue 27): when the LISTEN connection was refused, openLeases said
+// "session takeover is off" and went on, but the store still recorded the notice session with
+// every claim (with no feed: always none), so every claim was refused before it was sent
+// (NoHolderSession) and the process never led. openLeases now refuses to open instead, as it does
+// for sessionTakeover with notify: false, naming the option and the fix.
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { openLeases } from "../../src/index.ts";
+import { openLeases, SessionTakeoverUnavailable } from "../../src/index.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;
 let admin: pg.Pool;
+let url: URL;
+let role: string;
 beforeAll(async () => {
   db = await createTestDatabase();
   admin = new pg.Pool({ connectionString: db.url, max: 2 });
+  // A role allowed one connection: the pool's. The LISTEN connection is refused (53300).
+  role = `pglease_one_${randomBytes(3).toString("hex")}`;
+  await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'one-connection' CONNECTION LIMIT 1`);
+  await admin.query(`GRANT ALL ON DATABASE ${db.name} TO ${role}; GRANT ALL ON SCHEMA public TO ${role}`);
+  url = new URL(db.url);
+  url.username = role;
+  url.password = "one-connection";
 });
 afterAll(async () => {
   await admin.end();
   await db.drop();
 });
 
-it("with session takeover asked for and LISTEN refused, the process still leads (as the warning says: takeover off)", async () => {
-  // A role allowed one connection: the pool's. The LISTEN connection is refused (53300).
-  const role = `pglease_one_${randomBytes(3).toString("hex")}`;
-  await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'one-connection' CONNECTION LIMIT 1`);
-  await admin.query(`GRANT ALL ON DATABASE ${db.name} TO ${role}; GRANT ALL ON SCHEMA public TO ${role}`);
-  const url = new URL(db.url);
-  url.username = role;
-  url.password = "one-connection";
+const sessionsOf = async (name: string) =>
+  (
+    await admin.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = $1", [
+      name,
+    ])
+  ).rows[0]?.n;
+
+it("with session takeover asked for and LISTEN refused, openLeases refuses to open, naming the option and the fix", async () => {
   const warnings: string[] = [];
-  const leases = await openLeases({
+  const opening = openLeases({
     connectionString: url.toString(),
     poolSize: 1,
     table: "takeover_one_connection_leases",
@@ -36,14 +46,39 @@ it("with session takeover asked for and LISTEN refused, the process still leads 
     restartTakeover: false,
     logger: { info: () => {}, warn: (message) => warnings.push(message) },
   });
+  const error = await opening.then(
+    async (leases) => {
+      await leases.close();
+      return new Error("opened");
+    },
+    (e: unknown) => e as Error,
+  );
+  expect(error).toBeInstanceOf(SessionTakeoverUnavailable);
+  expect(error.message).toMatch(/^sessionTakeover \(--session-takeover\) needs the notice connection/);
+  // The server's own reason, and both ways out.
+  expect(error.message).toMatch(/too many connections for role/);
+  expect(error.message).toMatch(/no pooler.*one connection more than the pool.*or drop sessionTakeover/);
+  expect(error.message).not.toContain("one-connection");
+  // Refused, not degraded: nothing said it would go on without takeover.
+  expect(warnings.join("\n")).not.toMatch(/polling instead|takeover is off/);
+  // The pool it opened is closed again.
+  await expect.poll(() => sessionsOf(role), { timeout: 5_000 }).toBe(0);
+});
+
+it("without session takeover the same refusal still opens, followers polling, and leads", async () => {
+  const warnings: string[] = [];
+  const leases = await openLeases({
+    connectionString: url.toString(),
+    poolSize: 1,
+    table: "polling_one_connection_leases",
+    restartTakeover: false,
+    logger: { info: () => {}, warn: (message) => warnings.push(message) },
+  });
   try {
     expect(leases.notify).toBe(false);
-    expect(warnings.join("\n")).toMatch(/session takeover is off: LISTEN was refused/);
+    expect(warnings.join("\n")).toMatch(/could not LISTEN for release notices.*polling instead/);
     const e = leases.campaign("polled");
-    const sentences: string[] = [];
-    e.on("tick", (t) => sentences.push(t.sentence));
-    // On failure the poll shows the elector's last sentence instead of false.
-    await expect.poll(() => e.isLeader() || sentences.at(-1), { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => e.isLeader(), { timeout: 5_000 }).toBe(true);
   } finally {
     await leases.close();
   }
