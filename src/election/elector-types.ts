@@ -37,7 +37,8 @@ export interface ElectorOptions extends TimingInput {
   /**
    * The store records this process's notice session with its claims, and the term may be taken once
    * that session is gone: leadership then ends locally a renew interval plus a call timeout after
-   * the last good renew was sent. Only together with a store that records the session: use
+   * the last good renew was sent. Only together with a store that records the session and
+   * `releases` that report its loss (subscribeSessionLost; refused otherwise): use
    * openLeases({ sessionTakeover }), which sets both.
    */
   sessionTakeover?: boolean;

@@ -96,6 +96,13 @@ export class Elector extends EventEmitter<ElectorEvents> {
     super();
     if (!options.key) throw new TypeError("key must be a non-empty lease name");
     if (!options.holder) throw new TypeError("holder must be a non-empty identity, unique per process");
+    // Without it a leader would renew on a session its feed gave up, which a follower may already take.
+    if (options.sessionTakeover && !options.releases?.subscribeSessionLost) {
+      throw new TypeError(
+        "sessionTakeover needs releases with subscribeSessionLost (the feed whose session the store records): " +
+          "use openLeases({ sessionTakeover }), which wires both, or drop sessionTakeover",
+      );
+    }
     this.key = options.key;
     this.holder = options.holder;
     this.timing = timingOrThrow(options);
@@ -254,8 +261,13 @@ export class Elector extends EventEmitter<ElectorEvents> {
     } catch (error) {
       decision = afterError(ctx, this.#state, action, error, this.#clock.now());
     }
-    // The deadline timer already ended this term while the call was in flight.
-    if (generation !== this.#generation) return;
+    // The deadline timer or a session loss already ended this term while the call was in flight.
+    // A hand-over's release still goes out (scoped to its fence), so its successor claims at once.
+    if (generation !== this.#generation) {
+      if (action === "resign" && decision.release !== undefined)
+        await releaseRefused(this.#core, decision.release);
+      return;
+    }
     // stop() releases whatever this last call won; nothing may start now. Anything else, a loss
     // above all, applies as usual: a term ends at once, stopping or not.
     if (this.#stopping && decision.outcome === "acquired" && decision.state.term) {

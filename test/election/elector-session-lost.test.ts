@@ -5,7 +5,9 @@
 // session is refused and released, and a stopping leader, still believing while its work winds
 // down, steps down too. The feed's session is dropped here by ending it on the server.
 import { describe, expect, it } from "vitest";
+import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
 import { ManualClock } from "../../src/election/clock.ts";
+import { Elector } from "../../src/election/elector.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
 import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
@@ -102,7 +104,7 @@ describe("the notice session given up under session takeover", () => {
       sentence: `won lease claim-out with fence ${won?.fence} on a notice session dropped while the claim was out; releasing it`,
     });
     expect(a.terms).toHaveLength(0);
-    await settle(() => held.calls.release === 1, "the refused term is released");
+    await settle(() => held.answers.release === 1, "the refused term is released");
     await nextTurn();
     expect((await h.store.read("claim-out"))?.ttlMs).toBeLessThanOrEqual(0);
   });
@@ -131,5 +133,48 @@ describe("the notice session given up under session takeover", () => {
     expect(a.transitions.at(-1)).toMatchObject({ action: "session-lost", outcome: "stepped-down" });
     clock.advance(60_000);
     await stopped;
+  });
+
+  it("still releases a term it was handing over when the session is lost meanwhile", async () => {
+    // Before: the loss ended the term, and the hand-over's tick, finding its term over, returned
+    // without its release: the successor waited for the old session to end or the lease to expire.
+    const clock = new ManualClock();
+    const { feed, held, dropped } = await sessionStack();
+    const gate = new CampaignSwitch();
+    let demoted: (() => void) | undefined;
+    const a = h.elector(clock, {
+      key: "handing-over",
+      holder: "a",
+      store: held,
+      releases: feed,
+      sessionTakeover: true,
+      campaign: gate,
+      beforeRelease: () => new Promise<void>((resolve) => (demoted = resolve)),
+      stopTimeoutMs: 60_000,
+    });
+    a.e.start();
+    await until(clock, () => a.e.isLeader(), "leads");
+    gate.unfit("draining");
+    await until(clock, () => demoted !== undefined, "the hand-over demotes the pod first");
+
+    await dropSession(dropped);
+    expect(a.e.isLeader()).toBe(false);
+    expect(a.transitions.at(-1)).toMatchObject({ action: "session-lost", outcome: "stepped-down" });
+    demoted?.();
+    await settle(() => held.answers.release === 1, "the handed-over term is released");
+    await nextTurn();
+    expect((await h.store.read("handing-over"))?.ttlMs).toBeLessThanOrEqual(0);
+  });
+
+  it("refuses sessionTakeover without a feed that reports the session lost", () => {
+    const store = h.store;
+    const timing = { leaseDurationMs: 15_000 };
+    expect(() => new Elector({ key: "k", holder: "a", store, sessionTakeover: true, ...timing })).toThrow(
+      /sessionTakeover needs releases with subscribeSessionLost.*openLeases\(\{ sessionTakeover \}\)/,
+    );
+    const deaf = { subscribe: () => () => {} };
+    expect(
+      () => new Elector({ key: "k", holder: "a", store, releases: deaf, sessionTakeover: true, ...timing }),
+    ).toThrow(/sessionTakeover needs releases with subscribeSessionLost/);
   });
 });
