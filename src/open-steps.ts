@@ -167,7 +167,8 @@ export async function listen(
     return feed;
   } catch (error) {
     await feed.close();
-    if (isUnreachable(error)) throw error;
+    // Waited for, as at any other step of the start: a server that is down or slow right now.
+    if (isUnreachable(error) || isTooSlow(error)) throw error;
     if (options.sessionTakeover) throw new SessionTakeoverUnavailable((error as Error).message);
     log.warn(
       "could not LISTEN for release notices (behind a transaction-mode PgBouncer use notify: false / --no-notify); polling instead",

@@ -168,11 +168,16 @@ export class PgReleaseFeed implements ReleaseFeed {
     });
     client.on("error", (error) => this.#onDrop(listening, error));
     client.on("end", () => this.#onDrop(listening));
+    // The handshake has its own timeout; these too, as a ping has: until they answer there is no
+    // connection to ping, and under session takeover no session for a claim to record.
+    const bounded = (text: string) => ({ text, query_timeout: timeoutMs });
     try {
       await client.connect();
-      await client.query(`LISTEN "${this.#options.table.channel}"`);
-      await client.query(`LISTEN "${this.#options.table.handoverChannel}"`);
-      const own = await client.query<{ pid: number; started: string; server_started: string }>(OWN_SESSION);
+      await client.query(bounded(`LISTEN "${this.#options.table.channel}"`));
+      await client.query(bounded(`LISTEN "${this.#options.table.handoverChannel}"`));
+      const own = await client.query<{ pid: number; started: string; server_started: string }>(
+        bounded(OWN_SESSION),
+      );
       const row = own.rows[0];
       if (row)
         listening.session = { pid: row.pid, startedAt: row.started, serverStartedAt: row.server_started };
