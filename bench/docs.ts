@@ -1,5 +1,5 @@
-// `npm run bench:docs [-- --check]`: rewrites the figures of README.md's Performance section and
-// docs/performance.md (their <!-- bench:NAME --> regions) and bench/reference/failover.svg from
+// `npm run bench:docs [-- --check]`: rewrites the figures of docs/performance.md and
+// docs/operations.md (their <!-- bench:NAME --> regions) and bench/reference/failover.svg from
 // bench/reference/results.json. --check writes nothing and exits 1 when a file differs.
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";

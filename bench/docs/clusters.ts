@@ -1,11 +1,11 @@
-// The clusters group in the docs: the README's cross-cluster failover rows beside the peers
+// The clusters group in the docs: docs/operations.md's cross-cluster failover rows beside the peers
 // group's single-cluster pglease rows, from the same reference.
 import type { Reference } from "./reference.ts";
 import { CRASH, GRACEFUL } from "./shared.ts";
 
 const ACROSS = (event: string) => `clusters.series[event=${event}][system=pglease-two-clusters]`;
 
-export function readmeClusters(ref: Reference): string {
+export function clustersFailover(ref: Reference): string {
   const row = (stop: string, where: string, series: string) =>
     `| ${stop} | ${where} | ${ref.spread(`${series}.holds`)} | ${ref.spread(`${series}.published`)} |`;
   return [

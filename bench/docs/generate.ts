@@ -1,6 +1,6 @@
 // What `npm run bench:docs` writes, from the committed reference results alone: the targets'
 // verdicts in the reference evaluated again (bench/targets.ts may have changed since the run; the
-// figures they read have not), the marked regions of README.md and docs/performance.md, and the
+// figures they read have not), the marked regions of docs/performance.md and docs/operations.md, and the
 // failover chart beside the results. The docs test compares the files with this, so a figure
 // cannot drift from its source.
 import { readFile } from "node:fs/promises";
@@ -9,7 +9,7 @@ import { failoverSvg } from "../failover-chart.ts";
 import type { PeerFigures } from "../groups/peers.ts";
 import { type ResultsDocument, readResults } from "../results.ts";
 import { evaluateTargets } from "../targets.ts";
-import { readmeClusters } from "./clusters.ts";
+import { clustersFailover } from "./clusters.ts";
 import { type Render, rewriteRegions } from "./markers.ts";
 import {
   saysAdvisory,
@@ -20,14 +20,14 @@ import {
   saysSteady,
   tables,
 } from "./performance.ts";
-import { failover, statements, steady } from "./readme.ts";
 import { Reference } from "./reference.ts";
-import { readmeRollout } from "./rollout.ts";
+import { rolloutTable } from "./rollout.ts";
 import { peersKube, peersTrials, runs, targets } from "./shared.ts";
-import { readmeTakeover, saysTakeover } from "./takeover.ts";
+import { failover, statements, steady } from "./summary.ts";
+import { saysTakeover, takeoverSummary } from "./takeover.ts";
 
 export const REFERENCE = "bench/reference/results.json";
-export const DOCS = ["README.md", "docs/performance.md"];
+export const DOCS = ["docs/performance.md", "docs/operations.md"];
 export const CHART = "bench/reference/failover.svg";
 
 /** Every region a doc may hold, by name. To add one: a function here, a marker in the doc. */
@@ -38,12 +38,12 @@ function regionRenderers(document: ResultsDocument): Record<string, () => string
     targets: () => targets(ref),
     "peers-kube": () => peersKube(ref),
     "peers-trials": () => peersTrials(ref),
-    "readme-failover": () => failover(ref),
-    "readme-steady": () => steady(ref),
-    "readme-statements": () => statements(ref),
-    "readme-takeover": () => readmeTakeover(ref),
-    "readme-clusters": () => readmeClusters(ref),
-    "readme-rollout": () => readmeRollout(ref),
+    "summary-failover": () => failover(ref),
+    "summary-steady": () => steady(ref),
+    "summary-statements": () => statements(ref),
+    "summary-takeover": () => takeoverSummary(ref),
+    "clusters-failover": () => clustersFailover(ref),
+    rollout: () => rolloutTable(ref),
     tables: () => tables(document),
     "says-crash": () => saysCrash(ref),
     "says-advisory": () => saysAdvisory(ref),

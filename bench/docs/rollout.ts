@@ -1,4 +1,4 @@
-// The rollout group in the README: leadership changes and unlabelled time per rolling update of
+// The rollout group in docs/operations.md: leadership changes and unlabelled time per rolling update of
 // the chart's Deployment, pglease beside client-go, and the planned handover's latency.
 import type { RolloutTrial } from "../peers/rollout-lane.ts";
 import { duration, NOT_MEASURED, type Reference } from "./reference.ts";
@@ -17,7 +17,7 @@ function unlabelled(ref: Reference, system: string): string {
   return p50 === undefined || max === undefined ? NOT_MEASURED : `${duration(p50)} / ${duration(max)}`;
 }
 
-export function readmeRollout(ref: Reference): string {
+export function rolloutTable(ref: Reference): string {
   const row = (label: string, system: string, handover: string) =>
     `| ${label} | ${changesEach(ref, system)} | ${unlabelled(ref, system)} | ${handover} |`;
   const strategy = ["replicas", "maxSurge", "maxUnavailable"]

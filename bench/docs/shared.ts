@@ -1,4 +1,4 @@
-// Regions both README.md and docs/performance.md show: the runs that measured the reference,
+// Regions of docs/performance.md: the runs that measured the reference,
 // what the peers ran against, and the targets' verdicts (evaluated by the bench, bench/targets.ts).
 import type { RunInfo } from "../results.ts";
 import { figureText, thresholdText } from "../targets.ts";

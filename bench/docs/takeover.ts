@@ -1,4 +1,4 @@
-// The takeover group in the docs: the README's crash-without-expiry table (and the health handover)
+// The takeover group in the docs: the performance summary's crash-without-expiry table (and the health handover)
 // and the measured sentence of docs/performance.md, beside the peers group's crash rows.
 import { NOT_MEASURED, type Reference } from "./reference.ts";
 import { CRASH } from "./shared.ts";
@@ -21,7 +21,7 @@ function restartedLed(ref: Reference, system: string): string {
   return led === undefined || !Array.isArray(trials) ? NOT_MEASURED : `${led} of ${trials.length}`;
 }
 
-export function readmeTakeover(ref: Reference): string {
+export function takeoverSummary(ref: Reference): string {
   return [
     "| SIGKILL → new leader holds (p50 / p99) | pglease | client-go Lease | advisory lock |",
     "|---|---:|---:|---:|",

@@ -1,4 +1,4 @@
-// The figures of README.md's Performance section and docs/performance.md come from the committed
+// The figures of docs/performance.md and docs/operations.md come from the committed
 // reference results alone (npm run bench:docs): this fails when a page, the chart or the reference's
 // target verdicts differ from what the reference gives, and when prose outside the generated
 // regions holds a measured-looking figure. No bench runs here.
@@ -17,8 +17,8 @@ describe("the committed docs", () => {
     const files = await generateDocs(repoRoot);
     expect(files.map((f) => f.path)).toEqual([
       "bench/reference/results.json",
-      "README.md",
       "docs/performance.md",
+      "docs/operations.md",
       "bench/reference/failover.svg",
     ]);
     for (const file of files) {
@@ -32,20 +32,11 @@ describe("the committed docs", () => {
   const MEASURED = /\d+(\.\d+)?\s?(×|MB|%)|\d+\.\d+\s?ms\b|\d[\d,]*\s(requests|statements|claims)\b/g;
 
   it("hold no measured figure outside the generated regions", async () => {
-    const readme = await readFile(join(repoRoot, "README.md"), "utf8");
-    const performance = await readFile(join(repoRoot, "docs", "performance.md"), "utf8");
-    const section = readme.slice(
-      readme.indexOf("## Performance\n"),
-      readme.indexOf("\n## ", readme.indexOf("## Performance\n") + 1),
-    );
-    for (const [file, text] of [
-      ["README.md", section],
-      ["docs/performance.md", performance],
-    ] as const) {
-      const prose = rewriteRegions(text, file, () => "");
-      expect(prose.match(MEASURED) ?? [], `${file}: put these figures in a bench region`).toEqual([]);
-      expect(regionNames(text, file).length).toBeGreaterThan(3);
-    }
+    const file = "docs/performance.md";
+    const text = await readFile(join(repoRoot, file), "utf8");
+    const prose = rewriteRegions(text, file, () => "");
+    expect(prose.match(MEASURED) ?? [], `${file}: put these figures in a bench region`).toEqual([]);
+    expect(regionNames(text, file).length).toBeGreaterThan(3);
   });
 });
 

@@ -1,5 +1,5 @@
-// Runs the plain-SQL recipes exactly as the README's "Writing safely as the leader" section
-// prints them, so the page cannot drift into SQL that does not work.
+// Runs the plain-SQL recipes exactly as docs/fencing.md prints them, so the page cannot drift into
+// SQL that does not work.
 import { readFile } from "node:fs/promises";
 import type pg from "pg";
 import { beforeAll, expect, it } from "vitest";
@@ -11,11 +11,7 @@ let guardedTransaction: string[];
 let rowFence: string[];
 
 beforeAll(async () => {
-  const readme = await readFile(new URL("../../README.md", import.meta.url), "utf8");
-  const doc = readme.slice(
-    readme.indexOf("## Writing safely as the leader"),
-    readme.indexOf("## Install with Helm"),
-  );
+  const doc = await readFile(new URL("../../docs/fencing.md", import.meta.url), "utf8");
   const blocks = [...doc.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => statementsOf(m[1] ?? ""));
   expect(blocks).toHaveLength(3);
   [createGuardTable, guardedTransaction, rowFence] = blocks as [string[], string[], string[]];

@@ -7,12 +7,13 @@
 // command answers --version, and `pglease run` publishes to its pod.
 import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readmeLibraryExample } from "../docs/markdown.ts";
 import { renderChartRole } from "../support/chart.ts";
 import { createTestDatabase } from "../support/database.ts";
 import { startKubeApiServer } from "../support/kube-apiserver/index.ts";
@@ -157,15 +158,11 @@ describe("the npm package, installed by an application", () => {
   });
 
   it("runs the README's library example as written, from the installed package", async () => {
-    const readme = await readFile(join(root, "README.md"), "utf8");
-    const example = /```ts\n(import \{ setTimeout as sleep \}[\s\S]*?)```/.exec(readme)?.[1] ?? "";
+    const example = await readmeLibraryExample();
     expect(example).toContain('from "pglease"');
-    // The one thing the README leaves to the reader: its own work, here a line with the fence.
-    const work =
-      'async function syncOrders({ fence }: { fence: number }) { console.log("synced, fence", fence); }';
-    await writeFile(join(app, "readme-example.mts"), `${example}\n${work}\n`);
+    await writeFile(join(app, "leader.mjs"), example);
     const db = await createTestDatabase();
-    const child = spawn(process.execPath, ["readme-example.mts"], {
+    const child = spawn(process.execPath, ["leader.mjs"], {
       cwd: app,
       stdio: ["ignore", "pipe", "pipe"],
       env: { PATH: pathWithNode(), DATABASE_URL: db.url },
@@ -179,7 +176,7 @@ describe("the npm package, installed by an application", () => {
     });
     const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
     try {
-      await expect.poll(() => output, { timeout: 30_000 }).toMatch(/^synced, fence \d+$/m);
+      await expect.poll(() => output, { timeout: 30_000 }).toMatch(/^leading orders-sync with fence \d+$/m);
       // SIGTERM: the example closes the leases (releasing) and the process ends by itself.
       child.kill("SIGTERM");
       expect(await exited, output).toBe(0);

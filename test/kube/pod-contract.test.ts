@@ -1,8 +1,9 @@
+import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { fenceAnnotationValue, fenceFromAnnotation, POD_CONTRACT } from "../../src/kube/pod-contract.ts";
 
 describe("the pod contract", () => {
-  it("names what the README's pod contract table promises", () => {
+  it("names what docs/pod-contract.md's table promises", async () => {
     expect(POD_CONTRACT).toEqual({
       roleLabel: "pglease.io/role",
       leaderValue: "leader",
@@ -15,6 +16,14 @@ describe("the pod contract", () => {
       notCampaigningAnnotation: "pglease.io/not-campaigning",
       supersededAnnotation: "pglease.io/superseded-by",
     });
+    const page = await readFile(new URL("../../docs/pod-contract.md", import.meta.url), "utf8");
+    const table = page.split("\n").filter((line) => line.startsWith("| "));
+    for (const name of Object.values(POD_CONTRACT)) {
+      expect(
+        table.some((row) => row.includes(`\`${name}\``)),
+        `${name} in the table`,
+      ).toBe(true);
+    }
   });
 
   it("writes a fence in decimal and no fence as a removed annotation", () => {

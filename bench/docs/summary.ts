@@ -1,4 +1,4 @@
-// The README's Performance section: three short tables from the reference results.
+// The summary of docs/performance.md: three short tables from the reference results.
 import { NOT_MEASURED, type Reference, timesRange } from "./reference.ts";
 import { CRASH, GRACEFUL, STEADY } from "./shared.ts";
 
