@@ -41,7 +41,7 @@ export interface OpenLeasesOptions {
   holder?: string;
   /**
    * Take over at once a live lease held by this pod's dead predecessor (default true): the process
-   * holds a restart lock for its life and carries its proof in the holder (see README, "Crash
+   * holds a restart lock for its life and carries its proof in the holder (see docs/guarantees.md, "Crash
    * failover in restart time").
    */
   restartTakeover?: boolean;
@@ -49,7 +49,7 @@ export interface OpenLeasesOptions {
    * Let a follower take a live lease once its holder's notice session is gone (default false): the
    * holder records that session with each claim, its renewals need it alive, and its leadership
    * ends locally a renew interval plus a call timeout after its last good renew. Needs notify.
-   * See README, "Crash failover in restart time".
+   * See docs/guarantees.md, "Crash failover in restart time".
    */
   sessionTakeover?: boolean;
   /** The pod this process runs in; default POD_NAME (or the host name) and POD_UID from the environment. */

@@ -55,7 +55,7 @@ export interface Leases {
   candidates(key?: string): Promise<Candidate[]>;
   /**
    * Asks the leader of `key` to hand over to a live candidate (`to`: its holder or pod; default the
-   * best by priority), which claims first: see README, "Planned handover".
+   * best by priority), which claims first: see docs/operations.md, "Planned handover".
    */
   handover(key: string, request?: HandoverRequest): Promise<HandoverResult>;
   /** Stops every elector (work aborted, leases released), then closes what was opened. Idempotent. */

@@ -165,7 +165,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     flag: "session-takeover",
     env: "PGLEASE_SESSION_TAKEOVER",
     boolean: true,
-    help: "a follower takes a live lease once its holder's notice session is gone (a crash without restart): faster failover, at the cost of two believers for up to a renew interval plus the statement timeout when the server drops a live holder's session (see the README); needs --notify",
+    help: "a follower takes a live lease once its holder's notice session is gone (a crash without restart): faster failover, at the cost of two believers for up to a renew interval plus the statement timeout when the server drops a live holder's session (see docs/guarantees.md); needs --notify",
     defaultText: "false",
   },
   ...HEALTH_OPTIONS,

@@ -66,7 +66,7 @@ export async function migrateFenceTable(pool: Pick<Pool, "connect">, t: FenceTab
 export function missingTableError(t: FenceTable, cause: unknown): Error {
   return new Error(
     `fence guard table ${t.qualified} does not exist: call createFenceGuard({ pool }).migrate() once at ` +
-      'start with a role that may create it, or create it by hand (README, "Plain SQL, without the helper")',
+      'start with a role that may create it, or create it by hand (docs/fencing.md, "Plain SQL, without the helper")',
     { cause },
   );
 }

@@ -2,7 +2,7 @@
 // batch, on the history alone (never the lease table), and skips the entries another prune holds,
 // so a claim, whose trigger only inserts, never waits for it. Ranking the whole history instead
 // read every entry per statement: 511,004 tuples at 10,000 keys × 50 entries, and past a 2.5 s
-// statement timeout at 10,000 × 1,000 (test/lease/history-prune-scale.test.ts, README).
+// statement timeout at 10,000 × 1,000 (test/lease/history-prune-scale.test.ts, docs/reference.md).
 import type pg from "pg";
 import type { LeaseTable } from "./table.ts";
 
@@ -147,7 +147,7 @@ export async function missingPrune(client: Pick<pg.ClientBase, "query">, t: Leas
 
 /**
  * Inside the migration's transaction, after the history table exists. Building the indexes on an
- * existing history makes changes of hands wait until they are built, once (README, Upgrading).
+ * existing history makes changes of hands wait until they are built, once (docs/reference.md, `pglease migrate`).
  */
 export async function migratePrune(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
   const found = await findPrune(client, t);

@@ -280,7 +280,7 @@ export class PgReleaseFeed implements ReleaseFeed {
    * costs nothing: a term whose session is abandoned can never be renewed past that session's
    * end. A drop that the server or the network decided first (a terminated backend, a reset,
    * TCP keepalive giving up, a pooler that moved the session) may be seen on the server before
-   * this runs: that is the server dropping a live session, the README's documented window, which
+   * this runs: that is the server dropping a live session, the window docs/guarantees.md documents (Session takeover), which
    * ends here as soon as this process hears of it, and at the latest at the local deadline (a
    * renew interval plus a call timeout after the last good renew).
    */
