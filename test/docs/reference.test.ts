@@ -1,9 +1,11 @@
-// docs/reference.md held to the code's own definitions: the flag table of `pglease run` to
-// RUN_OPTIONS (each flag and its variable), the metrics table to what SidecarMetrics registers
-// (each name and its labels). A flag or metric added, renamed or dropped in one place and not the
-// other fails here, naming it.
+// docs/reference.md held to the code's own definitions: each command's --help as the command
+// prints it (generated: npm run docs:reference), the flag table of `pglease run` to RUN_OPTIONS
+// (each flag and its variable), the metrics table to what SidecarMetrics registers (each name and
+// its labels). A flag or metric added, renamed or dropped in one place and not the other fails
+// here, naming it.
 import client from "prom-client";
 import { describe, expect, it } from "vitest";
+import { COMMANDS, helpRegions, REFERENCE_PAGE, withHelp } from "../../scripts/docs-reference.ts";
 import { RUN_OPTIONS } from "../../src/config/run-options.ts";
 import { SidecarMetrics } from "../../src/observability/metrics.ts";
 import { readPage } from "./markdown.ts";
@@ -29,6 +31,14 @@ async function tableAfter(heading: string): Promise<string[][]> {
 }
 
 const codeSpans = (cell: string) => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1] as string);
+
+describe("every command's --help in docs/reference.md", () => {
+  it("is what the command prints, for every command", async () => {
+    const page = await readPage(REFERENCE_PAGE);
+    expect(helpRegions(page)).toEqual(COMMANDS);
+    expect(page === withHelp(page), "docs/reference.md is stale: run npm run docs:reference").toBe(true);
+  });
+});
 
 describe("the flags of pglease run in docs/reference.md", () => {
   it("list every flag of RUN_OPTIONS with its variable, and no other", async () => {
