@@ -7,7 +7,16 @@ import { createRequire } from "node:module";
 import { dirname, join, normalize, relative } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { anchorsOf, codeBlocks, docPages, githubSlug, linksOf, readPage, repoRoot } from "./markdown.ts";
+import {
+  anchorsOf,
+  codeBlocks,
+  docPages,
+  githubSlug,
+  linkedPages,
+  linksOf,
+  readPage,
+  repoRoot,
+} from "./markdown.ts";
 
 const README_MAX_LINES = 300;
 
@@ -33,9 +42,9 @@ describe("links and anchors", () => {
     expect([...anchorsOf("# A\n## A\n```\n# not a heading\n```\n")]).toEqual(["a", "a-1"]);
   });
 
-  it("resolves every relative link and #anchor of the README, docs/ and the charts' READMEs", async () => {
+  it("resolves every relative link and #anchor of the README, docs/, the charts' and examples' READMEs", async () => {
     const broken: string[] = [];
-    for (const page of await docPages()) {
+    for (const page of await linkedPages()) {
       for (const { target, line } of linksOf(await readPage(page))) {
         if (/^[a-z][a-z+.-]*:/i.test(target)) continue; // https:, mailto:: not ours to keep alive
         const [path = "", anchor] = target.split("#", 2);

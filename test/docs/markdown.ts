@@ -1,5 +1,6 @@
 // Reading the project's Markdown as GitHub renders it: which pages are the docs, the anchors their
 // headings get, the links they hold, and their code blocks.
+import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 
@@ -12,6 +13,20 @@ export async function docPages(): Promise<string[]> {
     .map((f) => `docs/${f}`);
   const charts = (await readdir(join(repoRoot, "charts"))).map((c) => `charts/${c}/README.md`);
   return ["README.md", ...docs.sort(), ...charts.sort()];
+}
+
+/** Every page whose links the docs test keeps live: the docs, plus the examples', the simulation's and the changelog. */
+export async function linkedPages(): Promise<string[]> {
+  const examples = (await readdir(join(repoRoot, "deploy", "examples"), { withFileTypes: true }))
+    .filter((e) => e.isDirectory() && existsSync(join(e.parentPath, e.name, "README.md")))
+    .map((e) => `deploy/examples/${e.name}/README.md`);
+  return [
+    ...(await docPages()),
+    ...examples.sort(),
+    "test/sim/README.md",
+    "test/sim/known-holes.md",
+    "CHANGELOG.md",
+  ];
 }
 
 export async function readPage(path: string): Promise<string> {
