@@ -74,6 +74,23 @@ describe("the npm package, installed by an application", () => {
       },
     );
     expect(required.stdout.trim()).toBe("function");
+    // The building blocks' subpath loads both ways too, and holds none of the root's names.
+    const advancedImported = await run(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        'const a = await import("pglease/advanced"); console.log(typeof a.PgLeaseStore, "openLeases" in a)',
+      ],
+      { cwd: app },
+    );
+    expect(advancedImported.stdout.trim()).toBe("function false");
+    const advancedRequired = await run(
+      process.execPath,
+      ["-e", 'console.log(typeof require("pglease/advanced").createLeasePool)'],
+      { cwd: app },
+    );
+    expect(advancedRequired.stdout.trim()).toBe("function");
   });
 
   // TypeScript 7 knows three module resolutions (node10 and classic are gone); "Are the types
@@ -92,10 +109,16 @@ describe("the npm package, installed by an application", () => {
       ? [
           'import pg = require("pg");',
           'import pglease = require("pglease");',
+          'import advanced = require("pglease/advanced");',
           "type Leases = pglease.Leases;",
           "const { openLeases } = pglease;",
+          "const { createLeasePool } = advanced;",
         ]
-      : ['import pg from "pg";', 'import { type Leases, openLeases } from "pglease";'];
+      : [
+          'import pg from "pg";',
+          'import { type Leases, openLeases } from "pglease";',
+          'import { createLeasePool } from "pglease/advanced";',
+        ];
     const project = join(app, setup.file.replace(".", "-"));
     await mkdir(project, { recursive: true });
     await writeFile(
@@ -104,6 +127,9 @@ describe("the npm package, installed by an application", () => {
         ...importLines,
         "export function start(pool: pg.Pool): Promise<Leases> {",
         '  return openLeases({ pool, holder: "consumer" });',
+        "}",
+        "export function startOnOwnPool(): Promise<Leases> {",
+        '  return openLeases({ pool: createLeasePool({ statementTimeoutMs: 2_500 }), holder: "consumer" });',
         "}",
         "",
       ].join("\n"),
@@ -126,11 +152,12 @@ describe("the npm package, installed by an application", () => {
     expect(linted.stdout).toContain("All good!");
     // ESM only, by choice: Node >= 22.12 (engines: >= 22.22) loads it with require() (the test
     // above), and TypeScript's NodeNext resolution types that (the CommonJS consumer above). attw
-    // still reports require() of ESM for node16-from-CommonJS: the one problem it may report.
+    // still reports require() of ESM for node16-from-CommonJS: the one problem it may report, once
+    // per entry point. node10 reads no "exports": package.json's typesVersions types the subpath.
     const report = await attw(bin("attw"), tarball, dir);
-    expect(report.analysis.problems.map((p) => `${p.resolutionKind}: ${p.kind}`)).toEqual([
-      "node16-cjs: CJSResolvesToESM",
-    ]);
+    expect(
+      report.analysis.problems.map((p) => `${p.entrypoint} ${p.resolutionKind}: ${p.kind}`).sort(),
+    ).toEqual([". node16-cjs: CJSResolvesToESM", "./advanced node16-cjs: CJSResolvesToESM"]);
   });
 
   it("ships exactly the build of every module, its types, the licence and the README", async () => {
@@ -258,5 +285,7 @@ async function attw(bin: string, tarball: string, cwd: string) {
         : reject(new Error(`attw failed: ${err || error}`)),
     ),
   );
-  return JSON.parse(stdout) as { analysis: { problems: { kind: string; resolutionKind: string }[] } };
+  return JSON.parse(stdout) as {
+    analysis: { problems: { kind: string; resolutionKind: string; entrypoint: string }[] };
+  };
 }
