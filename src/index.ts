@@ -12,7 +12,7 @@
  * writes reject stale fences.
  */
 
-// Opening the lease stack, campaigning, handing over, and what start-up refuses with.
+// Candidates and handovers: a campaign's priority, leases.handover() and its refusals.
 export type { CandidateOptions } from "./candidacy/candidacy.ts";
 export {
   HandoverNotTaken,
@@ -64,6 +64,7 @@ export {
   watchDownwardApi,
   withFence,
 } from "./fence/index.ts";
+// Opening the lease stack, and what it refuses to open with.
 export type { Candidate } from "./lease/candidates.ts";
 export type { HistoryRetention } from "./lease/history-prune.ts";
 export { HistoryMissingError, LeaseTableMissingError } from "./lease/migrate.ts";

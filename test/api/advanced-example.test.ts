@@ -1,19 +1,16 @@
-// docs/api.md's example of pglease/advanced, as written: type-checked with the project's
-// TypeScript, then run against a real PostgreSQL until it leads, and stopped with SIGTERM (it
-// must release the lease and end by itself).
+// docs/api.md's example of pglease/advanced, as written (test/docs type-checks it with the other
+// examples), run against a real PostgreSQL until it leads, and stopped with SIGTERM: it must
+// release the lease and end by itself.
 import { spawn } from "node:child_process";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { run } from "../image/pack.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 const root = join(import.meta.dirname, "..", "..");
 // Inside the checkout (.tmp/ is ignored), so the example's import resolves to the source and pg.
 const dir = join(root, ".tmp", "advanced-example");
-const tsc = join(dirname(createRequire(import.meta.url).resolve("typescript/package.json")), "bin", "tsc");
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -25,21 +22,12 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-it("type-checks and runs: leads with a fence, releases on SIGTERM and exits 0", async () => {
+it("runs as written: leads with a fence, releases on SIGTERM and exits 0", async () => {
   const doc = await readFile(join(root, "docs", "api.md"), "utf8");
   const example = /```ts\n(import [^\n]* from "pglease\/advanced";[\s\S]*?)```/.exec(doc)?.[1];
   expect(example, "docs/api.md has a ts block importing pglease/advanced").toBeDefined();
   const file = join(dir, "example.ts");
   await writeFile(file, (example ?? "").replace('"pglease/advanced"', '"../../src/advanced.ts"'));
-  await writeFile(
-    join(dir, "tsconfig.json"),
-    JSON.stringify({
-      extends: "../../tsconfig.json",
-      compilerOptions: { noEmit: true },
-      include: ["example.ts"],
-    }),
-  );
-  await run(process.execPath, [tsc, "-p", join(dir, "tsconfig.json"), "--pretty", "false"], { cwd: dir });
 
   const child = spawn(process.execPath, [file], {
     cwd: dir,

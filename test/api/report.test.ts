@@ -35,6 +35,7 @@ it("the root exports only the application's runtime values; the building blocks 
     "LeadershipReadError",
     "LeaseTableMissingError",
     "ServerRefused",
+    "SessionTakeoverUnavailable",
     "StaleFenceError",
     "StartAborted",
     "TimingError",

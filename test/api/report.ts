@@ -133,8 +133,11 @@ async function extract(entry: EntryPoint, declarations: string, work: string): P
   if (!result.succeeded || problems.length > 0) {
     throw new Error(`API Extractor on ${entry.subpath}:\n${problems.join("\n")}`);
   }
-  // The warnings at its end name the declarations by path: make that the build's, not this run's.
-  return (await readFile(join(out, entry.file), "utf8")).replaceAll(`${work}/dts/`, "dist/");
+  // The warnings at its end name the declarations by path: the build's, not this run's, and
+  // without a line number, which an edit elsewhere in the file would change.
+  return (await readFile(join(out, entry.file), "utf8"))
+    .replaceAll(`${work}/dts/`, "dist/")
+    .replace(/^(\/\/ dist\/\S+\.d\.ts):\d+:\d+ - /gm, "$1 - ");
 }
 
 if (process.argv[1] === import.meta.filename) {

@@ -93,7 +93,7 @@ describe("code examples", () => {
           checkJs: true,
           rootDir: "../..",
           // The examples import the package by its name, as an application does: its source here.
-          paths: { pglease: ["../../src/index.ts"] },
+          paths: { pglease: ["../../src/index.ts"], "pglease/advanced": ["../../src/advanced.ts"] },
         },
         files,
       }),
