@@ -188,6 +188,48 @@ describe.skipIf(!real || !inProcess)("the in-process API server answers as the r
     ];
   });
 
+  // The publisher pins its patches to its pod's uid: a pod recreated under the same name (a
+  // force-deleted StatefulSet pod's next incarnation) must refuse them, and the pod it is must take them.
+  same(
+    "422 for a merge patch or a strategic pods/status patch carrying another uid, 409 for a PUT; the pod's own uid is taken",
+    async (p) => {
+      const uid = (await p.core.readNamespacedPod({ name: "p1", namespace: NS })).metadata?.uid;
+      const other = "00000000-0000-4000-8000-000000000000";
+      const condition = { type: "pglease.io/leader", status: "True", reason: "LeaseHeld", message: "m" };
+      const label = (u: string | undefined) => ({
+        metadata: { uid: u, labels: { "pglease.io/role": "leader" } },
+      });
+      const status = (u: string | undefined) => ({
+        metadata: { uid: u },
+        status: { conditions: [condition] },
+      });
+      const refused = [
+        await failure(p.core.patchNamespacedPod({ name: "p1", namespace: NS, body: label(other) }, merge)),
+        await failure(
+          p.core.patchNamespacedPodStatus({ name: "p1", namespace: NS, body: status(other) }, strategic),
+        ),
+        // A PUT's uid is a precondition of the storage layer: a Conflict, not a validation error.
+        await failure(
+          p.core.replaceNamespacedPod({
+            name: "p1",
+            namespace: NS,
+            body: {
+              ...(await p.core.readNamespacedPod({ name: "p1", namespace: NS })),
+              metadata: { name: "p1", uid: other },
+            },
+          }),
+        ),
+      ].map((f) => ({ ...f, message: f.message?.replace(uid ?? "", "<uid>") }));
+      const untouched = shape(await p.core.readNamespacedPod({ name: "p1", namespace: NS }));
+      await p.core.patchNamespacedPod({ name: "p1", namespace: NS, body: label(uid) }, merge);
+      const taken = await p.core.patchNamespacedPodStatus(
+        { name: "p1", namespace: NS, body: status(uid) },
+        strategic,
+      );
+      return { refused, untouched, taken: shape(taken), uidKept: taken.metadata?.uid === uid };
+    },
+  );
+
   same("422 for an invalid label value and for an annotation key", async (p) => [
     (
       await failure(

@@ -73,7 +73,18 @@ function conditionErrors(status: unknown): FieldError[] {
   });
 }
 
-function checkPreconditions(existing: StoredObject, candidate: JsonObject, urlName: string): void {
+/**
+ * A PUT's metadata.uid is a precondition of the storage layer (409 Conflict); a PATCH has none, so
+ * a patched uid that differs is a change of an immutable field, refused by validation (422): once by
+ * the common metadata check and once by the pod's own, so the cause is listed twice, as the real
+ * server lists it.
+ */
+function checkPreconditions(
+  existing: StoredObject,
+  candidate: JsonObject,
+  urlName: string,
+  verb: "update" | "patch",
+): void {
   const metadata = candidate.metadata as JsonObject;
   if (metadata.name !== undefined && metadata.name !== urlName) {
     throw badRequest(
@@ -85,14 +96,22 @@ function checkPreconditions(existing: StoredObject, candidate: JsonObject, urlNa
     throw conflict("", "pods", urlName, STALE_OBJECT);
   }
   const uid = metadata.uid;
-  if (uid !== undefined && uid !== null && uid !== "" && uid !== existing.metadata.uid) {
-    throw conflict(
-      "",
-      "pods",
-      urlName,
-      `Precondition failed: UID in precondition: ${String(uid)}, UID in object meta: ${existing.metadata.uid}`,
-    );
+  if (uid === undefined || uid === null || uid === "" || uid === existing.metadata.uid) return;
+  if (verb === "patch") {
+    const immutable: FieldError = {
+      type: "FieldValueInvalid",
+      field: "metadata.uid",
+      value: String(uid),
+      detail: "field is immutable",
+    };
+    throw invalid("Pod", urlName, [immutable, immutable]);
   }
+  throw conflict(
+    "",
+    "pods",
+    urlName,
+    `StorageError: invalid object, Code: 4, Key: /registry/pods/${existing.metadata.namespace}/${urlName}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: ${String(uid)}, UID in object meta: ${existing.metadata.uid}`,
+  );
 }
 
 /**
@@ -104,6 +123,7 @@ export function commitPodUpdate(
   existing: StoredObject,
   candidateInput: unknown,
   subresource: string | undefined,
+  verb: "update" | "patch",
 ): StoredObject {
   if (!isJsonObject(candidateInput)) throw badRequest("the body must be a Pod object");
   const candidate = normalizeTimes(candidateInput) as JsonObject;
@@ -112,7 +132,7 @@ export function commitPodUpdate(
   if (candidate.metadata === undefined || candidate.metadata === null) candidate.metadata = {};
   if (!isJsonObject(candidate.metadata)) throw badRequest("metadata must be an object");
   const name = existing.metadata.name;
-  checkPreconditions(existing, candidate, name);
+  checkPreconditions(existing, candidate, name, verb);
 
   let result: StoredObject;
   if (subresource === "status") {

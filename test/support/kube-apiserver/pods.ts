@@ -147,10 +147,10 @@ export function handlePods(store: ObjectStore, request: HandlerRequest): Handler
     case "get":
       return json(200, podBody(existing));
     case "update":
-      return json(200, podBody(commitPodUpdate(store, existing, parseJsonBody(body), subresource)));
+      return json(200, podBody(commitPodUpdate(store, existing, parseJsonBody(body), subresource, verb)));
     case "patch": {
       const patched = applyPodPatch(request.contentType, existing, body);
-      return json(200, podBody(commitPodUpdate(store, existing, patched, subresource)));
+      return json(200, podBody(commitPodUpdate(store, existing, patched, subresource, verb)));
     }
     case "delete":
       if (subresource !== undefined) throw methodNotAllowed("DELETE");

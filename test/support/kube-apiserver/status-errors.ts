@@ -165,9 +165,12 @@ function describeFieldError(e: FieldError): string {
   }
 }
 
-/** 422 with one cause per field error, worded like apimachinery's field.ErrorList. */
+/**
+ * 422 with one cause per field error, worded like apimachinery's field.ErrorList: its message
+ * (ErrorList.ToAggregate) says each distinct error once, its causes list every one.
+ */
 export function invalid(kind: string, name: string, errors: FieldError[]): ApiError {
-  const lines = errors.map((e) => `${e.field}: ${describeFieldError(e)}`);
+  const lines = [...new Set(errors.map((e) => `${e.field}: ${describeFieldError(e)}`))];
   const summary = lines.length === 1 ? lines[0] : `[${lines.join(", ")}]`;
   return new ApiError(422, "Invalid", `${kind} "${name}" is invalid: ${summary}`, {
     name,
