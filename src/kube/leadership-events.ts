@@ -5,7 +5,7 @@
 import type { Logger } from "pino";
 import type { Clock } from "../election/clock.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
-import type { CoreEvent, Pod } from "./client/api-types.ts";
+import type { CoreEvent } from "./client/api-types.ts";
 import type { LeadershipState } from "./desired-state.ts";
 import { KubeRequestError, type PodApi } from "./pod-api.ts";
 
@@ -16,8 +16,8 @@ export interface EventRecorderOptions {
   namespace: string;
   podName: string;
   logger: Logger;
-  /** The pod as last seen, for its uid; read from the API when not seen yet. */
-  lastSeenPod: () => Pod | undefined;
+  /** The uid of the publisher's pod (its events' involvedObject); read from the API when not known yet. */
+  podUid: () => string | undefined;
   attempts: number;
   backoff: BackoffTiming;
   random: () => number;
@@ -102,8 +102,8 @@ export type EventRecorder = ReturnType<typeof createEventRecorder>;
 async function send(opts: EventRecorderOptions, event: PendingEvent): Promise<void> {
   for (let attempt = 0; attempt < opts.attempts; attempt++) {
     try {
-      const pod = opts.lastSeenPod() ?? (await opts.api.readPod());
-      await opts.api.createEvent(eventFor(opts, pod, event));
+      const uid = opts.podUid() ?? (await opts.api.readPod()).metadata?.uid;
+      await opts.api.createEvent(eventFor(opts, uid, event));
       return;
     } catch (error) {
       const last = attempt === opts.attempts - 1 || opts.stopSignal.aborted;
@@ -122,7 +122,7 @@ async function send(opts: EventRecorderOptions, event: PendingEvent): Promise<vo
   }
 }
 
-function eventFor(opts: EventRecorderOptions, pod: Pod, event: PendingEvent): CoreEvent {
+function eventFor(opts: EventRecorderOptions, uid: string | undefined, event: PendingEvent): CoreEvent {
   const { at, sequence } = event;
   return {
     apiVersion: "v1",
@@ -137,7 +137,7 @@ function eventFor(opts: EventRecorderOptions, pod: Pod, event: PendingEvent): Co
       kind: "Pod",
       name: opts.podName,
       namespace: opts.namespace,
-      uid: pod.metadata?.uid,
+      uid,
     },
     reason: event.reason,
     message: event.message,

@@ -5,6 +5,8 @@
 // on its way is refused by the API server (guarded-patch.ts says how and why).
 // Across clusters the same pass runs in a follower that sees the lease held in another cluster,
 // whose new leader cannot reach this cluster's pods (reconcile.ts).
+// Each write is pinned to the uid the peer had where it was seen: a peer replaced meanwhile by a
+// pod of the same name (its next incarnation, which may lead by now) refuses it.
 import type { Pod } from "./client/api-types.ts";
 import { conditionPatch, desiredPod, type MetadataPatch } from "./desired-state.ts";
 import { fenceOff, guardedPatch } from "./guarded-patch.ts";
@@ -70,6 +72,7 @@ export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerD
   const results = await Promise.allSettled(
     work.map(async ({ pod, change, demote }) => {
       const name = pod.metadata?.name as string;
+      const target = { name, uid: pod.metadata?.uid };
       // The label as seen is guarded too: a peer seen not leading that labels itself meanwhile
       // must be read again and demoted, not fenced off with its label left on.
       const guards = { labels: [config.roleLabel], annotations: [POD_CONTRACT.supersededAnnotation] };
@@ -78,14 +81,16 @@ export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerD
       const status = demote ? conditionPatch(follower, pod, opts.wallClock()) : null;
       try {
         const answers = await Promise.all([
-          opts.observe(() => opts.api.patchMetadataGuarded(name, guardedPatch(pod, change, guards))),
-          ...(status ? [opts.observe(() => opts.api.patchStatus(name, status))] : []),
+          opts.observe(() => opts.api.patchMetadataGuarded(target, guardedPatch(pod, change, guards))),
+          ...(status ? [opts.observe(() => opts.api.patchStatus(target, status))] : []),
         ]);
         for (const answer of answers) opts.demotedPod(answer);
         return demote ? name : null;
       } catch (error) {
-        // A peer deleted meanwhile no longer carries any label: nothing left to do for it.
-        if (error instanceof KubeRequestError && error.kind === "not-found") return null;
+        // A peer deleted meanwhile no longer carries any label; one replaced by a pod of its name is
+        // gone too, and the new pod is a peer of its own, written to on its own if it must be.
+        if (error instanceof KubeRequestError && (error.kind === "not-found" || error.kind === "another-pod"))
+          return null;
         throw error;
       }
     }),

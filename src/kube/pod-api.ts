@@ -20,7 +20,15 @@ export function permissionName(p: Permission): string {
 
 export class KubeRequestError extends Error {
   readonly status: number | undefined;
-  readonly kind: "conflict" | "forbidden" | "not-found" | "server" | "timeout" | "network" | "rejected";
+  readonly kind:
+    | "conflict"
+    | "forbidden"
+    | "not-found"
+    | "another-pod"
+    | "server"
+    | "timeout"
+    | "network"
+    | "rejected";
   readonly permission: Permission;
 
   constructor(permission: Permission, cause: unknown) {
@@ -35,6 +43,7 @@ export class KubeRequestError extends Error {
 }
 
 function classify(status: number | undefined, cause: unknown): KubeRequestError["kind"] {
+  if (refusedUid(status, cause)) return "another-pod";
   if (status === 409) return "conflict";
   if (status === 403) return "forbidden";
   if (status === 404) return "not-found";
@@ -45,6 +54,15 @@ function classify(status: number | undefined, cause: unknown): KubeRequestError[
   return "network";
 }
 
+/**
+ * A patch pinned to a uid (see pinned) that reached a pod of the same name with another uid: the
+ * API server refuses the change of an immutable field, 422 naming metadata.uid.
+ */
+function refusedUid(status: number | undefined, cause: unknown): boolean {
+  if (status !== 422 || !(cause instanceof KubeApiError)) return false;
+  return (cause.body?.details?.causes ?? []).some((c) => c.field === "metadata.uid");
+}
+
 function describe(status: number | undefined, kind: KubeRequestError["kind"], cause: unknown): string {
   if (status === undefined) {
     if (kind === "timeout") return "no answer in time (request timed out or was aborted)";
@@ -53,6 +71,36 @@ function describe(status: number | undefined, kind: KubeRequestError["kind"], ca
   }
   // "HTTP 403 <the Status body's message>", as the server words it.
   return cause instanceof KubeApiError ? cause.message : `HTTP ${status}`;
+}
+
+/**
+ * One pod, not just a name: a pod deleted and created again under its name (a StatefulSet's
+ * next incarnation) has another uid. A patch to a PodRef with a uid reaches only that pod.
+ */
+export interface PodRef {
+  name: string;
+  /** Undefined only where no uid is known: the patch then reaches whichever pod has the name. */
+  uid: string | undefined;
+}
+
+/**
+ * The patch with metadata.uid set: a PATCH cannot change a uid, so the API server refuses it with
+ * 422 (metadata.uid: field is immutable) when the pod of that name is another one, and applies it
+ * as it is otherwise. A strategic merge patch to pods/status is refused the same way.
+ */
+function pinned<T extends object>(target: PodRef, body: T): T {
+  if (target.uid === undefined) return body;
+  const metadata = (body as { metadata?: object }).metadata;
+  return { ...body, metadata: { ...metadata, uid: target.uid } };
+}
+
+/**
+ * A JSON patch that sets metadata.uid first, as pinned does for a merge patch: the same uid is no
+ * change, another pod's cannot be changed (the same 422 naming metadata.uid, not a failed test).
+ */
+function pinnedOperations(target: PodRef, ops: JsonPatchOperation[]): JsonPatchOperation[] {
+  if (target.uid === undefined) return ops;
+  return [{ op: "add", path: "/metadata/uid", value: target.uid }, ...ops];
 }
 
 export interface PodApiOptions {
@@ -121,18 +169,28 @@ export function createPodApi(opts: PodApiOptions) {
     listSelected: (labelSelector: string): Promise<PodList> =>
       send(PERMISSIONS.listPods, { method: "GET", path: pods, query: { labelSelector } }),
 
-    patchMetadata: (name: string, body: MetadataPatch): Promise<Pod> =>
-      send(PERMISSIONS.patchPod, { method: "PATCH", path: pod(name), body, contentType: MERGE_PATCH }),
+    patchMetadata: (target: PodRef, body: MetadataPatch): Promise<Pod> =>
+      send(PERMISSIONS.patchPod, {
+        method: "PATCH",
+        path: pod(target.name),
+        body: pinned(target, body),
+        contentType: MERGE_PATCH,
+      }),
 
     /** A guarded label patch (guarded-patch.ts): a 422 when a guarded key changed since it was seen. */
-    patchMetadataGuarded: (name: string, body: JsonPatchOperation[]): Promise<Pod> =>
-      send(PERMISSIONS.patchPod, { method: "PATCH", path: pod(name), body, contentType: JSON_PATCH }),
+    patchMetadataGuarded: (target: PodRef, body: JsonPatchOperation[]): Promise<Pod> =>
+      send(PERMISSIONS.patchPod, {
+        method: "PATCH",
+        path: pod(target.name),
+        body: pinnedOperations(target, body),
+        contentType: JSON_PATCH,
+      }),
 
-    patchStatus: (name: string, body: ConditionPatch): Promise<Pod> =>
+    patchStatus: (target: PodRef, body: ConditionPatch): Promise<Pod> =>
       send(PERMISSIONS.patchPodStatus, {
         method: "PATCH",
-        path: `${pod(name)}/status`,
-        body,
+        path: `${pod(target.name)}/status`,
+        body: pinned(target, body),
         contentType: STRATEGIC_MERGE_PATCH,
       }),
 

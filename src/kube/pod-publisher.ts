@@ -1,6 +1,9 @@
 // Publishes the elector's state onto its own pod, level-triggered: one worker loop runs the
 // reconcile step (reconcile.ts) on the state record (publisher-state.ts) until the pod shows the
 // newest desired state. The elector never waits on it: setDesired() records the state and returns.
+// It publishes to one pod, the uid it pins (POD_UID, else the pod as first read): a pod deleted and
+// created again under the same name (a force-deleted StatefulSet pod's next incarnation) is another
+// pod with its own sidecar, and this process must never write to it (see #isOwn).
 import { type Clock, monotonicClock, type Timer } from "../election/clock.ts";
 import { pause, repeat } from "./backoff.ts";
 import type { Pod } from "./client/api-types.ts";
@@ -36,7 +39,7 @@ class KubePodPublisher implements PodPublisher {
   readonly #random: () => number;
   readonly #wallClock: () => Date;
   readonly #stopping = new AbortController();
-  readonly #state = initialState();
+  readonly #state: ReturnType<typeof initialState>;
   readonly #client: KubeClient;
   readonly #api: PodApi;
   readonly #events: EventRecorder;
@@ -55,6 +58,7 @@ class KubePodPublisher implements PodPublisher {
     this.#clock = opts.clock ?? monotonicClock;
     this.#random = opts.random ?? Math.random;
     this.#wallClock = opts.wallClock ?? (() => new Date());
+    this.#state = initialState(config.podUid);
     this.#client = createKubeClient(opts.connection);
     this.#api = createPodApi({
       client: this.#client,
@@ -69,7 +73,7 @@ class KubePodPublisher implements PodPublisher {
       namespace: config.namespace,
       podName: config.podName,
       logger,
-      lastSeenPod: () => this.#state.pod,
+      podUid: () => this.#state.uid ?? undefined,
       attempts: this.#timing.eventAttempts,
       backoff: this.#timing.backoff,
       random: this.#random,
@@ -87,7 +91,7 @@ class KubePodPublisher implements PodPublisher {
   }
 
   setDesired(next: LeadershipState): void {
-    if (this.#stopping.signal.aborted) return;
+    if (this.#stopping.signal.aborted || this.#state.gone !== null) return;
     try {
       const change = recordDesired(this.#state, next, this.#opts.config);
       if (change === null) return;
@@ -114,6 +118,8 @@ class KubePodPublisher implements PodPublisher {
     let moot = false;
     const demoted = await this.#tracker.waitFor(
       () => {
+        // A pod that no longer exists is in no Service: there is nothing to demote (see #gone).
+        if (this.#state.gone !== null) return false;
         if (this.#state.desired?.state.role !== "follower") return false;
         if (podShowsDesired(this.#state)) return true;
         moot = this.#demotionMoot();
@@ -149,7 +155,7 @@ class KubePodPublisher implements PodPublisher {
   }
 
   state(): { published: boolean; lastError?: string } {
-    const { lastError } = this.#state;
+    const lastError = this.#state.gone ?? this.#state.lastError;
     return { published: podShowsDesired(this.#state), ...(lastError === undefined ? {} : { lastError }) };
   }
 
@@ -188,7 +194,7 @@ class KubePodPublisher implements PodPublisher {
     this.#startBackground();
     this.setDesired(initial);
     const publishing = this.#tracker.waitFor(
-      () => (podShowsDesired(this.#state) ? true : null),
+      () => (this.#state.gone !== null ? false : podShowsDesired(this.#state) ? true : null),
       this.#timing.startTimeoutMs,
       this.#stopping.signal,
     );
@@ -225,6 +231,7 @@ class KubePodPublisher implements PodPublisher {
       stopSignal: this.#stopping.signal,
       stillLeads: this.#opts.stillLeads ?? (() => true),
       seen: (pod) => this.#seen(pod),
+      gone: (why) => this.#gone(why),
       peers: (selector) => (this.#peerView?.selector === selector ? this.#peerView.peers() : null),
       peerSeen: (pod) => this.#peerView?.seen(pod),
       observe: (target, run) => observePatch(this.#clock, target, run, this.#opts.onPatch),
@@ -243,7 +250,11 @@ class KubePodPublisher implements PodPublisher {
       },
       onFailure: (error, failed) => {
         this.#state.lastError = failures.failed(error, failed);
-        if (error instanceof KubeRequestError && (error.kind === "conflict" || error.kind === "not-found")) {
+        // A pinned patch refused by another pod of this name: the next read finds this one gone.
+        if (
+          error instanceof KubeRequestError &&
+          (error.kind === "conflict" || error.kind === "not-found" || error.kind === "another-pod")
+        ) {
           this.#state.podStale = true;
         }
         this.#state.accessRefused =
@@ -255,6 +266,7 @@ class KubePodPublisher implements PodPublisher {
   }
 
   #seen(next: Pod): void {
+    if (!this.#isOwn(next)) return;
     this.#state.pod = next;
     if (!this.#peerView) this.#watchPeers(next);
     this.#opts.onPod?.(next);
@@ -267,6 +279,46 @@ class KubePodPublisher implements PodPublisher {
     } else if (desired) {
       this.#loop.wake();
     }
+    this.#tracker.notify();
+  }
+
+  /**
+   * Whether `pod` is this process's pod: the uid pinned, or, with none yet (no POD_UID), the first
+   * pod read, whose uid is pinned from then on. A pod of the name with another uid means this
+   * process's pod was deleted and the name reused: it is gone.
+   */
+  #isOwn(pod: Pod): boolean {
+    if (this.#state.gone !== null) return false;
+    const uid = pod.metadata?.uid;
+    if (this.#state.uid === null) {
+      if (uid) {
+        this.#state.uid = uid;
+        this.#opts.logger.debug({ uid }, "POD_UID not set: publishing to the pod with the uid first read");
+      }
+      return true;
+    }
+    if (uid === this.#state.uid) return true;
+    this.#gone(
+      `pod ${this.#opts.config.podName} is another pod now (uid ${uid}, this process's was ${this.#state.uid})`,
+    );
+    return false;
+  }
+
+  /**
+   * This process's pod is gone for good (a force delete leaves the process running on a node the
+   * API server cannot reach). It publishes nothing more: any label it wrote would land on no pod or
+   * on the next pod of its name, whose own sidecar publishes that pod's state. It keeps its lease:
+   * its application may still run and lead with the fence, and the next term must not begin before
+   * this one ends (the process stops, or the lease expires). No Service routes to a pod that is gone.
+   */
+  #gone(why: string): void {
+    if (this.#state.gone !== null) return;
+    this.#state.gone = why;
+    this.#state.pod = undefined;
+    this.#opts.logger.error(
+      { uid: this.#state.uid },
+      `${why}: this process publishes nothing more (no label, annotation, condition or peer demotion); it keeps its lease until it stops or loses it`,
+    );
     this.#tracker.notify();
   }
 
@@ -316,8 +368,14 @@ class KubePodPublisher implements PodPublisher {
       onPod: (next) => {
         if (!isOlder(next, this.#state.pod)) this.#seen(next);
       },
-      onDeleted: () => {
-        logger.warn("this pod was deleted; publishing continues until the process stops");
+      onDeleted: (pod) => {
+        const uid = pod?.metadata?.uid;
+        // The end of a later pod of this name says nothing about this one.
+        if (uid !== undefined && this.#state.uid !== null && uid !== this.#state.uid) return;
+        if (this.#state.uid !== null) {
+          this.#gone(`pod ${config.podName} (uid ${this.#state.uid}) was deleted`);
+          return;
+        }
         this.#state.pod = undefined;
         this.#state.podStale = true;
       },

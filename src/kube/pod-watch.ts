@@ -25,8 +25,10 @@ export interface PodWatchOptions extends WatchTiming {
   /** Lists this pod (fieldSelector metadata.name), for the version to watch from. */
   list: () => Promise<PodList>;
   podName: string;
+  /** A pod of this name; a pod recreated under it has another uid (the caller tells them apart). */
   onPod: (pod: Pod) => void;
-  onDeleted: () => void;
+  /** The pod deleted (the object the server last had), or none left of this name at a relist. */
+  onDeleted: (pod: Pod | undefined) => void;
 }
 
 export interface PodsWatchOptions extends WatchTiming {
@@ -64,10 +66,10 @@ export function watchOwnPod(opts: PodWatchOptions): PodWatch {
     onList: (pods, first) => {
       const pod = pods[0];
       if (pod) onPod(pod);
-      else if (!first) onDeleted();
+      else if (!first) onDeleted(undefined);
     },
     onPod,
-    onGone: () => onDeleted(),
+    onGone: onDeleted,
   });
 }
 

@@ -13,6 +13,11 @@ import { PEER_SELECTOR_LABELS, POD_CONTRACT } from "./pod-contract.ts";
 export interface PublishConfig {
   namespace: string;
   podName: string;
+  /**
+   * The pod's uid (downward API metadata.uid, POD_UID): the publisher writes to this pod only, never
+   * to a later pod of the same name. null: the uid of the pod as first read stands for it.
+   */
+  podUid: string | null;
   roleLabel: string;
   leaderValue: string;
   followerValue: string;
@@ -50,6 +55,7 @@ const {
 
 export const PUBLISH_DEFAULTS = {
   ...RENAMEABLE,
+  podUid: null,
   clusterName: null,
   peerSelector: null,
   demotePeers: true,
@@ -112,6 +118,7 @@ export function validatePublishConfig(
   ) as Record<TextField, string>;
   const config: PublishConfig = {
     ...names,
+    podUid: null,
     clusterName: null,
     peerSelector: null,
     demotePeers: input.peerSelector !== null,
@@ -132,6 +139,9 @@ export function validatePublishConfig(
       nonEmptyLabelValue,
       "a name for this cluster, a label value",
     );
+  }
+  if (input.podUid !== undefined && input.podUid !== null) {
+    config.podUid = text("podUid", undefined, nonEmpty, "the pod's uid, e.g. from POD_UID");
   }
   const resync = input.resyncIntervalMs ?? PUBLISH_DEFAULTS.resyncIntervalMs;
   if (typeof resync !== "number" || !Number.isInteger(resync) || resync <= 0) {
@@ -187,6 +197,10 @@ function clashes(config: PublishConfig, fieldName: FieldName): string[] {
     }
   }
   return problems;
+}
+
+function nonEmpty(value: string): string | null {
+  return value.trim() === "" ? "must not be empty" : null;
 }
 
 function nonEmptyLabelValue(value: string): string | null {

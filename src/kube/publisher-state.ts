@@ -14,8 +14,18 @@ export interface Desired {
 export interface PublisherState {
   /** The newest state asked for; null before start. */
   desired: Desired | null;
-  /** The pod as last seen (watch, GET or a patch's answer); undefined before the first read or once deleted. */
+  /**
+   * The uid of this process's pod: POD_UID, or the pod's as first read. Every patch carries it, and
+   * a pod of the same name with another uid is not this process's pod.
+   */
+  uid: string | null;
+  /** The pod as last seen (watch, GET or a patch's answer); undefined before the first read or once gone. */
   pod: Pod | undefined;
+  /**
+   * Why this process's pod is gone for good (deleted, or replaced by a pod of the same name with
+   * another uid); null while it exists. A uid never comes back: once gone, nothing more is published.
+   */
+  gone: string | null;
   /** Read the pod again before the next patch: at start, after a 409 or 404, a watch gap, the resync. */
   podStale: boolean;
   /**
@@ -34,10 +44,12 @@ export interface PublisherState {
   accessRefused: boolean;
 }
 
-export function initialState(): PublisherState {
+export function initialState(uid: string | null): PublisherState {
   return {
     desired: null,
+    uid,
     pod: undefined,
+    gone: null,
     podStale: true,
     peersClearedFor: null,
     yieldedFor: null,

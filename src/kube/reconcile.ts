@@ -11,6 +11,9 @@
 // its labels when it answers again.
 // A leader's own label is guarded (guarded-patch.ts): a term whose pod a newer term fenced off
 // never labels it, and a label still on its way when that happens is refused by the API server.
+// Every read and patch is of this process's own pod, the one uid it pinned: a pod recreated under
+// its name (a force-deleted StatefulSet pod's next incarnation) is another pod, and once its own
+// is gone a pass does nothing (pod-publisher.ts says why).
 
 import type { Logger } from "pino";
 import type { Pod } from "./client/api-types.ts";
@@ -22,7 +25,7 @@ import {
 } from "./desired-state.ts";
 import { guardedPatch, supersededBy } from "./guarded-patch.ts";
 import { demoteStalePeers, leaderSelector, newerLeader } from "./peer-demotion.ts";
-import { KubeRequestError, type PodApi } from "./pod-api.ts";
+import { KubeRequestError, type PodApi, type PodRef } from "./pod-api.ts";
 import { POD_CONTRACT, ROLE } from "./pod-contract.ts";
 import { type PublishConfig, peerSelectorFor } from "./publish-config.ts";
 import type { PatchObservation } from "./publisher-contract.ts";
@@ -36,8 +39,10 @@ export interface ReconcileContext {
   stopSignal: AbortSignal;
   /** The caller's word that `term` is still this process's current term. */
   stillLeads: (term: LeadershipState) => boolean;
-  /** Records a pod the API server answered with. */
+  /** Records a pod the API server answered with; one with another uid ends this pod (gone). */
   seen: (pod: Pod) => void;
+  /** This process's pod no longer exists: nothing more is published. */
+  gone: (why: string) => void;
   /** The peers a healthy watch of `selector` shows, or null: then they are listed. */
   peers: (selector: string) => Pod[] | null;
   /** Records a peer the API server answered with. */
@@ -58,11 +63,13 @@ export class NoLongerLeads extends Error {
 
 export async function reconcile(state: PublisherState, ctx: ReconcileContext): Promise<void> {
   const target = state.desired;
-  if (!target) return;
-  const superseded = () => state.desired?.generation !== target.generation || ctx.stopSignal.aborted;
+  if (!target || state.gone !== null) return;
+  const superseded = () =>
+    state.desired?.generation !== target.generation || ctx.stopSignal.aborted || state.gone !== null;
   if (state.podStale || !state.pod) {
     state.podStale = false;
-    ctx.seen(await ctx.api.readPod());
+    await readOwnPod(state, ctx);
+    if (superseded()) return;
   }
   if (target.state.role === ROLE.leader) {
     const leads = () => !superseded() && ctx.stillLeads(target.state);
@@ -91,17 +98,17 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
   // for one round trip, not two (a demotion before the release, the new leader's label after it).
   const labels = metadataPatch(target.pod, state.pod);
   const condition = conditionPatch(target.pod, state.pod, ctx.wallClock());
-  const name = ctx.config.podName;
+  const own: PodRef = { name: ctx.config.podName, uid: state.uid ?? undefined };
   // Only a leader's labels need the guard: a follower's patch takes a label off, always safe.
   const sendLabels =
     labels === null
       ? null
       : target.state.role === ROLE.leader
-        ? () => ctx.api.patchMetadataGuarded(name, guardedPatch(state.pod, labels, SELF_LABEL_GUARDS))
-        : () => ctx.api.patchMetadata(name, labels);
+        ? () => ctx.api.patchMetadataGuarded(own, guardedPatch(state.pod, labels, SELF_LABEL_GUARDS))
+        : () => ctx.api.patchMetadata(own, labels);
   const answers = await Promise.all([
     sendLabels && ctx.observe("metadata", sendLabels),
-    condition && ctx.observe("status", () => ctx.api.patchStatus(name, condition)),
+    condition && ctx.observe("status", () => ctx.api.patchStatus(own, condition)),
   ]).catch((error: unknown) => {
     // Refused: the pod was fenced off (or changed) since it was read; the next pass reads it.
     if (error instanceof KubeRequestError && error.status === 422) state.podStale = true;
@@ -111,6 +118,19 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
   for (const pod of answers.filter((a): a is Pod => !!a).sort(byVersion)) ctx.seen(pod);
   // Without this a server that answers patches but never reflects them would spin the loop.
   if (!superseded() && !podShowsDesired(state)) throw new Error("the pod does not show the patched state");
+}
+
+/**
+ * Reads this process's pod by name. Once its uid is known a 404 is the end of that pod, as is a pod
+ * of the name with another uid (ctx.seen): a uid is never reused. Before, a 404 is retried.
+ */
+async function readOwnPod(state: PublisherState, ctx: ReconcileContext): Promise<void> {
+  try {
+    ctx.seen(await ctx.api.readPod());
+  } catch (error) {
+    if (!(error instanceof KubeRequestError && error.kind === "not-found") || state.uid === null) throw error;
+    ctx.gone(`pod ${ctx.config.podName} (uid ${state.uid}) no longer exists`);
+  }
 }
 
 /**

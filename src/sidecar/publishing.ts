@@ -27,6 +27,8 @@ export async function startPublisher(
   const validated = validatePublishConfig({
     namespace: decision.namespace,
     podName: decision.podName,
+    // Without POD_UID (outside the chart) the publisher pins the uid of the pod as it first reads it.
+    podUid: config.pod.uid ?? null,
     roleLabel: config.publish.roleLabel,
     conditionType: config.publish.conditionType,
     fenceAnnotation: config.publish.fenceAnnotation,

@@ -68,6 +68,8 @@ export interface Status {
   code?: number;
   reason?: string;
   message?: string;
+  /** A 422's causes name the fields refused, e.g. metadata.uid for a patch pinned to another pod. */
+  details?: { causes?: Array<{ field?: string; reason?: string; message?: string }> };
 }
 
 export interface WatchEvent {
