@@ -216,6 +216,12 @@ describe.skipIf(skip)("charts/pglease values", () => {
     expect(pod.initContainers).toEqual([
       expect.objectContaining({ name: "pglease", restartPolicy: "Always" }),
     ]);
+    // The pod's uid, as the chart passes it: the publisher writes to this pod, never to a later
+    // pod of the same name (a force-deleted StatefulSet pod's next one).
+    expect(pod.initContainers?.[0]?.env).toContainEqual({
+      name: "POD_UID",
+      valueFrom: { fieldRef: { fieldPath: "metadata.uid" } },
+    });
     const app = pod.containers.find((c) => c.name === "app");
     expect(app?.image).toBe("registry.example.com/my-app:1.0.0");
     expect(app?.env).toContainEqual({ name: "LOG_LEVEL", value: "info" });

@@ -246,6 +246,10 @@ describe.skipIf(skip)("charts/pglease", () => {
     expect(sidecar.env?.find((e) => e.name === "POD_NAMESPACE")?.valueFrom).toEqual({
       fieldRef: { fieldPath: "metadata.namespace" },
     });
+    // The publisher pins its patches to this uid: never a later pod of the same name.
+    expect(sidecar.env?.find((e) => e.name === "POD_UID")?.valueFrom).toEqual({
+      fieldRef: { fieldPath: "metadata.uid" },
+    });
     expect(sidecar.livenessProbe?.httpGet?.path).toBe("/healthz");
     expect(sidecar.readinessProbe?.httpGet?.path).toBe("/readyz");
     expect(pod.terminationGracePeriodSeconds).toBe(12);
