@@ -102,6 +102,16 @@ describe("publish config", () => {
     });
     expect("config" in result && result.config.peerSelector).toBe("app=orders,tier!=db");
   });
+
+  it("takes the pod's uid when given (POD_UID), null when not, and refuses an empty one", () => {
+    const uid = "3f2c1a6e-0d4b-4c1e-9a7f-5b2d8e6c4a10";
+    const given = validatePublishConfig({ namespace: "shop", podName: "p", podUid: uid });
+    expect("config" in given && given.config.podUid).toBe(uid);
+    expect(PUBLISH_DEFAULTS.podUid).toBeNull();
+    expect(validatePublishConfig({ namespace: "shop", podName: "p", podUid: " " })).toEqual({
+      problems: [`podUid " " must not be empty (the pod's uid, e.g. from POD_UID)`],
+    });
+  });
 });
 
 describe("peer selector default", () => {

@@ -51,12 +51,15 @@ await onEachKubeServer("publisher suite", (kube) => {
       });
       expect(conditionTypes(pod)).toEqual([...KUBELET_CONDITIONS, "pglease.io/leader"].sort());
 
+      // Each patch carries the pod's uid: a later pod of the same name refuses it.
+      const uid = pod.metadata?.uid as string;
       expect(patchesOf(h.server)).toEqual([
         {
           target: POD,
           contentType: PatchStrategy.MergePatch,
           body: {
             metadata: {
+              uid,
               labels: { "pglease.io/role": "follower" },
               annotations: { "pglease.io/lease": "orders-sync" },
             },
@@ -66,6 +69,7 @@ await onEachKubeServer("publisher suite", (kube) => {
           target: `${POD}/status`,
           contentType: PatchStrategy.StrategicMergePatch,
           body: {
+            metadata: { uid },
             status: { conditions: [expect.objectContaining({ type: "pglease.io/leader", status: "False" })] },
           },
         },
@@ -133,6 +137,7 @@ await onEachKubeServer("publisher suite", (kube) => {
       h.publisher.setDesired(leader(42));
       await until("leader on the pod", () => h.publisher.state().published);
       h.server.clearRequests();
+      const uid = (await h.pod()).metadata?.uid as string;
 
       h.publisher.setDesired(leader(42));
       h.publisher.setDesired(leader(43));
@@ -143,6 +148,7 @@ await onEachKubeServer("publisher suite", (kube) => {
           target: POD,
           contentType: PatchStrategy.JsonPatch,
           body: [
+            { op: "add", path: "/metadata/uid", value: uid },
             { op: "test", path: "/metadata/annotations/pglease.io~1superseded-by", value: null },
             { op: "add", path: "/metadata/annotations/pglease.io~1fence", value: "43" },
           ],
@@ -152,6 +158,7 @@ await onEachKubeServer("publisher suite", (kube) => {
           contentType: PatchStrategy.StrategicMergePatch,
           // Same status: no lastTransitionTime, so the server keeps the old one.
           body: {
+            metadata: { uid },
             status: {
               conditions: [
                 {
@@ -176,7 +183,7 @@ await onEachKubeServer("publisher suite", (kube) => {
         {
           target: POD,
           contentType: PatchStrategy.MergePatch,
-          body: { metadata: { annotations: { "pglease.io/holder": "orders-2-y" } } },
+          body: { metadata: { uid, annotations: { "pglease.io/holder": "orders-2-y" } } },
         },
       ]);
       expect(h.server.requests.filter((r) => r.method !== "GET")).toHaveLength(1);
