@@ -317,7 +317,7 @@ class KubePodPublisher implements PodPublisher {
     this.#state.pod = undefined;
     this.#opts.logger.error(
       { uid: this.#state.uid },
-      `${why}: this process publishes nothing more (no label, annotation, condition or peer demotion); it keeps its lease until it stops or loses it`,
+      `${why}: this process publishes nothing more (no label, annotation, condition, event or peer demotion); it keeps its lease until it stops or loses it`,
     );
     this.#tracker.notify();
   }

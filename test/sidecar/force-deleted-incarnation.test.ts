@@ -37,6 +37,7 @@ await onEachSidecarKubeServer(
       await successor.waitForLog(new RegExp(`^lease ${lease} is held by`));
       await expect.poll(() => suite.role("orders-0"), { timeout: 10_000 }).toBe("follower");
       // The old process is still the leader; its pod is gone. Nothing may label the new one leader.
+      await old.waitForLog(/^pod orders-0 \(uid [^)]+\) was deleted: this process publishes nothing more/);
       const labelledLeader = () =>
         suite.kube.requests.filter(
           (r) =>
