@@ -208,6 +208,19 @@ describe.skipIf(!real || !inProcess)("the in-process API server answers as the r
         await failure(
           p.core.patchNamespacedPodStatus({ name: "p1", namespace: NS, body: status(other) }, strategic),
         ),
+        await failure(
+          p.core.patchNamespacedPod(
+            {
+              name: "p1",
+              namespace: NS,
+              body: [
+                { op: "add", path: "/metadata/uid", value: other },
+                { op: "add", path: "/metadata/labels/pglease.io~1role", value: "leader" },
+              ],
+            },
+            setHeaderOptions("Content-Type", PatchStrategy.JsonPatch),
+          ),
+        ),
         // A PUT's uid is a precondition of the storage layer: a Conflict, not a validation error.
         await failure(
           p.core.replaceNamespacedPod({
