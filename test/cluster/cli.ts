@@ -1,0 +1,45 @@
+// npm run cluster -- up|down|status|images: the single-node cluster by hand (the suites use node.ts).
+import { buildImage, importImage } from "./images.ts";
+import { paths } from "./layout.ts";
+import { down, status, up } from "./node.ts";
+import { clusterTools } from "./tools.ts";
+
+const usage = "usage: npm run cluster -- up|down|status|images";
+
+async function main(command: string | undefined): Promise<number> {
+  switch (command) {
+    case "up": {
+      const report = await up();
+      console.log(`node Ready ${report.bootMs} ms after the first component started`);
+      for (const [component, log] of Object.entries(report.logs))
+        console.log(`${component.padEnd(24)} ${log}`);
+      console.log(`kubectl --kubeconfig ${paths.adminKubeconfig} get pods -A`);
+      return 0;
+    }
+    case "down":
+      return (await down()).guardDrops ? 1 : 0;
+    case "status":
+      console.log(await status());
+      return 0;
+    case "images": {
+      const tools = await clusterTools();
+      for (const name of ["pause", "pglease"] as const) {
+        const image = await buildImage(name);
+        await importImage(tools, image);
+        console.log(`${image.reference} (${image.buildMs} ms) imported from ${image.archive}`);
+      }
+      return 0;
+    }
+    default:
+      console.error(usage);
+      return 2;
+  }
+}
+
+main(process.argv[2]).then(
+  (code) => process.exit(code),
+  (error: Error) => {
+    console.error(`cluster: ${error.message}`);
+    process.exit(1);
+  },
+);

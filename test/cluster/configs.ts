@@ -1,0 +1,140 @@
+// The components' configuration files. The settings this machine kind needs, each measured:
+// - cgroup v1 only: the kubelet refuses it unless failCgroupV1 is false; cgroup driver cgroupfs.
+// - no CAP_SYS_RESOURCE in the bounding set: runc cannot lower oom_score_adj for the sandbox,
+//   so containerd's CRI restricts it (restrict_oom_score_adj).
+// - no registry: the sandbox image is a local one, imported into containerd beforehand.
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { NODE_IP, NODE_NAME, POD_CIDR, POD_GATEWAY, paths } from "./layout.ts";
+import { kubeconfigFor, pki } from "./pki.ts";
+
+export const PAUSE_IMAGE = "localhost/pglease/pause:3.10";
+export const CNI_BIN_DIR = "/usr/lib/cni";
+export const RUNC = "/usr/sbin/runc";
+
+export const configFiles = {
+  containerd: join(paths.config, "containerd.toml"),
+  kubelet: join(paths.config, "kubelet.yaml"),
+  kubeProxy: join(paths.config, "kube-proxy.yaml"),
+  resolvConf: join(paths.config, "resolv.conf"),
+  cni: join(paths.cniConf, "10-pglease.conflist"),
+};
+
+export async function writeConfigs(): Promise<void> {
+  await Promise.all([
+    writeFile(configFiles.containerd, containerdConfig()),
+    writeFile(configFiles.kubelet, kubeletConfig()),
+    writeFile(configFiles.kubeProxy, kubeProxyConfig()),
+    // Pods get no name server: nothing in the suites resolves names, and none may be asked outside.
+    writeFile(configFiles.resolvConf, "# pglease cluster: no name server\n"),
+    writeFile(configFiles.cni, JSON.stringify(cniConfig(), null, 2)),
+  ]);
+}
+
+function containerdConfig(): string {
+  const c = paths.containerd;
+  return `version = 3
+root = "${join(c, "root")}"
+state = "${join(c, "state")}"
+
+[grpc]
+  address = "${paths.containerdSocket}"
+
+[ttrpc]
+  address = "${join(c, "containerd.sock.ttrpc")}"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "${PAUSE_IMAGE}"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  # Pod network namespaces under the state directory, so teardown finds them all there.
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "${RUNC}"
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["${CNI_BIN_DIR}"]
+    conf_dir = "${paths.cniConf}"
+    max_conf_num = 1
+`;
+}
+
+function cniConfig() {
+  return {
+    cniVersion: "1.0.0",
+    name: "pglease",
+    plugins: [
+      {
+        type: "bridge",
+        bridge: "cni0",
+        isGateway: true,
+        // No masquerade: nothing leaves the node, and the host routes the pod range back to it.
+        ipMasq: false,
+        // A pod reaching itself through a Service (kube-proxy picks the pod that sent).
+        hairpinMode: true,
+        ipam: {
+          type: "host-local",
+          ranges: [[{ subnet: POD_CIDR, gateway: POD_GATEWAY }]],
+          dataDir: paths.cniData,
+        },
+      },
+    ],
+  };
+}
+
+function kubeletConfig(): string {
+  return `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://${paths.containerdSocket}
+address: ${NODE_IP}
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: ${pki.caCert}
+authorization:
+  mode: Webhook
+clusterDomain: cluster.local
+resolvConf: ${configFiles.resolvConf}
+failSwapOn: false
+rotateCertificates: false
+serializeImagePulls: false
+maxPods: 40
+# The host's disk is shared: evict only when it is really full, never collect the imported images.
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%
+  nodefs.inodesFree: 1%
+  imagefs.available: 1%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`;
+}
+
+function kubeProxyConfig(): string {
+  return `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+hostnameOverride: ${NODE_NAME}
+clusterCIDR: ${POD_CIDR}
+clientConnection:
+  kubeconfig: ${kubeconfigFor("proxy")}
+# Leave the host's conntrack table size alone (it is not the node namespace's to change).
+conntrack:
+  maxPerCore: 0
+  min: 0
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+`;
+}

@@ -1,0 +1,140 @@
+// charts/pglease installed with helm in a real single-node cluster (kubelet, containerd, runc,
+// kube-proxy, the Deployment and EndpointSlice controllers), the image built from the project's
+// Dockerfile: what a platform team checks on day one. All pods Ready by the kubelet's own probes,
+// exactly one labelled leader, the leader Service's EndpointSlice naming exactly that pod, a
+// request to its ClusterIP (through kube-proxy's rules) answered by the leader's application, and
+// `helm test` passing. Then the leader pod is deleted: the leader Service must never list two
+// ready pods, and the time it lists none is measured. At the end, nothing of the cluster's
+// addresses left the machine (the host guard's drop count is 0).
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { guardDrops } from "./network.ts";
+import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
+import { get, installRelease, type Release, releaseValues } from "./release.ts";
+import {
+  type ClusterSession,
+  clusterSkipReason,
+  openCluster,
+  type PodView,
+  pods,
+  readyEndpoints,
+  until,
+} from "./session.ts";
+import { clusterTools } from "./tools.ts";
+
+const SUITE = "cluster install";
+const skip = (await clusterSkipReason(SUITE)) !== null;
+const REPLICAS = 3;
+
+describe.skipIf(skip)("charts/pglease in a real cluster", () => {
+  let session: ClusterSession;
+  let database: TestDatabase;
+  let bridge: PgBridge;
+  let release: Release;
+  let selector: string;
+  const figures: Record<string, unknown> = {};
+
+  beforeAll(async () => {
+    session = await openCluster(await clusterTools());
+    figures.bootMs = session.bootMs;
+    figures.imageBuildMs = session.image.buildMs;
+    database = await createTestDatabase();
+    bridge = await bridgePostgres(database.url);
+    const namespace = `e2e-${randomBytes(3).toString("hex")}`;
+    const started = performance.now();
+    release = await installRelease(
+      session,
+      "orders",
+      namespace,
+      releaseValues(session, bridge.podUrl, REPLICAS),
+    );
+    // The helm test pod carries the workload's labels too; only the workload's pods count here.
+    selector = `${release.selector},app.kubernetes.io/component!=test`;
+    await until(
+      `${REPLICAS} pods Ready`,
+      180_000,
+      () => pods(session, release.namespace, selector),
+      (list) => list.length === REPLICAS && list.every((p) => p.ready),
+    );
+    figures.installToAllReadyMs = Math.round(performance.now() - started);
+  }, 900_000);
+
+  afterAll(async () => {
+    console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
+    if (release) await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
+    await bridge?.close();
+    await database?.drop();
+    const closed = await session?.close();
+    console.log(`[${SUITE}] teardown: ${JSON.stringify(closed)}`);
+    if (closed?.guardDrops)
+      throw new Error(`the host guard dropped ${closed.guardDrops} packets of the cluster's range`);
+    if (closed?.sysctlsChanged.length)
+      throw new Error(`host settings not restored: ${closed.sysctlsChanged.join(", ")}`);
+  }, 180_000);
+
+  const leaders = (list: PodView[]) => list.filter((p) => p.labels["pglease.io/role"] === "leader");
+
+  it("runs every pod Ready by the kubelet's probes, and exactly one labelled leader", async () => {
+    const list = await until(
+      "one labelled leader",
+      60_000,
+      () => pods(session, release.namespace, selector),
+      (l) => leaders(l).length === 1,
+    );
+    expect(list.filter((p) => p.ready)).toHaveLength(REPLICAS);
+    expect(leaders(list)).toHaveLength(1);
+  });
+
+  it("lists exactly the leader pod in the leader Service's EndpointSlice", async () => {
+    const [leader] = leaders(await pods(session, release.namespace, selector));
+    const endpoints = await until(
+      "the leader Service's endpoints",
+      30_000,
+      () => readyEndpoints(session, release.namespace, release.leaderService),
+      (names) => names.length === 1,
+    );
+    expect(endpoints).toEqual([leader?.name]);
+  });
+
+  it("routes a request to the leader Service's ClusterIP to the leader's application", async () => {
+    const [leader] = leaders(await pods(session, release.namespace, selector));
+    const clusterIp = await session.kubectl([
+      "get",
+      "service",
+      release.leaderService,
+      "-n",
+      release.namespace,
+      "-o",
+      "jsonpath={.spec.clusterIP}",
+    ]);
+    // kube-proxy writes its rules about once a second: wait for them, then every answer is the leader's.
+    const started = performance.now();
+    await until(
+      "an answer through the ClusterIP",
+      30_000,
+      () => get(clusterIp, 80),
+      (a) => a.ok,
+    );
+    figures.firstAnswerThroughClusterIpMs = Math.round(performance.now() - started);
+    for (let i = 0; i < 10; i++) {
+      expect(await get(clusterIp, 80)).toEqual({ ok: true, body: leader?.name });
+    }
+  });
+
+  it("passes helm test", async () => {
+    const output = await session.helm([
+      "test",
+      release.name,
+      "--namespace",
+      release.namespace,
+      "--timeout",
+      "3m",
+    ]);
+    expect(output).toMatch(/Phase:\s+Succeeded/);
+  }, 240_000);
+
+  it("sent nothing of the cluster's addresses out of the machine (the host guard dropped nothing)", async () => {
+    expect(await guardDrops()).toBe(0);
+  });
+});

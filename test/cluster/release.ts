@@ -1,0 +1,73 @@
+// charts/pglease installed as a user would, with the image built here and the run's PostgreSQL:
+// only the image and the database differ from the chart's defaults (and the replica count). The
+// application container is a tiny HTTP server in the same image that answers with its pod's name,
+// so a request through the leader Service says which pod it reached.
+import { request } from "node:http";
+import { chartDir } from "../support/chart.ts";
+import { type ClusterSession, helmInstall } from "./session.ts";
+
+export const APP_PORT = 8080;
+/** Answers every request with the pod's name; exits on SIGTERM (Node's default). */
+const APP_SERVER = `require("node:http").createServer((q, s) => s.end(process.env.POD_NAME)).listen(${APP_PORT})`;
+
+export interface Release {
+  name: string;
+  namespace: string;
+  /** The workload's pods (the chart's selector labels). */
+  selector: string;
+  leaderService: string;
+}
+
+export function releaseValues(session: ClusterSession, databaseUrl: string, replicas: number) {
+  const [repository, tag] = splitReference(session.image.reference);
+  return {
+    workload: { replicas },
+    sidecar: { image: { repository, tag } },
+    app: {
+      image: { repository, tag },
+      command: ["node", "-e", APP_SERVER],
+      env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
+    },
+    database: { url: databaseUrl },
+  };
+}
+
+function splitReference(reference: string): [string, string] {
+  const colon = reference.lastIndexOf(":");
+  return [reference.slice(0, colon), reference.slice(colon + 1)];
+}
+
+export async function installRelease(
+  session: ClusterSession,
+  name: string,
+  namespace: string,
+  values: unknown,
+): Promise<Release> {
+  await session.kubectl(["create", "namespace", namespace]);
+  await helmInstall(session, name, namespace, chartDir, values);
+  return {
+    name,
+    namespace,
+    selector: `app.kubernetes.io/name=pglease,app.kubernetes.io/instance=${name}`,
+    leaderService: `${name}-pglease-leader`,
+  };
+}
+
+export type Answer = { ok: true; body: string } | { ok: false; error: string };
+
+/** One GET to ip:port from the host, through the node's kube-proxy rules; a refusal is an answer too. */
+export function get(ip: string, port: number, timeoutMs = 2_000): Promise<Answer> {
+  return new Promise((resolve) => {
+    const req = request({ host: ip, port, path: "/", timeout: timeoutMs, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ ok: true, body: Buffer.concat(chunks).toString() }));
+      res.on("error", (error) => resolve({ ok: false, error: error.message }));
+    });
+    req.on("timeout", () => req.destroy(new Error("timed out")));
+    req.on("error", (error: NodeJS.ErrnoException) =>
+      resolve({ ok: false, error: error.code ?? error.message }),
+    );
+    req.end();
+  });
+}

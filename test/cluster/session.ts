@@ -1,0 +1,198 @@
+// What a cluster suite runs on: the node (booted here unless one is already up, then torn down
+// at the end), the pglease image imported, the run's PostgreSQL bridged to the pods, and
+// kubectl/helm with the admin kubeconfig.
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { skipBecause } from "../support/skip.ts";
+import { buildImage, type Image, importImage } from "./images.ts";
+import { paths } from "./layout.ts";
+import { guardDrops } from "./network.ts";
+import { changedSysctls, down, kubectlFor, up } from "./node.ts";
+import { type ClusterTools, clusterToolsAvailable } from "./tools.ts";
+
+const run = promisify(execFile);
+
+/**
+ * Why the cluster suites cannot run here, or null. In CI (CI=true) a missing cluster is an
+ * error, not a skip: the suites are what proves the chart in a real cluster.
+ */
+export async function clusterSkipReason(suite: string): Promise<string | null> {
+  const available = await clusterToolsAvailable();
+  if (available.ok) return null;
+  if (process.env.CI === "true") throw new Error(`[${suite}] no cluster in CI: ${available.reason}`);
+  skipBecause(suite, available.reason);
+  return available.reason;
+}
+
+export interface ClusterSession {
+  tools: ClusterTools;
+  kubectl(args: string[], input?: string): Promise<string>;
+  helm(args: string[]): Promise<string>;
+  image: Image;
+  /** This session booted the node (and tears it down); false when one was already up. */
+  booted: boolean;
+  bootMs: number | null;
+  /** Tears the node down when this session booted it; answers the guard's drop count and the teardown time. */
+  close(): Promise<{ guardDrops: number | null; teardownMs: number | null; sysctlsChanged: string[] }>;
+}
+
+export async function openCluster(tools: ClusterTools): Promise<ClusterSession> {
+  const booted = !existsSync(paths.state);
+  let bootMs: number | null = null;
+  if (booted) {
+    try {
+      bootMs = (await up(() => undefined)).bootMs;
+    } catch (error) {
+      await down(() => undefined);
+      throw error;
+    }
+  }
+  const image = await buildImage("pglease");
+  await importImage(tools, image);
+  const kubectl = kubectlFor(tools);
+  const helm = async (args: string[]) =>
+    (
+      await run(tools.helm, [`--kubeconfig=${paths.adminKubeconfig}`, ...args], {
+        maxBuffer: 16 * 1024 * 1024,
+      })
+    ).stdout;
+  return {
+    tools,
+    kubectl,
+    helm,
+    image,
+    booted,
+    bootMs,
+    async close() {
+      if (!booted) return { guardDrops: await guardDrops(), teardownMs: null, sysctlsChanged: [] };
+      const report = await down(() => undefined);
+      return { ...report, sysctlsChanged: await changedSysctls() };
+    },
+  };
+}
+
+/** helm install with a values object; answers helm's output. */
+export async function helmInstall(
+  session: ClusterSession,
+  release: string,
+  namespace: string,
+  chart: string,
+  values: unknown,
+  extra: string[] = [],
+): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "pglease-cluster-values-"));
+  try {
+    const file = join(dir, "values.json");
+    await writeFile(file, JSON.stringify(values));
+    return await session.helm([
+      "install",
+      release,
+      chart,
+      "--namespace",
+      namespace,
+      "--values",
+      file,
+      ...extra,
+    ]);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export interface PodView {
+  name: string;
+  labels: Record<string, string>;
+  ready: boolean;
+  deleting: boolean;
+  ip: string | undefined;
+  /** Each container's restart count, init (native sidecar) containers included. */
+  restarts: Record<string, number>;
+}
+
+interface PodJson {
+  metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  status?: {
+    podIP?: string;
+    conditions?: { type: string; status: string }[];
+    containerStatuses?: { name: string; restartCount: number }[];
+    initContainerStatuses?: { name: string; restartCount: number }[];
+  };
+}
+
+export async function pods(session: ClusterSession, namespace: string, selector: string): Promise<PodView[]> {
+  const list = JSON.parse(
+    await session.kubectl(["get", "pods", "-n", namespace, "-l", selector, "-o", "json"]),
+  );
+  return (list.items as PodJson[]).map((pod) => ({
+    name: pod.metadata.name,
+    labels: pod.metadata.labels ?? {},
+    ready: pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
+    deleting: pod.metadata.deletionTimestamp !== undefined,
+    ip: pod.status?.podIP,
+    restarts: Object.fromEntries(
+      [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((c) => [
+        c.name,
+        c.restartCount,
+      ]),
+    ),
+  }));
+}
+
+/** The pods behind a Service that its EndpointSlices list as ready. */
+export async function readyEndpoints(
+  session: ClusterSession,
+  namespace: string,
+  service: string,
+): Promise<string[]> {
+  const list = JSON.parse(
+    await session.kubectl([
+      "get",
+      "endpointslices",
+      "-n",
+      namespace,
+      "-l",
+      `kubernetes.io/service-name=${service}`,
+      "-o",
+      "json",
+    ]),
+  );
+  const names = new Set<string>();
+  for (const slice of list.items as {
+    endpoints?: { conditions?: { ready?: boolean }; targetRef?: { name: string } }[];
+  }[]) {
+    for (const endpoint of slice.endpoints ?? []) {
+      if (endpoint.conditions?.ready === false) continue;
+      names.add(endpoint.targetRef?.name ?? "?");
+    }
+  }
+  return [...names].sort();
+}
+
+/** Polls until `read` answers something `done` accepts; fails with the last answer. */
+export async function until<T>(
+  what: string,
+  timeoutMs: number,
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  everyMs = 250,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  let error: unknown;
+  while (Date.now() < deadline) {
+    try {
+      last = await read();
+      if (done(last)) return last;
+    } catch (e) {
+      error = e;
+    }
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+  throw new Error(
+    `${what}: not after ${timeoutMs} ms; last: ${JSON.stringify(last)}${error ? ` (${(error as Error).message})` : ""}`,
+  );
+}
