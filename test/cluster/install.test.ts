@@ -7,11 +7,13 @@
 // ready pods, and the time it lists none is measured. At the end, nothing of the cluster's
 // addresses left the machine (the host guard's drop count is 0).
 import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { watchEndpoints } from "./endpoint-timeline.ts";
 import { guardDrops } from "./network.ts";
 import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
-import { get, installRelease, type Release, releaseValues } from "./release.ts";
+import { type Answer, get, installRelease, type Release, releaseValues } from "./release.ts";
 import {
   type ClusterSession,
   clusterSkipReason,
@@ -26,6 +28,7 @@ import { clusterTools } from "./tools.ts";
 const SUITE = "cluster install";
 const skip = (await clusterSkipReason(SUITE)) !== null;
 const REPLICAS = 3;
+const DELETE_TRIALS = Number(process.env.PGLEASE_CLUSTER_TRIALS ?? 3);
 
 describe.skipIf(skip)("charts/pglease in a real cluster", () => {
   let session: ClusterSession;
@@ -133,6 +136,71 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
     ]);
     expect(output).toMatch(/Phase:\s+Succeeded/);
   }, 240_000);
+
+  it("hands the leader Service over when the leader pod is deleted, never with two ready endpoints", async () => {
+    const clusterIp = await session.kubectl([
+      "get",
+      "service",
+      release.leaderService,
+      "-n",
+      release.namespace,
+      "-o",
+      "jsonpath={.spec.clusterIP}",
+    ]);
+    const trials: Record<string, number>[] = [];
+    for (let trial = 0; trial < DELETE_TRIALS; trial++) {
+      const list = await until(
+        "every pod Ready with one leader",
+        180_000,
+        () => pods(session, release.namespace, selector),
+        (l) => l.length === REPLICAS && l.every((p) => p.ready) && leaders(l).length === 1,
+      );
+      const old = leaders(list)[0]?.name ?? "";
+      const timeline = await watchEndpoints(release.namespace, release.leaderService);
+      try {
+        await timeline.waitFor((ready) => ready.join() === old, 30_000);
+        // A client through the ClusterIP all along: a refusal (kube-proxy REJECTs a Service with
+        // no ready endpoint) counts as "no leader routed", not as an error to retry away.
+        const answers: { atMs: number; answer: Answer }[] = [];
+        let clientRuns = true;
+        const client = (async () => {
+          while (clientRuns) {
+            const atMs = performance.now();
+            answers.push({ atMs, answer: await get(clusterIp, 80, 1_000) });
+            await sleep(50);
+          }
+        })();
+        const deletedAt = performance.now();
+        await session.kubectl(["delete", "pod", old, "-n", release.namespace, "--wait=false"]);
+        const handedOver = await timeline.waitFor((ready) => ready.length === 1 && ready[0] !== old, 120_000);
+        const newLeader = handedOver.ready[0];
+        const reached = await until(
+          "an answer from the new leader through the ClusterIP",
+          30_000,
+          async () => answers.find((a) => a.atMs > deletedAt && a.answer.ok && a.answer.body === newLeader),
+          (a) => a !== undefined,
+        );
+        clientRuns = false;
+        await client;
+        const end = performance.now();
+        const during = answers.filter((a) => a.atMs >= deletedAt);
+        trials.push({
+          leaderlessMs: Math.round(timeline.durationWhere((r) => r.length === 0, deletedAt, end)),
+          twoReadyMs: Math.round(timeline.durationWhere((r) => r.length >= 2, deletedAt, end)),
+          newLeaderEndpointMs: Math.round(handedOver.atMs - deletedAt),
+          clusterIpToNewLeaderMs: Math.round((reached?.atMs ?? end) - deletedAt),
+          refusedRequests: during.filter((a) => !a.answer.ok).length,
+          oldLeaderAnswers: during.filter((a) => a.answer.ok && a.answer.body === old).length,
+        });
+        // Every answer came from the old leader or the new one, never from a follower.
+        for (const { answer } of during) if (answer.ok) expect([old, newLeader]).toContain(answer.body);
+      } finally {
+        timeline.stop();
+      }
+    }
+    figures.leaderDeleted = trials;
+    for (const t of trials) expect(t.twoReadyMs).toBe(0);
+  }, 900_000);
 
   it("sent nothing of the cluster's addresses out of the machine (the host guard dropped nothing)", async () => {
     expect(await guardDrops()).toBe(0);
