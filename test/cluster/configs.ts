@@ -82,6 +82,9 @@ function cniConfig() {
         ipam: {
           type: "host-local",
           ranges: [[{ subnet: POD_CIDR, gateway: POD_GATEWAY }]],
+          // The pods' default route is the node: Services, the node and the host's end of its
+          // link are reached through it; the node itself has no route further.
+          routes: [{ dst: "0.0.0.0/0" }],
           dataDir: paths.cniData,
         },
       },

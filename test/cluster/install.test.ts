@@ -17,6 +17,7 @@ import { type Answer, get, installRelease, type Release, releaseValues } from ".
 import {
   type ClusterSession,
   clusterSkipReason,
+  describePods,
   openCluster,
   type PodView,
   pods,
@@ -59,13 +60,20 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
       180_000,
       () => pods(session, release.namespace, selector),
       (list) => list.length === REPLICAS && list.every((p) => p.ready),
-    );
+    ).catch(async (error: Error) => {
+      throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
+    });
     figures.installToAllReadyMs = Math.round(performance.now() - started);
   }, 900_000);
 
   afterAll(async () => {
     console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
-    if (release) await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
+    // PGLEASE_CLUSTER_KEEP=1 leaves the release (and a node booted by hand) for a look after a failure.
+    if (process.env.PGLEASE_CLUSTER_KEEP === "1") return;
+    if (release) {
+      await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
+      await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
+    }
     await bridge?.close();
     await database?.drop();
     const closed = await session?.close();
@@ -172,7 +180,11 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
         })();
         const deletedAt = performance.now();
         await session.kubectl(["delete", "pod", old, "-n", release.namespace, "--wait=false"]);
-        const handedOver = await timeline.waitFor((ready) => ready.length === 1 && ready[0] !== old, 120_000);
+        const handedOver = await timeline
+          .waitFor((ready) => ready.length === 1 && ready[0] !== old, 120_000)
+          .catch(async (error: Error) => {
+            throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
+          });
         const newLeader = handedOver.ready[0];
         const reached = await until(
           "an answer from the new leader through the ClusterIP",

@@ -4,7 +4,7 @@
 // mounts must be the ones containerd's runc sees). up records in state.json what it found and
 // started before it changes anything, so down can undo a boot that failed half-way.
 import { execFile, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdir, open, readdir, readFile, rm, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -95,13 +95,23 @@ export async function up(log: (line: string) => void = console.log): Promise<Boo
 
   await start("containerd", join(tools.dir, "containerd"), ["--config", configFiles.containerd]);
   await start("kube-apiserver", tools.apiserver, ["--dir", paths.apiserver, "--", ...apiServerFlags()]);
-  await waitFor("containerd", 60_000, async () => {
-    await run(join(tools.dir, "ctr"), ["--address", paths.containerdSocket, "version"]);
-    return true;
-  });
+  await waitFor(
+    "containerd",
+    60_000,
+    async () => {
+      await run(join(tools.dir, "ctr"), ["--address", paths.containerdSocket, "version"]);
+      return true;
+    },
+    state,
+  );
   await importImage(tools, await pauseImage(tools));
   const kubectl = kubectlFor(tools);
-  await waitFor("kube-apiserver", 120_000, async () => (await kubectl(["get", "--raw", "/readyz"])) === "ok");
+  await waitFor(
+    "kube-apiserver",
+    120_000,
+    async () => (await kubectl(["get", "--raw", "/readyz"])) === "ok",
+    state,
+  );
 
   const controller = kubeconfigFor("controller-manager");
   const scheduler = kubeconfigFor("scheduler");
@@ -134,16 +144,21 @@ export async function up(log: (line: string) => void = console.log): Promise<Boo
     `--cert-dir=${join(paths.kubelet, "pki")}`,
   ]);
   await start("kube-proxy", join(tools.dir, "kube-proxy"), [`--config=${configFiles.kubeProxy}`]);
-  await waitFor("a Ready node", 120_000, async () => {
-    const ready = await kubectl([
-      "get",
-      "node",
-      NODE_NAME,
-      "-o",
-      `jsonpath={.status.conditions[?(@.type=="Ready")].status}`,
-    ]).catch(() => "");
-    return ready === "True";
-  });
+  await waitFor(
+    "a Ready node",
+    120_000,
+    async () => {
+      const ready = await kubectl([
+        "get",
+        "node",
+        NODE_NAME,
+        "-o",
+        `jsonpath={.status.conditions[?(@.type=="Ready")].status}`,
+      ]).catch(() => "");
+      return ready === "True";
+    },
+    state,
+  );
   const bootMs = Math.round(performance.now() - started);
   const logs = Object.fromEntries(COMPONENTS.map((c) => [c, logFile(c)])) as Record<Component, string>;
   return { bootMs, logs };
@@ -158,9 +173,10 @@ function apiServerFlags(): string[] {
     `--tls-cert-file=${pki.serverCert}`,
     `--tls-private-key-file=${pki.serverKey}`,
     `--client-ca-file=${pki.caCert}`,
-    "--authorization-mode=Node,RBAC",
+    // A list flag: appended to kube-apiserver-go's RBAC, so Node then RBAC.
+    "--authorization-mode=Node",
     "--enable-admission-plugins=NodeRestriction",
-    `--service-account-key-file=${pki.serviceAccountKey}`,
+    `--service-account-key-file=${pki.serviceAccountPublicKey}`,
     `--service-account-signing-key-file=${pki.serviceAccountKey}`,
     `--service-cluster-ip-range=${SERVICE_CIDR}`,
     // The `kubernetes` Service's endpoint is the node's address, which pods reach through kube-proxy.
@@ -185,10 +201,22 @@ export function kubectlFor(tools: ClusterTools) {
   };
 }
 
-async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+async function waitFor(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<boolean>,
+  state?: State,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = "";
   while (Date.now() < deadline) {
+    for (const [component, pid] of Object.entries(state?.pids ?? {})) {
+      if (!alive(pid)) {
+        throw new Error(
+          `${component} exited while waiting for ${what}; its log: ${logFile(component as Component)}`,
+        );
+      }
+    }
     try {
       if (await check()) return;
     } catch (error) {
@@ -235,7 +263,15 @@ export async function down(log: (line: string) => void = console.log): Promise<T
   return { teardownMs, guardDrops: drops };
 }
 
-const alive = (pid: number) => existsSync(`/proc/${pid}`);
+/** Running, and not a zombie waiting to be reaped. */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
 
 /** SIGTERM, then SIGKILL after the bound; only pids whose program is still the one started. */
 async function stop(
@@ -320,7 +356,13 @@ async function killShims(): Promise<void> {
       shims.push(Number(entry));
     }
   }
-  for (const pid of shims) process.kill(pid, "SIGKILL");
+  for (const pid of shims) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // Exited since the scan: its container's process was its last.
+    }
+  }
   while (shims.some(alive)) await new Promise((r) => setTimeout(r, 50));
 }
 

@@ -34,6 +34,8 @@ export const pki = {
   serverCert: join(paths.pki, "apiserver.crt"),
   serverKey: join(paths.pki, "apiserver.key"),
   serviceAccountKey: join(paths.pki, "service-account.key"),
+  /** The API server verifies tokens with the public half (it does not read a PKCS#8 private key for that). */
+  serviceAccountPublicKey: join(paths.pki, "service-account.pub"),
   cert: (name: string) => join(paths.pki, `${name}.crt`),
   key: (name: string) => join(paths.pki, `${name}.key`),
 };
@@ -77,6 +79,14 @@ export async function generatePki(): Promise<void> {
       "-out",
       pki.serviceAccountKey,
     ]),
+  ]);
+  await run("openssl", [
+    "pkey",
+    "-in",
+    pki.serviceAccountKey,
+    "-pubout",
+    "-out",
+    pki.serviceAccountPublicKey,
   ]);
   await Promise.all(CLIENTS.map((client) => writeKubeconfig(client.name)));
 }

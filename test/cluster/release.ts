@@ -7,8 +7,14 @@ import { chartDir } from "../support/chart.ts";
 import { type ClusterSession, helmInstall } from "./session.ts";
 
 export const APP_PORT = 8080;
-/** Answers every request with the pod's name; exits on SIGTERM (Node's default). */
-const APP_SERVER = `require("node:http").createServer((q, s) => s.end(process.env.POD_NAME)).listen(${APP_PORT})`;
+/**
+ * Answers every request with the pod's name. It exits on SIGTERM itself: as a container's PID 1,
+ * Node without a handler would ignore it and hold the pod for the whole grace period.
+ */
+const APP_SERVER = [
+  `require("node:http").createServer((q, s) => s.end(process.env.POD_NAME)).listen(${APP_PORT});`,
+  `process.on("SIGTERM", () => process.exit(0));`,
+].join(" ");
 
 export interface Release {
   name: string;
@@ -25,8 +31,8 @@ export function releaseValues(session: ClusterSession, databaseUrl: string, repl
     sidecar: { image: { repository, tag } },
     app: {
       image: { repository, tag },
+      // POD_NAME: the chart gives every application container its pod's name.
       command: ["node", "-e", APP_SERVER],
-      env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
     },
     database: { url: databaseUrl },
   };

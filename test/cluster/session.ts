@@ -196,3 +196,22 @@ export async function until<T>(
     `${what}: not after ${timeoutMs} ms; last: ${JSON.stringify(last)}${error ? ` (${(error as Error).message})` : ""}`,
   );
 }
+
+/** For a failure message: each pod's containers' last log lines (the previous run's when one crashed). */
+export async function describePods(
+  session: ClusterSession,
+  namespace: string,
+  selector: string,
+): Promise<string> {
+  const out: string[] = [];
+  for (const pod of await pods(session, namespace, selector)) {
+    for (const [container, restarts] of Object.entries(pod.restarts)) {
+      const args = ["logs", "-n", namespace, pod.name, "-c", container, "--tail=15"];
+      const text = await session
+        .kubectl(restarts > 0 ? [...args, "--previous"] : args)
+        .catch((e: Error) => `(no log: ${e.message})`);
+      out.push(`--- ${pod.name}/${container} (restarts ${restarts}) ---\n${text}`);
+    }
+  }
+  return out.join("\n");
+}
