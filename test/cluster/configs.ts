@@ -58,6 +58,8 @@ state = "${join(c, "state")}"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = "${RUNC}"
+        # runc's state beside containerd's, not in /run/containerd/runc: teardown removes it.
+        Root = "${join(paths.containerd, "runc")}"
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["${CNI_BIN_DIR}"]

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { watchEndpoints } from "./endpoint-timeline.ts";
 import { guardDrops } from "./network.ts";
+import { memoryMiB } from "./node.ts";
 import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type Answer, get, installRelease, type Release, releaseValues } from "./release.ts";
 import {
@@ -64,6 +65,7 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
       throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
     });
     figures.installToAllReadyMs = Math.round(performance.now() - started);
+    figures.memoryMiB = await memoryMiB();
   }, 900_000);
 
   afterAll(async () => {

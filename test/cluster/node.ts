@@ -429,3 +429,15 @@ export async function status(): Promise<string> {
   lines.push(`runc                    ${RUNC}`);
   return lines.join("\n");
 }
+
+/** Resident memory of the node's components plus its pods' memory cgroup, in MiB (a figure for the docs). */
+export async function memoryMiB(): Promise<{ components: number; pods: number }> {
+  const state = await readState();
+  let kib = 0;
+  for (const pid of Object.values(state?.pids ?? {})) {
+    const status = await readFile(`/proc/${pid}/status`, "utf8").catch(() => "");
+    kib += Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  }
+  const pods = await readFile("/sys/fs/cgroup/memory/kubepods/memory.usage_in_bytes", "utf8").catch(() => "0");
+  return { components: Math.round(kib / 1024), pods: Math.round(Number(pods) / 2 ** 20) };
+}
