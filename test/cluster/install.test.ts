@@ -18,6 +18,7 @@ import { type Answer, get, installRelease, type Release, releaseValues } from ".
 import {
   type ClusterSession,
   clusterSkipReason,
+  containerPid,
   describePods,
   openCluster,
   type PodView,
@@ -215,6 +216,53 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
     figures.leaderDeleted = trials;
     for (const t of trials) expect(t.twoReadyMs).toBe(0);
   }, 900_000);
+
+  it("restarts a killed leader sidecar in place and takes over in restart time, never with two ready endpoints", async () => {
+    const list = await until(
+      "every pod Ready with one leader",
+      180_000,
+      () => pods(session, release.namespace, selector),
+      (l) => l.length === REPLICAS && l.every((p) => p.ready) && leaders(l).length === 1,
+    );
+    const leader = leaders(list)[0];
+    if (!leader) throw new Error("no leader");
+    const fence = Number(leader.annotations["pglease.io/fence"]);
+    const restarts = leader.restarts.pglease ?? 0;
+    const pid = await containerPid(session, leader.containerIds.pglease ?? "");
+    const timeline = await watchEndpoints(release.namespace, release.leaderService);
+    try {
+      await timeline.waitFor((ready) => ready.join() === leader.name, 30_000);
+      const killedAt = performance.now();
+      // SIGKILL from the host: what a crash or the OOM killer does to the sidecar's process.
+      process.kill(pid, "SIGKILL");
+      const after = await until(
+        "the same pod leading with a new term after its sidecar's restart",
+        120_000,
+        async () => (await pods(session, release.namespace, selector)).find((p) => p.name === leader.name),
+        (p) =>
+          p !== undefined &&
+          (p.restarts.pglease ?? 0) > restarts &&
+          Number(p.annotations["pglease.io/fence"]) > fence &&
+          p.labels["pglease.io/role"] === "leader",
+        100,
+      );
+      const newTermAt = performance.now();
+      await timeline.waitFor((ready) => ready.join() === leader.name, 60_000);
+      const end = performance.now();
+      figures.sidecarKilled = {
+        newTermMs: Math.round(newTermAt - killedAt),
+        fence: `${fence} -> ${after?.annotations["pglease.io/fence"]}`,
+        leaderlessMs: Math.round(timeline.durationWhere((r) => r.length === 0, killedAt, end)),
+        twoReadyMs: Math.round(timeline.durationWhere((r) => r.length >= 2, killedAt, end)),
+        endpointBackMs: Math.round((timeline.changes.at(-1)?.atMs ?? end) - killedAt),
+      };
+      expect(timeline.durationWhere((r) => r.length >= 2, killedAt, end)).toBe(0);
+      // Only this pod led throughout: no other pod was ever the leader Service's endpoint.
+      expect(new Set(timeline.changes.flatMap((c) => c.ready))).toEqual(new Set([leader.name]));
+    } finally {
+      timeline.stop();
+    }
+  }, 300_000);
 
   it("sent nothing of the cluster's addresses out of the machine (the host guard dropped nothing)", async () => {
     expect(await guardDrops()).toBe(0);

@@ -438,6 +438,8 @@ export async function memoryMiB(): Promise<{ components: number; pods: number }>
     const status = await readFile(`/proc/${pid}/status`, "utf8").catch(() => "");
     kib += Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
   }
-  const pods = await readFile("/sys/fs/cgroup/memory/kubepods/memory.usage_in_bytes", "utf8").catch(() => "0");
+  const pods = await readFile("/sys/fs/cgroup/memory/kubepods/memory.usage_in_bytes", "utf8").catch(
+    () => "0",
+  );
   return { components: Math.round(kib / 1024), pods: Math.round(Number(pods) / 2 ** 20) };
 }

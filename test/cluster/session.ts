@@ -106,20 +106,28 @@ export async function helmInstall(
 export interface PodView {
   name: string;
   labels: Record<string, string>;
+  annotations: Record<string, string>;
   ready: boolean;
   deleting: boolean;
   ip: string | undefined;
   /** Each container's restart count, init (native sidecar) containers included. */
   restarts: Record<string, number>;
+  /** Each container's runtime id (containerd's, without the scheme). */
+  containerIds: Record<string, string>;
 }
 
 interface PodJson {
-  metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  metadata: {
+    name: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    deletionTimestamp?: string;
+  };
   status?: {
     podIP?: string;
     conditions?: { type: string; status: string }[];
-    containerStatuses?: { name: string; restartCount: number }[];
-    initContainerStatuses?: { name: string; restartCount: number }[];
+    containerStatuses?: { name: string; restartCount: number; containerID?: string }[];
+    initContainerStatuses?: { name: string; restartCount: number; containerID?: string }[];
   };
 }
 
@@ -130,6 +138,7 @@ export async function pods(session: ClusterSession, namespace: string, selector:
   return (list.items as PodJson[]).map((pod) => ({
     name: pod.metadata.name,
     labels: pod.metadata.labels ?? {},
+    annotations: pod.metadata.annotations ?? {},
     ready: pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
     deleting: pod.metadata.deletionTimestamp !== undefined,
     ip: pod.status?.podIP,
@@ -137,6 +146,12 @@ export async function pods(session: ClusterSession, namespace: string, selector:
       [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((c) => [
         c.name,
         c.restartCount,
+      ]),
+    ),
+    containerIds: Object.fromEntries(
+      [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((c) => [
+        c.name,
+        (c.containerID ?? "").replace(/^containerd:\/\//, ""),
       ]),
     ),
   }));
@@ -214,4 +229,20 @@ export async function describePods(
     }
   }
   return out.join("\n");
+}
+
+/** The host pid of a container's first process, from containerd's task list. */
+export async function containerPid(session: ClusterSession, containerId: string): Promise<number> {
+  const { stdout } = await run(join(session.tools.dir, "ctr"), [
+    "--address",
+    paths.containerdSocket,
+    "--namespace",
+    "k8s.io",
+    "tasks",
+    "ls",
+  ]);
+  const line = stdout.split("\n").find((l) => l.startsWith(`${containerId} `));
+  const pid = Number(line?.trim().split(/\s+/)[1]);
+  if (!pid) throw new Error(`no running task for container ${containerId}`);
+  return pid;
 }
