@@ -37,6 +37,8 @@ interface State {
   createdPaths: string[];
   pids: Partial<Record<Component, number>>;
   binaries: Partial<Record<Component, string>>;
+  /** The test process that booted the node and tears it down; null: booted by hand (`npm run cluster -- up`). */
+  owner: number | null;
 }
 
 async function readState(): Promise<State | null> {
@@ -53,7 +55,21 @@ export interface BootReport {
   logs: Record<Component, string>;
 }
 
-export async function up(log: (line: string) => void = console.log): Promise<BootReport> {
+/**
+ * Who holds the node: "none", "hand" (booted with `npm run cluster -- up`, left to its user),
+ * "live" (a test run that is still running and will tear it down) or "stale" (a test run that died).
+ */
+export async function holder(): Promise<"none" | "hand" | "live" | "stale"> {
+  const state = await readState();
+  if (!state) return (await netnsExists()) ? "stale" : "none";
+  if (state.owner === null || state.owner === undefined) return "hand";
+  return alive(state.owner) ? "live" : "stale";
+}
+
+export async function up(
+  log: (line: string) => void = console.log,
+  owner: number | null = null,
+): Promise<BootReport> {
   const tools = await clusterTools();
   if ((await netnsExists()) || existsSync(paths.state)) {
     throw new Error(`a cluster is already up (or was not torn down): run \`npm run cluster -- down\` first`);
@@ -68,7 +84,7 @@ export async function up(log: (line: string) => void = console.log): Promise<Boo
     await mkdir(dir, { recursive: true, mode: 0o700 });
   }
   await mkdir(paths.cniConf, { recursive: true });
-  const state: State = { sysctls: await readSysctls(), createdPaths: [], pids: {}, binaries: {} };
+  const state: State = { sysctls: await readSysctls(), createdPaths: [], pids: {}, binaries: {}, owner };
   state.createdPaths = HOST_PATHS.filter((p) => !existsSync(p));
   await saveState(state);
 

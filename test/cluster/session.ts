@@ -2,7 +2,6 @@
 // at the end), the pglease image imported, the run's PostgreSQL bridged to the pods, and
 // kubectl/helm with the admin kubeconfig.
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,7 +10,7 @@ import { skipBecause } from "../support/skip.ts";
 import { buildImage, type Image, importImage } from "./images.ts";
 import { paths } from "./layout.ts";
 import { guardDrops } from "./network.ts";
-import { changedSysctls, down, kubectlFor, up } from "./node.ts";
+import { changedSysctls, down, holder, kubectlFor, up } from "./node.ts";
 import { type ClusterTools, clusterToolsAvailable } from "./tools.ts";
 
 const run = promisify(execFile);
@@ -40,12 +39,23 @@ export interface ClusterSession {
   close(): Promise<{ guardDrops: number | null; teardownMs: number | null; sysctlsChanged: string[] }>;
 }
 
+/** How long a suite waits for another test run's node (one node per machine) before it fails. */
+const WAIT_FOR_OTHER_RUN_MS = 15 * 60_000;
+
 export async function openCluster(tools: ClusterTools): Promise<ClusterSession> {
-  const booted = !existsSync(paths.state);
+  // One node per machine: a node another test run holds is waited for; one a dead run left is torn down.
+  const deadline = Date.now() + WAIT_FOR_OTHER_RUN_MS;
+  while ((await holder()) === "live") {
+    if (Date.now() > deadline)
+      throw new Error(`the cluster stayed in use by another test run (${paths.state})`);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+  }
+  if ((await holder()) === "stale") await down(() => undefined);
+  const booted = (await holder()) === "none";
   let bootMs: number | null = null;
   if (booted) {
     try {
-      bootMs = (await up(() => undefined)).bootMs;
+      bootMs = (await up(() => undefined, process.pid)).bootMs;
     } catch (error) {
       await down(() => undefined);
       throw error;
