@@ -3,6 +3,7 @@
 // Always planned per call: a prepared generic plan can scan the table once per key when statistics
 // are missing (measured: 64 s for 10,000 leases instead of ~0.1 s).
 import { parseFence } from "../fence/token.ts";
+import { SET_BASED_SETTING } from "./history.ts";
 import { END_TERM, LIVE, NOW, SESSION_GONE, TTL_MS } from "./statement-parts.ts";
 import type { LeaseTable } from "./table.ts";
 
@@ -41,11 +42,15 @@ export async function runRenewMany(
 
 export const releaseManySql = (t: LeaseTable) => `
   WITH ${NOW},
+  -- Set-based history: one trigger call records every term this statement ends (history.ts).
+  -- Set before any row is updated (the UPDATE joins it), for this transaction only.
+  named AS (SELECT set_config('${SET_BASED_SETTING}', 'on', true) AS set_based),
   released AS (
     UPDATE ${t.qualified} AS lease SET ${END_TERM}
-      FROM now, unnest($2::text[], $3::bigint[]) AS term(key, fence)
+      FROM now, named, unnest($2::text[], $3::bigint[]) AS term(key, fence)
      -- The same guard as a single release, per row: this holder, that term's fence, still live.
      WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND ${LIVE}
+       AND named.set_based IS NOT NULL
     RETURNING lease.key, lease.fence
   )
   SELECT key, fence::text, pg_notify('${t.channel}', key) FROM released`;

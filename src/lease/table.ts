@@ -25,6 +25,8 @@ export interface LeaseTable {
     table: string;
     name: string;
     recordFunction: string;
+    /** The statement-level trigger's: the terms a set-based statement ended, in one INSERT. */
+    recordEndedFunction: string;
     /** Kept for older pglease replicas only; prunes by age (see history-prune.ts). */
     pruneFunction: string;
     pruneAgedFunction: string;
@@ -68,6 +70,7 @@ export function leaseTable(schema = "public", table = "pglease_leases"): LeaseTa
       table: `"${schema}"."${history}"`,
       name: history,
       recordFunction: `"${schema}"."${derived("record_change")}"`,
+      recordEndedFunction: `"${schema}"."${derived("record_ended")}"`,
       pruneFunction: `"${schema}"."${derived("prune_history")}"`,
       pruneAgedFunction: `"${schema}"."${derived("prune_aged")}"`,
       pruneCrowdedFunction: `"${schema}"."${derived("prune_crowded")}"`,
