@@ -30,7 +30,12 @@ export interface HistoryCostFigures {
 
 async function prepare(pool: pg.Pool): Promise<void> {
   for (const table of Object.values(TABLES)) await migrate(pool, leaseTable("public", table));
-  for (const trigger of ["pglease_history_insert", "pglease_history_update", "pglease_history_delete"]) {
+  for (const trigger of [
+    "pglease_history_insert",
+    "pglease_history_update",
+    "pglease_history_delete",
+    "pglease_history_ended",
+  ]) {
     await pool.query(`DROP TRIGGER IF EXISTS ${trigger} ON public.${TABLES.without}`);
   }
 }

@@ -199,3 +199,37 @@ it("an operator's UPDATE by hand that ends many terms is recorded per term, name
     ...["m0", "m1", "m2"].map((key) => [key, null, "release"]),
   ]);
 });
+
+it("a lease role granted only the table and the sequence releases many terms; the statement-level trigger records them", async () => {
+  const t = leaseTable("set_based_granted", "pglease_leases");
+  await migrate(pool, t);
+  await pool.query(
+    "DO $$ BEGIN CREATE ROLE pglease_set_based_user LOGIN PASSWORD 'pw'; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+  );
+  await pool.query("GRANT USAGE ON SCHEMA set_based_granted TO pglease_set_based_user");
+  await pool.query(
+    "GRANT SELECT, INSERT, UPDATE ON set_based_granted.pglease_leases TO pglease_set_based_user",
+  );
+  await pool.query(
+    "GRANT USAGE ON SEQUENCE set_based_granted.pglease_leases_fence TO pglease_set_based_user",
+  );
+  const url = new URL(db.url);
+  url.username = "pglease_set_based_user";
+  url.password = "pw";
+  const restricted = createLeasePool({ connectionString: url.toString(), max: 1, onIdleError: () => {} });
+  try {
+    const store = new PgLeaseStore({ pool: restricted, schema: t.schema, statementTimeoutMs: 10_000 });
+    const terms = await holdMany(store, "g", 3);
+    expect((await store.releaseMany("h", terms)).size).toBe(3);
+  } finally {
+    await restricted.end();
+  }
+  expect((await readHistory(pool, t, { limit: 10 })).map((e) => [e.key, e.holder, e.reason])).toEqual([
+    ["g0", "h", "claim"],
+    ["g1", "h", "claim"],
+    ["g2", "h", "claim"],
+    ["g0", null, "release"],
+    ["g1", null, "release"],
+    ["g2", null, "release"],
+  ]);
+});
