@@ -8,6 +8,7 @@ import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore, StatementNotSent } from "../../src/lease/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { waitForLockWaiters } from "./row-lock.ts";
 
 let db: TestDatabase;
 let admin: pg.Pool;
@@ -21,26 +22,43 @@ afterAll(async () => {
   await db.drop();
 });
 
-it("drops a claim that waited for a connection past its window, sends one that did not, and sends a release however late", async () => {
+// The window bounds only the wait for a connection. A claim that is sent has its whole deadline
+// on the server: here 10 s, as a test on a loaded host needs (a 200 ms deadline on the claims
+// that must win failed with "Query read timeout" whenever the server took longer to answer).
+it("drops a claim that waited for a connection past its window, sends one that did not however slow the server, and sends a release however late", async () => {
   const pool = createLeasePool({ connectionString: db.url, max: 1 });
   try {
-    const store = new PgLeaseStore({ pool, statementTimeoutMs: 200 });
+    const store = new PgLeaseStore({ pool, statementTimeoutMs: 10_000 });
+    // A deadline shorter than 500 ms is the window itself.
+    const impatient = new PgLeaseStore({ pool, statementTimeoutMs: 200 });
     await migrate(pool, store.table);
-    // The pool's one connection busy for longer than the deadline (another user of a shared pool).
-    const busy = pool.query("SELECT pg_sleep(0.5)");
+    // The pool's one connection busy for longer than either window (another user of a shared pool).
+    const busy = pool.query("SELECT pg_sleep(1)");
     const late = store.claim("queued", "h", 10_000);
+    const lateImpatient = impatient.claim("queued", "h", 10_000);
     await expect(late).rejects.toThrow(StatementNotSent);
     await expect(late).rejects.toThrow(
-      /claim waited \d+ ms for a connection of the lease pool, past its 200 ms: not sent/,
+      /claim waited \d+ ms for a connection of the lease pool, past its 500 ms: not sent/,
     );
+    await expect(lateImpatient).rejects.toThrow(/past its 200 ms: not sent/);
     await busy;
     const { rows } = await admin.query("SELECT key FROM pglease_leases");
     expect(rows).toEqual([]);
-    // A free pool sends at once.
-    const won = await store.claim("queued", "h", 10_000);
+    // A free pool sends at once, and the claim then waits for the server past the window: here the
+    // table is locked for 700 ms (a loaded or stalled server) and the claim still wins.
+    const locker = new pg.Client({ connectionString: db.url });
+    await locker.connect();
+    await locker.query("BEGIN");
+    await locker.query("LOCK TABLE pglease_leases IN EXCLUSIVE MODE");
+    const claim = store.claim("queued", "h", 10_000);
+    await waitForLockWaiters(admin, "pglease");
+    await locker.query("SELECT pg_sleep(0.7)");
+    await locker.query("COMMIT");
+    await locker.end();
+    const won = await claim;
     expect(won.won).toBe(true);
     // A release is sent however long it waited: scoped to its term, it can only end that term.
-    const busyAgain = pool.query("SELECT pg_sleep(0.5)");
+    const busyAgain = pool.query("SELECT pg_sleep(1)");
     if (won.won) expect(await store.release("queued", "h", won.fence)).toBe(true);
     await busyAgain;
     expect(pool.totalCount - pool.idleCount).toBe(0);
