@@ -68,7 +68,18 @@ export interface MirrorCase {
 }
 
 export function judge(c: MirrorCase): Verdict {
+  const { matches, problems } = judgeEachClock(c);
+  return matches[0] ?? { ok: false, detail: problems.join("; "), rows: new Map(c.rows) };
+}
+
+/**
+ * Every candidate clock at which the model gives the real answer (and rows), with the rows it
+ * leaves; and why each other clock does not. Without the real rows an answer's dates, kept to the
+ * millisecond, may fit more than one clock: then only what follows tells which it was.
+ */
+export function judgeEachClock(c: MirrorCase): { matches: Verdict[]; problems: string[] } {
   const keys = keysOf(c.request);
+  const matches: Verdict[] = [];
   const problems: string[] = [];
   for (const t of candidateClocks(c.request, c.before, c.after, c.realRows?.values() ?? [], c.realAnswer)) {
     const contexts = new Map<string, StatementContext>(
@@ -103,11 +114,76 @@ export function judge(c: MirrorCase): Verdict {
           else rows.delete(key);
         }
       }
-      return { ok: true, detail: `clock ${t}`, rows };
+      matches.push({ ok: true, detail: `clock ${t}`, rows });
+    } else {
+      problems.push(`at clock ${t - c.before} µs after the start bound: ${problem}`);
     }
-    problems.push(`at clock ${t - c.before} µs after the start bound: ${problem}`);
   }
-  return { ok: false, detail: problems.join("; "), rows: new Map(c.rows) };
+  return { matches, problems };
+}
+
+/** Statements sent together onto a row another session held locked, then let go. */
+export interface QueuedCase {
+  sem: Semantics;
+  /** The row before any of them, exactly. */
+  start: LeaseRow;
+  /** In the order sent, each with the server time read just before it was sent and its answer. */
+  statements: ReadonlyArray<{ request: Request; before: number; answer: unknown }>;
+  /** Server time once every one of them waited for the lock, and when the lock was freed (µs). */
+  waiting: number;
+  freedAt: number;
+  /** What nextval() of the fence sequence returned next before any of them started. */
+  nextFence: number;
+  /** The row after all of them, exactly. */
+  final: RealRow;
+}
+
+/**
+ * Whether some commit order of the model, with some clock per statement, gives every answer and
+ * the final row. Every clock an answer admits is followed, not the first: a statement sent just
+ * before its clock was taken fits its start bound and its true clock alike by its answer's
+ * dates, and a search that kept the start bound refused PostgreSQL's row (issue 27).
+ */
+export function admitsQueued(q: QueuedCase): boolean {
+  const startRows = new Map([[q.start.key, q.start]]);
+  const admits = (pending: readonly number[], rows: Map<string, LeaseRow>): boolean => {
+    if (pending.length === 0) return sameFinalRow(q, rows.get(q.start.key));
+    return pending.some((i) => {
+      const s = q.statements[i];
+      if (!s) return false;
+      const rest = pending.filter((j) => j !== i);
+      const { matches } = judgeEachClock({
+        sem: q.sem,
+        request: s.request,
+        rows,
+        snapshot: startRows,
+        before: s.before,
+        after: q.waiting,
+        lockedAt: q.freedAt,
+        realAnswer: s.answer,
+        fences: { next: q.nextFence, exact: false },
+      });
+      return matches.some((verdict) => admits(rest, verdict.rows));
+    });
+  };
+  return admits(
+    q.statements.map((_, i) => i),
+    startRows,
+  );
+}
+
+function sameFinalRow(q: QueuedCase, row: LeaseRow | undefined): boolean {
+  const { final } = q;
+  // Clocks known from answers only to the millisecond pg keeps of expires_at.
+  const near = (a = 0, b = 0) => Math.abs(a - b) <= 1_000;
+  // Every claim draws from the sequence when it starts, won or lost: the model's draw is a floor.
+  const counted = q.sem.fenceCounter !== "off";
+  return (
+    row?.holder === final?.holder &&
+    (counted ? (final?.fence ?? 0) >= (row?.fence ?? 0) : row?.fence === final?.fence) &&
+    near(row?.expiresAt, final?.expiresAt) &&
+    near(row?.acquiredAt, final?.acquiredAt)
+  );
 }
 
 function sameError(modelError: string, real: unknown): string | null {
@@ -239,11 +315,4 @@ export function branch(request: Request, answer: unknown): string {
     return `${request.kind}:${(answer as Map<string, unknown>).size}`;
   }
   return `${request.kind}:${answer === null ? "null" : typeof answer === "object" ? "row" : answer}`;
-}
-
-export function permutations(items: number[]): number[][] {
-  if (items.length <= 1) return [items];
-  return items.flatMap((item, i) =>
-    permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]),
-  );
 }

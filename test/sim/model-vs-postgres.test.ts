@@ -11,13 +11,13 @@ import { PgLeaseStore } from "../../src/lease/store.ts";
 import { connectLeaseStore } from "../../src/open-leases.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import {
+  admitsQueued,
   branch,
   DURATIONS,
   drawRequest,
   HOLDERS,
   judge,
   KEYS,
-  permutations,
   type RealRow,
 } from "./differential.ts";
 import type { LeaseRow } from "./lease-statements.ts";
@@ -323,37 +323,14 @@ it("statements queued on a locked row took their clock when they started and com
       );
     }
   }
-  const startRows = new Map([[key, { key, ...initial, tuple: 1 }]]);
-  const admitted = permutations(sent.map((_, i) => i)).some((order) => {
-    let rows: Map<string, LeaseRow> = startRows;
-    for (const i of order) {
-      const s = sent[i];
-      if (!s) return false;
-      const verdict = judge({
-        sem: SHIPPED.sem,
-        request: s.request,
-        rows,
-        snapshot: startRows,
-        before: s.before,
-        after: waiting,
-        lockedAt: freedAt,
-        realAnswer: answers[i],
-        fences: { next: nextBefore, exact: false },
-      });
-      if (!verdict.ok) return false;
-      rows = verdict.rows;
-    }
-    // Clocks known from answers only to the millisecond pg keeps of expires_at.
-    const row = rows.get(key);
-    const near = (a = 0, b = 0) => Math.abs(a - b) <= 1_000;
-    // Every claim draws from the sequence when it starts, won or lost: the model's draw is a floor.
-    const counted = SHIPPED.sem.fenceCounter !== "off";
-    return (
-      row?.holder === final?.holder &&
-      (counted ? (final?.fence ?? 0) >= (row?.fence ?? 0) : row?.fence === final?.fence) &&
-      near(row?.expiresAt, final?.expiresAt) &&
-      near(row?.acquiredAt, final?.acquiredAt)
-    );
+  const admitted = admitsQueued({
+    sem: SHIPPED.sem,
+    start: { key, ...initial, tuple: 1 },
+    statements: sent.map((s, i) => ({ request: s.request, before: s.before, answer: answers[i] })),
+    waiting,
+    freedAt,
+    nextFence: nextBefore,
+    final,
   });
   expect(
     admitted,
