@@ -176,22 +176,48 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
       rows = await readBack(rows);
     }
   }
-  // A handover whose window no slow host outlasts: the random windows (as short as a lease) pass
-  // between statements on a loaded host, and the named claim's branch would go untaken.
+  // Every branch that needs a live lease, once more with leases and a handover window no slow host
+  // outlasts: the random ones (1–400 ms) run out between statements on a loaded host, and a branch
+  // such as renewMany renewing both rows, or the named claim of a handover, went untaken.
   await pool.query("TRUNCATE pglease_leases");
   let rows = new Map<string, LeaseRow>();
-  const [key, leader, named] = ["k1", "h1", "h2"];
+  const [leader, named, other] = ["h1", "h2", "h3"];
+  const live: string[] = [];
   for (const request of [
-    { kind: "claim", key, holder: leader, durationMs: 60_000 },
-    { kind: "reserve", key, fence: -1, target: named, windowMs: 60_000 },
-    { kind: "release", key, holder: leader, fence: -1 },
-    { kind: "claim", key, holder: named, durationMs: 60_000 },
+    { kind: "claim", key: "k1", holder: leader, durationMs: 60_000 },
+    { kind: "claim", key: "k2", holder: leader, durationMs: 60_000 },
+    { kind: "claim", key: "k1", holder: other, durationMs: 60_000 },
+    { kind: "renew", key: "k1", holder: leader, fence: -1, durationMs: 60_000 },
+    {
+      kind: "renewMany",
+      holder: leader,
+      terms: [
+        { key: "k1", fence: -1 },
+        { key: "k2", fence: -1 },
+      ],
+      durationMs: 60_000,
+    },
+    { kind: "releaseMany", holder: leader, terms: [{ key: "k2", fence: -1 }] },
+    { kind: "reserve", key: "k1", fence: -1, target: named, windowMs: 60_000 },
+    { kind: "release", key: "k1", holder: leader, fence: -1 },
+    { kind: "claim", key: "k1", holder: named, durationMs: 60_000 },
   ] as Request[]) {
-    const fence = rows.get(key)?.fence ?? 0;
-    const sent = "fence" in request && request.fence === -1 ? { ...request, fence } : request;
-    seen.add(await judged(`handover: ${describeRequest(sent)}`, sent, rows));
+    const sent = withRowFences(request, rows);
+    live.push(await judged(`live leases: ${describeRequest(sent)}`, sent, rows));
     rows = await readBack(rows);
   }
+  expect(live).toEqual([
+    "claim:won",
+    "claim:won",
+    "claim:lost",
+    "renew:true",
+    "renewMany:2",
+    "releaseMany:1",
+    "reserve:row",
+    "release:true",
+    "claim:handover",
+  ]);
+  for (const b of live) seen.add(b);
   // The same, certain to happen once: k1's old term, its holder's new one live, in one batch.
   await pool.query("TRUNCATE pglease_leases");
   rows = new Map();
@@ -243,6 +269,18 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
     expect(seen, b).toContain(b);
   }
 });
+
+/** The request with every fence -1 replaced by its row's fence now. */
+function withRowFences(request: Request, rows: ReadonlyMap<string, LeaseRow>): Request {
+  const fenceOf = (key: string) => rows.get(key)?.fence ?? 0;
+  if (request.kind === "renewMany" || request.kind === "releaseMany") {
+    return {
+      ...request,
+      terms: request.terms.map((t) => (t.fence === -1 ? { ...t, fence: fenceOf(t.key) } : t)),
+    };
+  }
+  return "fence" in request && request.fence === -1 ? { ...request, fence: fenceOf(request.key) } : request;
+}
 
 /** Runs one request on PostgreSQL, holds its answer and rows to the model's, and names its branch. */
 async function judged(step: string, request: Request, rows: ReadonlyMap<string, LeaseRow>): Promise<string> {
