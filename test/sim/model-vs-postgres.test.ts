@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { HandoverStore } from "../../src/lease/handover.ts";
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { PgLeaseStore, StatementNotSent } from "../../src/lease/store.ts";
 import { connectLeaseStore } from "../../src/open-leases.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import {
@@ -339,6 +339,10 @@ it("statements queued on a locked row took their clock when they started and com
     { kind: "renew", key, holder: "h1", fence: first.fence, durationMs: 20_000 },
     { kind: "claim", key, holder: "h1", durationMs: 40_000 },
   ];
+  // A connection open for each first: a claim that waits 500 ms for a new one on a loaded host is
+  // dropped unsent (StatementNotSent), and would never queue on the row.
+  const opened = await Promise.all(requests.map(() => pool.connect()));
+  for (const c of opened) c.release();
   const sent: Array<{ request: Request; before: number; answer: Promise<unknown> }> = [];
   for (const request of requests) sent.push({ request, before: await serverNow(), answer: perform(request) });
   await untilWaiting(requests.length);
@@ -394,11 +398,16 @@ it("a statement the client gave up on still commits; only a server-side statemen
     const options = serverTimeoutMs === null ? undefined : `-c statement_timeout=${serverTimeoutMs}`;
     const impatient = new pg.Pool({ connectionString: db.url, max: 1, ...(options ? { options } : {}) });
     const impatientStore = new PgLeaseStore({ pool: impatient, statementTimeoutMs: 50 });
+    // Its connection open first: a claim that waits 50 ms for one (a new connection on a loaded
+    // host) is dropped unsent, and then there is nothing on the server to give up on.
+    await impatient.query("SELECT 1");
     const locker = await pool.connect();
     await locker.query("BEGIN");
     await locker.query("SELECT 1 FROM pglease_leases WHERE key = $1 FOR UPDATE", [key]);
     const claim = impatientStore.claim(key, "h2", 60_000).catch((e: Error) => e);
-    expect(await claim).toBeInstanceOf(Error);
+    const gaveUp = await claim;
+    expect(gaveUp).toBeInstanceOf(Error);
+    expect(gaveUp).not.toBeInstanceOf(StatementNotSent);
     await untilWaitingOrGone(serverTimeoutMs);
     await locker.query("COMMIT");
     locker.release();
