@@ -22,22 +22,36 @@ const createIndexes = (t: LeaseTable) => [
 /** Keys passed over (not grown) per key read, in one page of the walk. */
 const SKIPS_PER_READ = 100;
 
-// SECURITY DEFINER (both functions): the lease role prunes without DELETE on the history.
+// SECURITY DEFINER (every function): the lease role prunes without DELETE on the history.
+// Resumes at from_changed_at, where the batch before stopped: the entries that batch deleted stay
+// in the index until a vacuum may remove them, which a snapshot older than the delete (any open
+// transaction in the database) forbids, and a range from the oldest end read them all again, one
+// batch more each time (102,006 tuples in the 100th batch of a run at 10,000 keys × 50 entries).
 const createAgedFunction = (t: LeaseTable) => `
-  CREATE OR REPLACE FUNCTION ${t.history.pruneAgedFunction}(max_age_ms bigint, batch integer)
-  RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  CREATE OR REPLACE FUNCTION ${t.history.pruneAgedFunction}(max_age_ms bigint, batch integer, from_changed_at timestamptz,
+    OUT pruned bigint, OUT last_changed_at timestamptz)
+  LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
     WITH doomed AS (
-      SELECT h.id FROM ${t.history.table} h
+      SELECT h.id, h.changed_at FROM ${t.history.table} h
        -- A subquery, evaluated once: a bound the index scan stops at (clock_timestamp() alone is volatile, a mere filter).
        WHERE h.changed_at < (SELECT clock_timestamp() - max_age_ms * interval '1 millisecond')
+         -- Where the batch before stopped (NULL: from the oldest); >=, as entries may share an instant.
+         AND (from_changed_at IS NULL OR h.changed_at >= from_changed_at)
          -- Each key's newest entry stays: it tells the claim's trigger whether the last term was released.
          AND EXISTS (SELECT 1 FROM ${t.history.table} n WHERE n.key = h.key AND n.id > h.id)
        ORDER BY h.changed_at LIMIT batch
        -- Another prune's entries are skipped, never waited for.
        FOR UPDATE SKIP LOCKED
     ),
-    gone AS (DELETE FROM ${t.history.table} h USING doomed WHERE h.id = doomed.id RETURNING 1)
-    SELECT count(*) FROM gone
+    gone AS (DELETE FROM ${t.history.table} h USING doomed WHERE h.id = doomed.id RETURNING doomed.changed_at)
+    SELECT count(*), max(changed_at) FROM gone
+  $fn$`;
+
+// What replicas of the version before call: the same prune from the oldest end.
+const createPreviousAgedFunction = (t: LeaseTable) => `
+  CREATE OR REPLACE FUNCTION ${t.history.pruneAgedFunction}(max_age_ms bigint, batch integer)
+  RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+    SELECT pruned FROM ${t.history.pruneAgedFunction}(max_age_ms, batch, NULL)
   $fn$`;
 
 /**
@@ -102,7 +116,7 @@ const createCrowdedFunction = (t: LeaseTable) => `
 const replaceLegacyFunction = (t: LeaseTable) => `
   CREATE OR REPLACE FUNCTION ${t.history.pruneFunction}(max_age_ms bigint, max_rows integer, batch integer)
   RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT ${t.history.pruneAgedFunction}(max_age_ms, batch)
+    SELECT pruned FROM ${t.history.pruneAgedFunction}(max_age_ms, batch, NULL)
   $fn$`;
 
 // to_regclass and to_regprocedure answer NULL instead of raising when the object is absent; an
@@ -127,7 +141,7 @@ async function findPrune(
   t: LeaseTable,
 ): Promise<{ functions_present: boolean; indexes_present: boolean }> {
   const { rows } = await client.query(FIND_PRUNE, [
-    `${t.history.pruneAgedFunction}(bigint, integer)`,
+    `${t.history.pruneAgedFunction}(bigint, integer, timestamptz)`,
     `${t.history.pruneCrowdedFunction}(integer, bigint, text, integer, integer)`,
     ...indexNames(t),
   ]);
@@ -158,22 +172,33 @@ export async function migratePrune(client: Pick<pg.ClientBase, "query">, t: Leas
   }
   if (found.functions_present) return;
   await client.query(createAgedFunction(t));
+  await client.query(createPreviousAgedFunction(t));
   await client.query(createCrowdedFunction(t));
   await client.query(replaceLegacyFunction(t));
 }
 
-// One batch of entries past the age, oldest first.
-const pruneAgedSql = (t: LeaseTable) => `SELECT ${t.history.pruneAgedFunction}($1, $2)::int AS pruned`;
+// One batch of entries past the age, oldest first, from where the batch before stopped.
+const pruneAgedSql = (t: LeaseTable) =>
+  `SELECT pruned::int AS pruned, last_changed_at FROM ${t.history.pruneAgedFunction}($1, $2, $3)`;
 
-/** One bounded batch by age; answers how many entries went. */
+/**
+ * One bounded batch by age, from `from` (null: the oldest end); answers how many entries went and
+ * the newest instant among them, where the next batch resumes (a Date keeps milliseconds: the next
+ * batch starts at most a millisecond early, never late).
+ */
 export async function pruneAged(
   db: Pick<pg.Pool, "query">,
   t: LeaseTable,
   maxAgeMs: number,
   batch: number,
-): Promise<number> {
-  const { rows } = await db.query<{ pruned: number }>(pruneAgedSql(t), [maxAgeMs, batch]);
-  return rows[0]?.pruned ?? 0;
+  from: Date | null = null,
+): Promise<{ pruned: number; last: Date | null }> {
+  const { rows } = await db.query<{ pruned: number; last_changed_at: Date | null }>(pruneAgedSql(t), [
+    maxAgeMs,
+    batch,
+    from,
+  ]);
+  return { pruned: rows[0]?.pruned ?? 0, last: rows[0]?.last_changed_at ?? from };
 }
 
 // One page of the walk over the keys, resuming after $3.
@@ -243,10 +268,14 @@ export async function pruneHistory(
   walk: PruneWalk,
 ): Promise<number> {
   let total = 0;
+  // Each run starts at the oldest end: an entry a batch skipped (another prune held it, or it was
+  // its key's newest then) is looked at again.
+  let from: Date | null = null;
   for (let i = 0; i < budget.maxBatches; i++) {
-    const pruned = await pruneAged(db, t, retention.maxAgeMs, budget.batch);
-    total += pruned;
-    if (pruned < budget.batch) break;
+    const batch = await pruneAged(db, t, retention.maxAgeMs, budget.batch, from);
+    total += batch.pruned;
+    from = batch.last;
+    if (batch.pruned < budget.batch) break;
   }
   const page = {
     maxRows: retention.maxRowsPerKey,

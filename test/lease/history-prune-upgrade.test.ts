@@ -29,6 +29,7 @@ const PREVIOUS = `
   DROP INDEX upgrading.pglease_leases_history_changed_at;
   DROP INDEX upgrading.pglease_leases_history_key_id;
   DROP FUNCTION upgrading.pglease_leases_prune_aged(bigint, integer);
+  DROP FUNCTION upgrading.pglease_leases_prune_aged(bigint, integer, timestamptz);
   DROP FUNCTION upgrading.pglease_leases_prune_crowded(integer, bigint, text, integer, integer);
   CREATE OR REPLACE FUNCTION upgrading.pglease_leases_prune_history(max_age_ms bigint, max_rows integer, batch integer)
   RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -123,4 +124,24 @@ it("an index a concurrent build left invalid counts as missing, and migrating bu
       indisvalid: true,
     },
   ]);
+});
+
+it("a history migrated by the version before (its age prune without a resume point) gets the resumable one; the old signature still prunes", async () => {
+  const table = leaseTable("previous", "pglease_leases");
+  await migrate(pool, table);
+  await pool.query("DROP FUNCTION previous.pglease_leases_prune_aged(bigint, integer, timestamptz)");
+  await expect(assertTablePresent(pool, table)).rejects.toThrow(
+    /missing functions previous\.pglease_leases_prune_aged, previous\.pglease_leases_prune_crowded;.*run `pglease migrate`/,
+  );
+  await migrate(pool, table);
+  await assertTablePresent(pool, table);
+  const store = new PgLeaseStore({ pool, schema: "previous", statementTimeoutMs: 5_000 });
+  for (const holder of ["a", "b"]) {
+    const won = await store.claim("k", holder, 10_000);
+    if (won.won) await store.release("k", holder, won.fence);
+  }
+  await pool.query("UPDATE previous.pglease_leases_history SET changed_at = changed_at - interval '2 days'");
+  // What a replica not yet upgraded calls: all but the key's newest entry go.
+  const { rows } = await pool.query("SELECT previous.pglease_leases_prune_aged(86400000, 100)::int AS n");
+  expect(rows[0].n).toBe(3);
 });
