@@ -464,7 +464,10 @@ it("a renew or release queued on a row whose term ran out meanwhile: liveness ju
   for (const blocker of ["lock", "update"] as const) {
     for (const kind of ["renew", "release"] as const) {
       const key = `expiring-${blocker}-${kind}`;
-      const term = await store.claim(key, "h1", 200);
+      // Long enough for the lock and the statement to reach the row while the term is live on a
+      // loaded host: at 200 ms the term had sometimes run out first, and the statement, judged
+      // on its snapshot, never waited.
+      const term = await store.claim(key, "h1", 1_000);
       if (!term.won) throw new Error(`setup claim of ${key} lost`);
       const locker = await pool.connect();
       await locker.query("BEGIN");
