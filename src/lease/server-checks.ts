@@ -30,12 +30,13 @@ export interface ServerCheck {
   warnings: string[];
 }
 
-// pg_settings gives both timeouts in ms whatever unit they were set in; pg_replication_slots names
-// the walsenders that serve logical decoding (not failover targets), readable by every role.
+// pg_settings gives both timeouts in ms whatever unit they were set in. A walsender connected to a
+// database serves logical decoding (no failover target), from its connection on: its slot names it
+// only once it streams. pg_stat_activity shows every role each session's database.
 const INSPECT_SERVER = `
   WITH senders AS (
     SELECT r.sync_state FROM pg_stat_replication r
-     WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.active_pid = r.pid AND s.slot_type = 'logical')
+     WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.pid AND a.datname IS NOT NULL)
   )
   SELECT pg_is_in_recovery() AS in_recovery,
          current_setting('synchronous_commit') AS synchronous_commit,

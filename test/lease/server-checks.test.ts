@@ -155,6 +155,26 @@ describe("on a primary with a streaming standby", () => {
     ]);
   });
 
+  // pg_recvlogical (or any CDC client) is listed in pg_stat_replication from its connection on,
+  // and holds its slot only once it starts streaming: counted as a standby in between, it made
+  // the test below fail now and then (2 standbys) and would warn of a failover risk at start.
+  it("a logical replication connection that does not stream yet is no failover target: not counted", async () => {
+    const url = new URL(pair.primaryUrl);
+    url.searchParams.set("replication", "database");
+    const logical = new pg.Client({ connectionString: url.toString() });
+    await logical.connect();
+    try {
+      const admin = poolWith({}, pair.primaryUrl);
+      expect((await admin.query("SELECT count(*)::int AS n FROM pg_stat_replication")).rows[0].n).toBe(2);
+      expect((await checkServer(poolWith(timeouts, pair.primaryUrl), 1_000)).facts).toMatchObject({
+        standbys: 1,
+        asynchronousStandbys: 1,
+      });
+    } finally {
+      await logical.end();
+    }
+  });
+
   it.skipIf(!existsSync("/usr/bin/pg_recvlogical"))(
     "a logical decoding client is no failover target: not counted",
     async () => {
