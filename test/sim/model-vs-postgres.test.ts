@@ -396,7 +396,13 @@ it("a statement the client gave up on still commits; only a server-side statemen
     const key = `gave-up-${serverTimeoutMs}`;
     await store.claim(key, "h1", 1);
     const options = serverTimeoutMs === null ? undefined : `-c statement_timeout=${serverTimeoutMs}`;
-    const impatient = new pg.Pool({ connectionString: db.url, max: 1, ...(options ? { options } : {}) });
+    const app = `impatient-${serverTimeoutMs}`;
+    const impatient = new pg.Pool({
+      connectionString: db.url,
+      max: 1,
+      application_name: app,
+      ...(options ? { options } : {}),
+    });
     const impatientStore = new PgLeaseStore({ pool: impatient, statementTimeoutMs: 50 });
     // Its connection open first: a claim that waits 50 ms for one (a new connection on a loaded
     // host) is dropped unsent, and then there is nothing on the server to give up on.
@@ -408,7 +414,7 @@ it("a statement the client gave up on still commits; only a server-side statemen
     const gaveUp = await claim;
     expect(gaveUp).toBeInstanceOf(Error);
     expect(gaveUp).not.toBeInstanceOf(StatementNotSent);
-    await untilWaitingOrGone(serverTimeoutMs);
+    await untilWaitingOrGone(serverTimeoutMs, app);
     await locker.query("COMMIT");
     locker.release();
     await impatient.end();
@@ -421,17 +427,28 @@ it("a statement the client gave up on still commits; only a server-side statemen
   }
 });
 
-/** Without a server timeout the abandoned claim waits on; with one it is gone once cancelled. */
-async function untilWaitingOrGone(serverTimeoutMs: number | null): Promise<void> {
-  if (serverTimeoutMs === null) return untilWaiting(1);
+/**
+ * Without a server timeout the abandoned claim waits on; with one it is cancelled, and its backend,
+ * whose client closed the connection on giving up, exits. Told by the session's application name:
+ * "no statement waits" also held before the claim had reached the lock, and the lock then went
+ * to a claim no timeout had cancelled yet (it took the lease, on a loaded host).
+ */
+async function untilWaitingOrGone(serverTimeoutMs: number | null, app: string): Promise<void> {
   for (let i = 0; i < 400; i++) {
-    const { rows } = await clock.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    const { rows } = await clock.query<{ sessions: number; waiting: number }>(
+      `SELECT count(*)::int AS sessions, count(*) FILTER (WHERE wait_event_type = 'Lock')::int AS waiting
+         FROM pg_stat_activity WHERE application_name = $1`,
+      [app],
     );
-    if ((rows[0]?.n ?? 0) === 0) return;
+    const { sessions = 0, waiting = 0 } = rows[0] ?? {};
+    if (serverTimeoutMs === null ? waiting === 1 : sessions === 0) return;
     await clock.query("SELECT pg_sleep(0.005)");
   }
-  throw new Error("the server-side statement_timeout never cancelled the waiting claim");
+  throw new Error(
+    serverTimeoutMs === null
+      ? "never saw the abandoned claim waiting for the row lock"
+      : "the server-side statement_timeout never ended the waiting claim",
+  );
 }
 
 /** The row once no statement of this database waits for it any more. */
