@@ -79,7 +79,7 @@ export const TARGETS: TargetSpec[] = [
     unit: "ms",
     op: "<",
     threshold: 20,
-    note: "counts the stopping pod's demotion (its label patch comes before the release, DESIGN §4) and the processes' scheduling; the database steps alone are the lease-ops group's graceful handover table",
+    note: "counts the processes' scheduling and, in a reference run before the release went out beside the stopping pod's demotion (issue 30), that demotion's round trip; the database steps alone are the lease-ops group's graceful handover table",
   },
   {
     id: "graceful-labelled",

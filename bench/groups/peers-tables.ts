@@ -175,7 +175,7 @@ function gracefulStepsTable(figures: PeerFigures): Table | null {
     columns: ["step", "p50 ms", "p99 ms"],
     rows: [
       [
-        "SIGTERM → the stopping pod's demotion (its follower label) reaches the API server",
+        "SIGTERM → the stopping pod's demotion (its follower label, its own or the new leader's) reaches the API server",
         ...pair(graceful.demoted),
       ],
       ["SIGTERM → the API server answers it (the label stored)", ...pair(graceful.demotedAnswered)],
@@ -183,7 +183,7 @@ function gracefulStepsTable(figures: PeerFigures): Table | null {
       ["SIGTERM → the new leader's pod labelled leader", ...pair(graceful.published)],
     ],
     notes: [
-      "Gap, never overlap (DESIGN §4): the stopping pod ends its work and demotes its pod before it releases, so the follower's claim comes after that patch; the database steps after it are the lease-ops group's graceful handover table.",
+      "Gap, never overlap (DESIGN §3, §4): the stopping pod ends its work, then releases and demotes its pod in parallel; the new leader lists its peers (a quorum read) and demotes any still labelled leader before it labels itself. The database steps are the lease-ops group's graceful handover table.",
       "Each row is its own distribution over the trials: the rows do not subtract.",
     ],
   };

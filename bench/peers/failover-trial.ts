@@ -122,7 +122,7 @@ async function measurePglease(lane: Lane, start: Start): Promise<TrialResult> {
     lane.signal,
     () => lane.kubes[cluster]?.requests.slice(start.marks[cluster]).find(podLabelledLeader(pod)),
   );
-  // Demote before release (DESIGN §4): the graceful handover's held time counts this patch.
+  // The stopping pod's demotion, sent beside its release (or the new leader's, whichever lands first).
   const oldCluster = lane.clusterOf(start.oldPod);
   const demoted = start.crash
     ? undefined

@@ -159,22 +159,39 @@ async function clearStalePeers(
   // A leader's term fences off every peer in its first pass, labelled or not.
   const fenceOffAll = !again && term.role === ROLE.leader && term.fence !== null;
   const selector = fenceOffAll ? peerSelector : leaderSelector(ctx.config, peerSelector);
-  const peers = watched ?? (await ctx.api.listSelected(selector)).items;
-  const result = await demoteStalePeers({
-    api: ctx.api,
-    config: ctx.config,
-    peers,
-    lease: term.lease,
-    // A term's first pass takes every other leader label off, as the contract says; later passes
-    // only an older term's, so a peer of a newer term is left to win (see yieldTo).
-    fence: again ? term.fence : null,
-    term: term.role === ROLE.leader ? term.fence : null,
-    fenceOffAll,
-    wallClock: ctx.wallClock,
-    stillLeads: valid,
-    observe: (run) => ctx.observe("peer", run),
-    demotedPod: ctx.peerSeen,
-  });
+  // A term's first pass lists its peers from the API server, never from the watch: a list without
+  // a resourceVersion is a quorum read, so it has every pod that could carry an older term's label
+  // (a lagging watch may not have the pod at all, and an unseen pod is never fenced off). A stopping
+  // leader releases without waiting for its own demotion because this list and its patches come first.
+  const list = async () => (await ctx.api.listSelected(selector)).items;
+  let peers = (fenceOffAll ? null : watched) ?? (await list());
+  const demote = (pods: Pod[]) =>
+    demoteStalePeers({
+      api: ctx.api,
+      config: ctx.config,
+      peers: pods,
+      lease: term.lease,
+      // A term's first pass takes every other leader label off, as the contract says; later passes
+      // only an older term's, so a peer of a newer term is left to win (see yieldTo).
+      fence: again ? term.fence : null,
+      term: term.role === ROLE.leader ? term.fence : null,
+      fenceOffAll,
+      wallClock: ctx.wallClock,
+      stillLeads: valid,
+      observe: (run) => ctx.observe("peer", run),
+      demotedPod: ctx.peerSeen,
+    });
+  let result: Awaited<ReturnType<typeof demoteStalePeers>>;
+  try {
+    result = await demote(peers);
+  } catch (error) {
+    // A peer changed between the list and its guarded patch: in a handover, the old leader's own
+    // demotion sent beside its release. Listed again at once (not after the worker's backoff),
+    // once: a second refusal fails the pass as any failure does.
+    if (!fenceOffAll || !(error instanceof KubeRequestError && error.status === 422)) throw error;
+    peers = await list();
+    result = await demote(peers);
+  }
   if (result.demoted.length > 0) {
     // `holder` in a sidecar's lines is its own identity (its logger's binding): the lease's goes under `leader`.
     ctx.logger.warn(

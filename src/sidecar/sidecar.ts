@@ -21,7 +21,10 @@ export interface Sidecar {
   holder: string;
   electors: readonly Elector[];
   httpPort: number;
-  /** Graceful stop: work, demote, release, close. Idempotent. */
+  /**
+   * Graceful stop: work, then demote and release (in parallel when the new leader fences this pod
+   * off, see campaign()), close. Idempotent.
+   */
   stop(): Promise<void>;
 }
 
@@ -92,7 +95,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     throw error;
   }
   leases.releases?.subscribe((key) => metrics.observeNotice(key));
-  const shutdown = { started: false };
+  const shutdown: Shutdown = { started: false, demotion: null };
   const electors = campaign(config, log, leases, { publisher, appHealth, shutdown }, metrics, view);
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
@@ -109,6 +112,8 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       stopping ??= (async () => {
         shutdown.started = true;
         await opened.close();
+        // A demotion sent beside the release still gets its bounded chance to land.
+        await shutdown.demotion?.catch(() => {});
         await publisher?.stop().catch(() => {});
         // After the publisher: a last pod event must not re-arm the gate's timers.
         appHealth?.stop();
@@ -184,6 +189,12 @@ function serveHttp(
   });
 }
 
+interface Shutdown {
+  started: boolean;
+  /** The demotion a release did not wait for (see campaign()), settling within its budget. */
+  demotion: Promise<unknown> | null;
+}
+
 /**
  * One elector per lease, each wired to metrics, logs, the health gate and (for the published
  * lease) the pod.
@@ -196,11 +207,17 @@ function campaign(
     publisher,
     appHealth,
     shutdown,
-  }: { publisher: PodPublisher | null; appHealth: AppHealth | null; shutdown: { started: boolean } },
+  }: { publisher: PodPublisher | null; appHealth: AppHealth | null; shutdown: Shutdown },
   metrics: SidecarMetrics,
   view: HealthView,
 ): Elector[] {
   const stepBudget = Math.floor(config.gracePeriodMs / 4);
+  // Gap, never overlap, kept by the new leader: with peer demotion in one cluster it reads its peers
+  // from the API server (a quorum list) and fences off or demotes each before it labels itself, so
+  // the stopping leader releases at once and demotes its pod in parallel. Without peer demotion, or
+  // across clusters (the new leader cannot reach these pods), nobody else takes this pod's label
+  // off: the demotion comes first. The setting is the workload's: every pod of a lease shares it.
+  const newLeaderFencesOff = config.publish.peerDemotion && config.clusterName === null;
   view.campaigningSince = performance.now();
   const electors = config.leases.map((key) => {
     const published = publisher !== null && key === config.publishLease;
@@ -210,8 +227,16 @@ function campaign(
       ...config.timing,
       ...config.candidacy,
       stopTimeoutMs: stepBudget,
-      // A health handover demotes the pod as a shutdown does, before the release.
-      ...(published ? { beforeRelease: ({ reason }) => publisher.demote(stepBudget, reason) } : {}),
+      // A health handover demotes the pod as a shutdown does.
+      ...(published
+        ? {
+            beforeRelease: async ({ reason }) => {
+              const demoted = publisher.demote(stepBudget, reason);
+              if (!newLeaderFencesOff) return demoted;
+              shutdown.demotion = demoted;
+            },
+          }
+        : {}),
       ...(gate ? { campaign: gate } : {}),
     });
     self = elector;

@@ -80,7 +80,7 @@ await onEachKubeServer("pglease run publishing to its pod", (server) => {
     if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
   });
 
-  it("labels the leader, keeps the kubelet's conditions, and on SIGTERM demotes before releasing", async () => {
+  it("labels the leader, keeps the kubelet's conditions, and on SIGTERM demotes itself beside the release, before the new leader labels itself", async () => {
     await seed("orders-a");
     await seed("orders-b");
     const a = await sidecar("orders-a");
@@ -105,24 +105,41 @@ await onEachKubeServer("pglease run publishing to its pod", (server) => {
 
     const exit = await a.stop("SIGTERM");
     expect(exit.code).toBe(0);
+    const led = kube.requests.find((q) => q.name === "orders-a" && roleIn(q.body) === "leader")?.at ?? 0;
+    // a's own demotion (a merge patch; a new leader's is a JSON patch) went out and was stored.
     const demotion = kube.requests.find(
       (r) =>
         r.method === "PATCH" &&
         r.name === "orders-a" &&
         !r.subresource &&
+        r.contentType === "application/merge-patch+json" &&
         roleIn(r.body) === "follower" &&
-        r.at > (kube.requests.find((q) => q.name === "orders-a" && roleIn(q.body) === "leader")?.at ?? 0),
+        r.at > led,
     );
     expect(demotion?.status).toBe(200);
-    // Gap, never overlap: a's pod stopped showing leader before b could acquire the lease.
     const fenceB = fenceIn(await b.waitForLog(/^acquired lease orders-sync with fence \d+$/));
     expect(fenceB).toBeGreaterThan(fenceA);
-    const taken = await admin.query(
-      "SELECT extract(epoch FROM acquired_at) * 1000 AS at FROM pglease_leases WHERE key = 'orders-sync' AND fence = $1",
-      [fenceB],
-    );
-    expect(demotion?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(Number(taken.rows[0].at));
     await expect.poll(() => role("orders-b"), { timeout: 10_000 }).toBe("leader");
+    // Gap, never overlap: a released without waiting for its demotion (sent beside the release),
+    // so b's label waited until a's pod no longer showed leader (a's own patch or b's, first).
+    const aOff = kube.requests.find(
+      (r) =>
+        r.method === "PATCH" &&
+        r.name === "orders-a" &&
+        !r.subresource &&
+        r.status === 200 &&
+        roleIn(r.body) === "follower" &&
+        r.at > led,
+    );
+    const bOn = kube.requests.find(
+      (r) =>
+        r.method === "PATCH" &&
+        r.name === "orders-b" &&
+        !r.subresource &&
+        r.status === 200 &&
+        roleIn(r.body) === "leader",
+    );
+    expect(aOff?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(bOn?.at ?? 0);
     expect(await fence("orders-b")).toBe(String(fenceB));
     expect(await role("orders-a")).toBe("follower");
 

@@ -2,7 +2,9 @@
 // stopping leader's demotion is refused. Its pod is being deleted: it is out of its Services'
 // ready endpoints already, and the leader releases at once instead of holding the lease to its
 // local deadline. A pod that is not being deleted (its sidecar restarted in place, RBAC taken
-// away by hand) stays routable: its leader keeps waiting for the demotion, as before.
+// away by hand) stays routable: without peer demotion its leader keeps waiting for the demotion,
+// as before; with peer demotion the leader never waits for its own demotion (the new leader
+// demotes it first, issue 30), and a new leader refused too never labels itself.
 import { expect, it } from "vitest";
 import { chartRules } from "../support/kube-servers.ts";
 import { seedWorkloadPod } from "../support/kubelet.ts";
@@ -15,13 +17,13 @@ const LONG = ["--duration", "10s", "--grace-period", "40s"];
 
 await onEachSidecarKubeServer("pglease stopping while its access is taken away", NS, (suite) => {
   /** Two pods of the workload, the first one's sidecar leading, the second's following. */
-  async function pair(prefix: string, lease: string) {
+  async function pair(prefix: string, lease: string, args: readonly string[] = LONG) {
     await seedWorkloadPod(suite.kube, NS, `${prefix}-a`, LABELS, true);
     await seedWorkloadPod(suite.kube, NS, `${prefix}-b`, LABELS, true);
-    const a = (await suite.sidecar(`${prefix}-a`, lease, LONG)).run;
+    const a = (await suite.sidecar(`${prefix}-a`, lease, args)).run;
     await a.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`));
     await expect.poll(() => suite.role(`${prefix}-a`), { timeout: 10_000 }).toBe("leader");
-    const b = (await suite.sidecar(`${prefix}-b`, lease, LONG)).run;
+    const b = (await suite.sidecar(`${prefix}-b`, lease, args)).run;
     await b.waitForLog(new RegExp(`^lease ${lease} is held by`));
     return { a, b };
   }
@@ -35,8 +37,8 @@ await onEachSidecarKubeServer("pglease stopping while its access is taken away",
     return { takenOverAfterMs, exit: await exited };
   }
 
-  it("a pod not being deleted keeps waiting for its refused demotion (it is still routable)", async () => {
-    const sidecars = await pair("kept", "uninstall-1");
+  it("without peer demotion, a pod not being deleted keeps waiting for its refused demotion (it is still routable)", async () => {
+    const sidecars = await pair("kept", "uninstall-1", [...LONG, "--no-peer-demotion"]);
     await suite.kube.setRules([]); // the Role emptied by hand: every request is refused (403)
     try {
       const { takenOverAfterMs, exit } = await stopAndTime(sidecars, "uninstall-1");
@@ -47,6 +49,22 @@ await onEachSidecarKubeServer("pglease stopping while its access is taken away",
       );
       expect(exit.code).toBe(0);
       expect(await suite.role("kept-a")).toBe("leader"); // never demoted: the refusal stands
+    } finally {
+      await suite.kube.setRules(await chartRules());
+    }
+  });
+
+  it("with peer demotion, a pod not being deleted releases at once and the refused new leader never labels itself", async () => {
+    const sidecars = await pair("fenced", "uninstall-3");
+    await suite.kube.setRules([]); // the Role emptied by hand: every request is refused (403)
+    try {
+      const { takenOverAfterMs, exit } = await stopAndTime(sidecars, "uninstall-3");
+      expect(takenOverAfterMs).toBeLessThan(2_000);
+      expect(exit.code).toBe(0);
+      // The new leader cannot take a's label off, so it leaves its own pod unlabelled.
+      await sidecars.b.waitForLog(/^missing permission/, 10_000);
+      expect(await suite.role("fenced-a")).toBe("leader");
+      expect(await suite.role("fenced-b")).toBe("follower");
     } finally {
       await suite.kube.setRules(await chartRules());
     }
