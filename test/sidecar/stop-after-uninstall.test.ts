@@ -7,7 +7,6 @@
 // demotes it first, issue 30), and a new leader refused too never labels itself.
 import { expect, it } from "vitest";
 import { chartRules } from "../support/kube-servers.ts";
-import { seedWorkloadPod } from "../support/kubelet.ts";
 import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
 
 const NS = "uninstall";
@@ -18,14 +17,7 @@ const LONG = ["--duration", "10s", "--grace-period", "40s"];
 await onEachSidecarKubeServer("pglease stopping while its access is taken away", NS, (suite) => {
   /** Two pods of the workload, the first one's sidecar leading, the second's following. */
   async function pair(prefix: string, lease: string, args: readonly string[] = LONG) {
-    await seedWorkloadPod(suite.kube, NS, `${prefix}-a`, LABELS, true);
-    await seedWorkloadPod(suite.kube, NS, `${prefix}-b`, LABELS, true);
-    const a = (await suite.sidecar(`${prefix}-a`, lease, args)).run;
-    await a.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`));
-    await expect.poll(() => suite.role(`${prefix}-a`), { timeout: 10_000 }).toBe("leader");
-    const b = (await suite.sidecar(`${prefix}-b`, lease, args)).run;
-    await b.waitForLog(new RegExp(`^lease ${lease} is held by`));
-    return { a, b };
+    return suite.pair(prefix, lease, LABELS, args);
   }
 
   /** SIGTERM to the leader; ms until the follower holds the lease, and the leader's exit. */

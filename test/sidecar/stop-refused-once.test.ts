@@ -7,7 +7,6 @@
 // label was off; now one 403 on a terminating pod releases the lease with the leader label still
 // on it, and the follower labels itself: two pods labelled leader until the old pod is gone.
 import { expect, it } from "vitest";
-import { seedWorkloadPod } from "../support/kubelet.ts";
 import { labelEvents } from "../support/leader-timeline.ts";
 import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
 
@@ -19,14 +18,7 @@ await onEachSidecarKubeServer("pglease stopping while one demotion is refused", 
   /** The leader (a) stops on a terminating pod while its first label patch is refused once. */
   async function refusedOnce(prefix: string, lease: string, args: readonly string[]) {
     const [podA, podB] = [`${prefix}-a`, `${prefix}-b`];
-    await seedWorkloadPod(suite.kube, NS, podA, LABELS, true);
-    await seedWorkloadPod(suite.kube, NS, podB, LABELS, true);
-    const a = (await suite.sidecar(podA, lease, args)).run;
-    await a.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`));
-    await expect.poll(() => suite.role(podA), { timeout: 10_000 }).toBe("leader");
-    const b = (await suite.sidecar(podB, lease, args)).run;
-    await b.waitForLog(new RegExp(`^lease ${lease} is held by`));
-    await expect.poll(() => suite.role(podB), { timeout: 10_000 }).toBe("follower");
+    const { a, b } = await suite.pair(prefix, lease, LABELS, args);
 
     await suite.kube.deletePod(NS, podA, 30); // terminating: its own watch sees deletionTimestamp
     suite.kube.clearRequests();

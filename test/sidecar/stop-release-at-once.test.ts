@@ -5,7 +5,6 @@
 // lease at once, demote the old pod itself, and only then label its own. Without peer demotion
 // nobody else takes the old label off, so the release still waits for the demotion.
 import { expect, it } from "vitest";
-import { seedWorkloadPod } from "../support/kubelet.ts";
 import { labelEvents } from "../support/leader-timeline.ts";
 import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
 
@@ -18,14 +17,7 @@ await onEachSidecarKubeServer("pglease stopping while its own demotion is held",
   /** a leads and b follows; SIGTERM to a while the server holds a's own label patch. */
   async function stopWithDemotionHeld(prefix: string, lease: string, args: readonly string[]) {
     const [podA, podB] = [`${prefix}-a`, `${prefix}-b`];
-    await seedWorkloadPod(suite.kube, NS, podA, LABELS, true);
-    await seedWorkloadPod(suite.kube, NS, podB, LABELS, true);
-    const a = (await suite.sidecar(podA, lease, args)).run;
-    await a.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`));
-    await expect.poll(() => suite.role(podA), { timeout: 10_000 }).toBe("leader");
-    const b = (await suite.sidecar(podB, lease, args)).run;
-    await b.waitForLog(new RegExp(`^lease ${lease} is held by`));
-    await expect.poll(() => suite.role(podB), { timeout: 10_000 }).toBe("follower");
+    const { a, b } = await suite.pair(prefix, lease, LABELS, args);
     suite.kube.clearRequests();
     // a's own label patches (merge patches); b's patches of a's pod are JSON patches and pass.
     const held = suite.kube.faults.hang({

@@ -4,11 +4,12 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll } from "vitest";
+import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { type Running, startShortLeaseRun } from "./cli.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { onEachKubeServer } from "./kube-server-suites.ts";
 import type { StartOptions, TestKube } from "./kube-servers.ts";
+import { seedWorkloadPod } from "./kubelet.ts";
 
 export interface SidecarKubeSuite {
   /** Set in beforeAll. */
@@ -18,6 +19,16 @@ export interface SidecarKubeSuite {
   sidecar(pod: string, lease: string, extra?: readonly string[]): Promise<{ run: Running; port: number }>;
   /** The pod's role label, as the API server has it now. */
   role(pod: string): Promise<string | undefined>;
+  /**
+   * Two ready pods of the workload `${prefix}-a` and `${prefix}-b`: a's sidecar leads `lease` and its
+   * pod is labelled leader, then b's follows and its pod is labelled follower.
+   */
+  pair(
+    prefix: string,
+    lease: string,
+    labels: Record<string, string>,
+    args: readonly string[],
+  ): Promise<{ a: Running; b: Running }>;
 }
 
 /**
@@ -48,6 +59,18 @@ export async function onEachSidecarKubeServer(
       },
       role: async (pod: string) =>
         (await suite.kube.pod(namespace, pod))?.metadata?.labels?.["pglease.io/role"],
+      async pair(prefix: string, lease: string, labels: Record<string, string>, args: readonly string[]) {
+        const [podA, podB] = [`${prefix}-a`, `${prefix}-b`];
+        await seedWorkloadPod(suite.kube, namespace, podA, labels, true);
+        await seedWorkloadPod(suite.kube, namespace, podB, labels, true);
+        const a = (await suite.sidecar(podA, lease, args)).run;
+        await a.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`));
+        await expect.poll(() => suite.role(podA), { timeout: 10_000 }).toBe("leader");
+        const b = (await suite.sidecar(podB, lease, args)).run;
+        await b.waitForLog(new RegExp(`^lease ${lease} is held by`));
+        await expect.poll(() => suite.role(podB), { timeout: 10_000 }).toBe("follower");
+        return { a, b };
+      },
     } as SidecarKubeSuite;
     beforeAll(async () => {
       suite.db = await createTestDatabase();
