@@ -2,8 +2,7 @@
 // real server, or the in-process server's): the moment a change was accepted, by the arrival time
 // of the request that made it.
 import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
-
-const ROLE_LABEL = "pglease.io/role";
+import { roleIn } from "../../test/support/leader-timeline.ts";
 
 /**
  * An accepted write of the Lease naming one of `contenders` (a release names nobody). Real
@@ -24,7 +23,10 @@ export function podLabelledLeader(pod: string | undefined): (r: RecordedRequest)
   return podLabelled(pod, "leader");
 }
 
-/** An accepted patch of the pod itself (not its status) that labels it `role`. */
+/**
+ * An accepted patch of the pod itself (not its status) that labels it `role`: a follower's merge
+ * patch, or the JSON patch of a leader's guarded self-label or a peer's demotion (guarded-patch.ts).
+ */
 export function podLabelled(
   pod: string | undefined,
   role: "leader" | "follower",
@@ -34,5 +36,5 @@ export function podLabelled(
     r.name === pod &&
     r.subresource === undefined &&
     r.status === 200 &&
-    JSON.stringify(r.body ?? null).includes(`"${ROLE_LABEL}":"${role}"`);
+    roleIn(r.body) === role;
 }
