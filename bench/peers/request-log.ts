@@ -24,8 +24,8 @@ export function podLabelledLeader(pod: string | undefined): (r: RecordedRequest)
 }
 
 /**
- * An accepted patch of the pod itself (not its status) that labels it `role`: a merge patch (a
- * follower's own label), or a JSON patch (a leader's guarded self-label, a peer's demotion).
+ * An accepted patch of the pod itself (not its status) that labels it `role`: a follower's merge
+ * patch, or the JSON patch of a leader's guarded self-label or a peer's demotion (guarded-patch.ts).
  */
 export function podLabelled(
   pod: string | undefined,

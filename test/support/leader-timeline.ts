@@ -20,16 +20,25 @@ export interface LeaderTimeline {
 
 const ROLE = /"pglease\.io\/role":"([a-z]+)"/;
 
-/** The role label a patch sets: a merge patch's, or a JSON patch's (a leader's own, a peer's demotion). */
+/**
+ * The role label a patch sets: a merge patch's, or a JSON patch's (a leader's own, a peer's
+ * demotion), whose `add` sets the label or brings the whole labels map; a `test` only reads it.
+ */
 export function roleIn(body: unknown): string | undefined {
   if (Array.isArray(body)) {
-    const set = body.find((op) => op?.op === "add" && op.path === ROLE_POINTER);
-    return typeof set?.value === "string" ? set.value : undefined;
+    for (const op of body) {
+      if (op?.op !== "add") continue;
+      if (op.path === ROLE_POINTER && typeof op.value === "string") return op.value;
+      const whole = op.path === LABELS_POINTER ? op.value?.["pglease.io/role"] : undefined;
+      if (typeof whole === "string") return whole;
+    }
+    return undefined;
   }
   return ROLE.exec(JSON.stringify(body ?? null))?.[1];
 }
 
-const ROLE_POINTER = "/metadata/labels/pglease.io~1role";
+const LABELS_POINTER = "/metadata/labels";
+const ROLE_POINTER = `${LABELS_POINTER}/pglease.io~1role`;
 
 /** pglease: the pods' role label as patched (accepted patches only), and each pod's removal. */
 export function labelEvents(
