@@ -177,6 +177,20 @@ describe("a running controller", () => {
     const b = await longLeaseReplica("handover");
     const seen = await b.r.waitForLog(/^lease handover is held by /);
     expect((await b.get("/leader")).status).toBe(503);
+    // b records its candidacy after its first look (the "held by" line), in a statement of its own:
+    // a's graceful stop reserves for the live candidates it reads, so a stop before b's row is
+    // committed releases to anyone, and b's claim on the notice is a plain claim, not a handover.
+    await expect
+      .poll(
+        async () => {
+          const { rows } = await suite.admin.query<{ holder: string }>(
+            "SELECT holder FROM pglease_leases_candidates WHERE key = 'handover' AND seen_until > clock_timestamp()",
+          );
+          return rows.map((r) => r.holder).includes(String(seen.holder));
+        },
+        { timeout: 15_000 },
+      )
+      .toBe(true);
 
     const exit = await a.r.stop("SIGTERM");
     expect(exit.code).toBe(0);
