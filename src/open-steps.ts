@@ -4,7 +4,7 @@
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { isTooSlow, isUnreachable } from "./lease/connection-errors.ts";
+import { isOutOfConnections, isTooSlow, isUnreachable } from "./lease/connection-errors.ts";
 import { createLeasePool } from "./lease/pool.ts";
 import { type HolderSession, PgReleaseFeed } from "./lease/release-feed.ts";
 import { type RestartLock, takeRestartLock } from "./lease/restart-lock.ts";
@@ -57,7 +57,7 @@ export async function withStartRetry<T>(
     try {
       return await open();
     } catch (error) {
-      const transient = isUnreachable(error) || isTooSlow(error);
+      const transient = isUnreachable(error) || isTooSlow(error) || isOutOfConnections(error);
       if (signal?.aborted && transient) throw new StartAborted();
       const left = budget - (performance.now() - startedAt);
       if (!transient || left <= 0) throw error;
@@ -65,7 +65,9 @@ export async function withStartRetry<T>(
       const reason = (error as Error).message;
       const what = isUnreachable(error)
         ? "cannot reach PostgreSQL yet"
-        : "PostgreSQL did not answer in time yet";
+        : isOutOfConnections(error)
+          ? "PostgreSQL has no connection left yet"
+          : "PostgreSQL did not answer in time yet";
       log.warn(`${what} (${reason}); retrying in ${delay} ms, for up to ${Math.round(left / 1000)} s more`, {
         err: reason,
         attempt,

@@ -27,3 +27,10 @@ export function isUnreachable(error: unknown): boolean {
   const code = (error as { code?: string }).code ?? "";
   return UNREACHABLE_CODES.has(code) || /timeout expired|Connection terminated/.test(error.message);
 }
+
+// too_many_connections: the role's CONNECTION LIMIT, the database's, or max_connections is used up.
+// At start it lasts only until other sessions end (a rollout's surge, a stopped process's backends
+// still exiting), so it is waited for; the LISTEN connection refused so still means polling.
+export function isOutOfConnections(error: unknown): boolean {
+  return error instanceof Error && (error as { code?: string }).code === "53300";
+}

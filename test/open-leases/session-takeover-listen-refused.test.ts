@@ -11,23 +11,30 @@ import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;
 let admin: pg.Pool;
-let url: URL;
-let role: string;
 beforeAll(async () => {
   db = await createTestDatabase();
   admin = new pg.Pool({ connectionString: db.url, max: 2 });
-  // A role allowed one connection: the pool's. The LISTEN connection is refused (53300).
-  role = `pglease_one_${randomBytes(3).toString("hex")}`;
-  await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'one-connection' CONNECTION LIMIT 1`);
-  await admin.query(`GRANT ALL ON DATABASE ${db.name} TO ${role}; GRANT ALL ON SCHEMA public TO ${role}`);
-  url = new URL(db.url);
-  url.username = role;
-  url.password = "one-connection";
 });
 afterAll(async () => {
   await admin.end();
   await db.drop();
 });
+
+/**
+ * A role allowed one connection: the pool's, so the LISTEN connection is refused (53300). One per
+ * case: a backend leaves pg_stat_activity before it leaves the count CONNECTION LIMIT checks, so
+ * a case sharing the role with the one before could be refused its pool connection even after
+ * pg_stat_activity showed none of the role left.
+ */
+async function oneConnectionUrl(): Promise<{ url: string; role: string }> {
+  const role = `pglease_one_${randomBytes(3).toString("hex")}`;
+  await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'one-connection' CONNECTION LIMIT 1`);
+  await admin.query(`GRANT ALL ON DATABASE ${db.name} TO ${role}; GRANT ALL ON SCHEMA public TO ${role}`);
+  const url = new URL(db.url);
+  url.username = role;
+  url.password = "one-connection";
+  return { url: url.toString(), role };
+}
 
 const sessionsOf = async (name: string) =>
   (
@@ -37,9 +44,10 @@ const sessionsOf = async (name: string) =>
   ).rows[0]?.n;
 
 it("with session takeover asked for and LISTEN refused, openLeases refuses to open, naming the option and the fix", async () => {
+  const { url, role } = await oneConnectionUrl();
   const warnings: string[] = [];
   const opening = openLeases({
-    connectionString: url.toString(),
+    connectionString: url,
     poolSize: 1,
     table: "takeover_one_connection_leases",
     sessionTakeover: true,
@@ -66,9 +74,10 @@ it("with session takeover asked for and LISTEN refused, openLeases refuses to op
 });
 
 it("without session takeover the same refusal still opens, followers polling, and leads", async () => {
+  const { url } = await oneConnectionUrl();
   const warnings: string[] = [];
   const leases = await openLeases({
-    connectionString: url.toString(),
+    connectionString: url,
     poolSize: 1,
     table: "polling_one_connection_leases",
     restartTakeover: false,

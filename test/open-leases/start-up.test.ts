@@ -103,6 +103,45 @@ describe("an unreachable PostgreSQL at open", () => {
   });
 });
 
+describe("a PostgreSQL with no connection left for the role at open", () => {
+  it("is waited for like an unreachable one: the pool's refused connection is retried until a slot frees", async () => {
+    // A rollout's surge, or the sessions of a process that just stopped not yet ended on the
+    // server (a backend exits after its client closed): the refusal lasts only until they end.
+    const role = `pglease_full_${randomBytes(3).toString("hex")}`;
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'full-role' CONNECTION LIMIT 1`);
+    await admin.query(`GRANT ALL ON DATABASE ${db.name} TO ${role}; GRANT ALL ON SCHEMA public TO ${role}`);
+    const url = new URL(db.url);
+    url.username = role;
+    url.password = "full-role";
+    // The session that uses the role's one connection until the test ends it.
+    const other = new pg.Client({ connectionString: url.toString() });
+    await other.connect();
+    let otherEnded = false;
+    cleanup.push(async () => otherEnded || other.end());
+    const logger = recordingLogger();
+    const opening = openLeases({
+      connectionString: url.toString(),
+      poolSize: 1,
+      notify: false,
+      logger,
+      startTimeoutMs: 60_000,
+      restartTakeover: false,
+    });
+    opening.catch(() => {});
+    await expect.poll(() => logger.warnings.length, { timeout: 20_000 }).toBeGreaterThan(0);
+    expect(logger.warnings[0]).toMatch(
+      /^PostgreSQL has no connection left yet \(too many connections for role "pglease_full_[0-9a-f]+"\); retrying in \d+ ms, for up to \d+ s more$/,
+    );
+    expect(logger.warnings[0]).not.toContain("full-role");
+    await other.end();
+    otherEnded = true;
+    const leases = await opening;
+    cleanup.push(() => leases.close());
+    const e = leases.campaign("after-slot-freed");
+    await expect.poll(() => e.isLeader(), { timeout: 10_000 }).toBe(true);
+  });
+});
+
 it("warns when lease writes would commit asynchronously", async () => {
   await admin.query(`ALTER DATABASE ${db.name} SET synchronous_commit = off`);
   try {
