@@ -122,6 +122,8 @@ describe("a PostgreSQL with no connection left for the role at open", () => {
     const opening = openLeases({
       connectionString: url.toString(),
       poolSize: 1,
+      // Its own table: this role creates it, as it could not claim in one another role owns.
+      table: "full_role_leases",
       notify: false,
       logger,
       startTimeoutMs: 60_000,
