@@ -230,6 +230,7 @@ class KubePodPublisher implements PodPublisher {
       wallClock: this.#wallClock,
       stopSignal: this.#stopping.signal,
       stillLeads: this.#opts.stillLeads ?? (() => true),
+      renewals: this.#opts.renewals ?? (() => null),
       seen: (pod) => this.#seen(pod),
       gone: (why) => this.#gone(why),
       peers: (selector) => (this.#peerView?.selector === selector ? this.#peerView.peers() : null),

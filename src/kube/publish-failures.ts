@@ -4,7 +4,7 @@
 import type { Logger } from "pino";
 import { KubeRequestError, permissionName } from "./pod-api.ts";
 import { type PublishConfig, PublishConfigError } from "./publish-config.ts";
-import { NoLongerLeads } from "./reconcile.ts";
+import { AwaitingRenew, NoLongerLeads } from "./reconcile.ts";
 
 /** Logs failed passes without flooding: the same error again is logged every 20th time. */
 export function failureLog(logger: Logger, config: PublishConfig) {
@@ -26,7 +26,7 @@ export function failureLog(logger: Logger, config: PublishConfig) {
 function logFailure(logger: Logger, config: PublishConfig, error: unknown, failures: number): void {
   if (error instanceof PublishConfigError) {
     logger.error({ failures, field: error.field }, error.message);
-  } else if (error instanceof NoLongerLeads) {
+  } else if (error instanceof NoLongerLeads || error instanceof AwaitingRenew) {
     logger.debug({ failures }, error.message);
   } else if (!(error instanceof KubeRequestError)) {
     logger.error({ err: error, failures }, "pod publishing failed unexpectedly; retrying");

@@ -59,6 +59,13 @@ export interface PodPublisherOptions {
    * stops there. Without it only the newest setDesired() counts.
    */
   stillLeads?: (term: LeadershipState) => boolean;
+  /**
+   * How many claims and renews of `term` the elector has accepted so far (null when it does not
+   * lead `term`). With it, a superseded-by annotation at or above the term's fence that a renew
+   * after its read proves stale (a fence sequence that went back) is replaced and the pod labelled
+   * (see reconcile's staleFenceProven); without it such a pod is never labelled leader.
+   */
+  renewals?: (term: LeadershipState) => number | null;
   /** Every version of this pod the publisher sees (its watch, its patches): the health gate reads it. */
   onPod?: (pod: Pod) => void;
 }

@@ -35,6 +35,11 @@ export interface PublisherState {
   peersClearedFor: string | null;
   /** The term and the newer-term peer it last left the leader label to (reconcile's yieldTo). */
   yieldedFor: string | null;
+  /**
+   * A superseded-by annotation at or above a term's fence (key: term and value), with the count of
+   * that term's successful claims and renews when a pass first saw it (reconcile's staleFenceProven).
+   */
+  fenceRead: { key: string; renewals: number } | null;
   /** Why the last pass failed, until one succeeds. */
   lastError: string | undefined;
   /**
@@ -53,6 +58,7 @@ export function initialState(uid: string | null): PublisherState {
     podStale: true,
     peersClearedFor: null,
     yieldedFor: null,
+    fenceRead: null,
     lastError: undefined,
     accessRefused: false,
   };

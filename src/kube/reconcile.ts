@@ -21,6 +21,7 @@ import {
   conditionPatch,
   heldInAnotherCluster,
   type LeadershipState,
+  type MetadataPatch,
   metadataPatch,
 } from "./desired-state.ts";
 import { guardedPatch, supersededBy } from "./guarded-patch.ts";
@@ -39,6 +40,8 @@ export interface ReconcileContext {
   stopSignal: AbortSignal;
   /** The caller's word that `term` is still this process's current term. */
   stillLeads: (term: LeadershipState) => boolean;
+  /** How many claims and renews of `term` succeeded so far (PodPublisherOptions.renewals); null: unknown. */
+  renewals: (term: LeadershipState) => number | null;
   /** Records a pod the API server answered with; one with another uid ends this pod (gone). */
   seen: (pod: Pod) => void;
   /** This process's pod no longer exists: nothing more is published. */
@@ -71,6 +74,8 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
     await readOwnPod(state, ctx);
     if (superseded()) return;
   }
+  // Set when a superseded-by annotation at or above this term's fence is proven stale (see staleFenceProven).
+  let replaceStale: number | null = null;
   if (target.state.role === ROLE.leader) {
     const leads = () => !superseded() && ctx.stillLeads(target.state);
     const key = termKey(target.state);
@@ -80,7 +85,13 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
     if (newer !== null) return yieldTo(state, ctx, target.state, newer);
     const fencedBy = supersededBy(state.pod);
     if (fencedBy !== null && target.state.fence !== null && fencedBy >= target.state.fence) {
-      return fencedOff(state, ctx, target.state, fencedBy);
+      if (!staleFenceProven(state, ctx, target.state, fencedBy)) {
+        fencedOff(state, ctx, target.state, fencedBy);
+        // With a renew count a later renew may prove the annotation stale: the pass is tried again.
+        if (ctx.renewals(target.state) !== null) throw new AwaitingRenew(target.state, fencedBy);
+        return;
+      }
+      replaceStale = target.state.fence;
     }
   } else if (heldInAnotherCluster(target.state, ctx.config)) {
     // A newer desired state (this pod leads, or the holder moved) ends what this pass knows.
@@ -96,7 +107,7 @@ export async function reconcile(state: PublisherState, ctx: ReconcileContext): P
   if (superseded()) return;
   // Labels and condition are two requests that say the same thing: sent together, a handover waits
   // for one round trip, not two (a demotion before the release, the new leader's label after it).
-  const labels = metadataPatch(target.pod, state.pod);
+  const labels = withFence(metadataPatch(target.pod, state.pod), replaceStale);
   const condition = conditionPatch(target.pod, state.pod, ctx.wallClock());
   const own: PodRef = { name: ctx.config.podName, uid: state.uid ?? undefined };
   // Only a leader's labels need the guard: a follower's patch takes a label off, always safe.
@@ -234,6 +245,59 @@ function fencedOff(state: PublisherState, ctx: ReconcileContext, term: Leadershi
     { fence: term.fence, supersededBy: by },
     "a newer term fenced this pod off (its superseded-by annotation): not labelling it leader while this process still believes it leads",
   );
+}
+
+/** The pass waits for a renew of its term that would prove the pod's superseded-by annotation stale. */
+export class AwaitingRenew extends Error {
+  constructor(term: LeadershipState, by: number) {
+    super(
+      `the pod's superseded-by annotation (${by}) is at or above this term's fence ${term.fence} of lease ${term.lease}: not labelling it leader unless a renew of this term proves it stale`,
+    );
+    this.name = "AwaitingRenew";
+  }
+}
+
+/**
+ * Whether the superseded-by annotation `by` (>= the fence f of `term`) on this pod is stale: left by
+ * another era of the fence sequence (a new database or lease table, a restore, a failover that lost
+ * sequence values) or by another lease's term, not by a newer term of this lease. It is once a claim
+ * or renew of term f succeeds after this process read `by`: every newer claim of the lease changes
+ * the row's fence, and a newer term writes its fence here only after its claim, so had `by` come
+ * from a newer term, that claim came before the read, and the renew of f after the read would
+ * have matched no row. A renew sent before the read and answered after it proves the same: a newer
+ * claim between its execution and the read needs the lease to expire first, a ttl later, and the
+ * elector refuses an answer received after its local deadline (send + ttl − margin). The count is
+ * recorded at the first pass that sees `by`, at or after the read, so it can only be too high
+ * (costing one more renew), never too low. A late self-label of an old term after a pause stays
+ * refused: its renew fails once the newer term claimed, so it never proves the newer fence stale.
+ */
+function staleFenceProven(
+  state: PublisherState,
+  ctx: ReconcileContext,
+  term: LeadershipState,
+  by: number,
+): boolean {
+  const renewals = ctx.renewals(term);
+  if (renewals === null) return false;
+  const key = `${termKey(term)}@${by}`;
+  if (state.fenceRead?.key !== key) {
+    state.fenceRead = { key, renewals };
+    return false;
+  }
+  return renewals > state.fenceRead.renewals;
+}
+
+/**
+ * `labels` that also replace a stale superseded-by annotation with `fence` − 1: terms before this
+ * one stay fenced off, this one is not. The self-label's guard tests the stale value as read.
+ */
+function withFence(labels: MetadataPatch | null, fence: number | null): MetadataPatch | null {
+  if (fence === null || labels === null) return labels;
+  const annotations = {
+    ...labels.metadata.annotations,
+    [POD_CONTRACT.supersededAnnotation]: String(fence - 1),
+  };
+  return { metadata: { ...labels.metadata, annotations } };
 }
 
 /** Oldest first, by resourceVersion. */

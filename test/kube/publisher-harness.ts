@@ -69,6 +69,7 @@ export interface HarnessOptions {
   /** Backoff jitter; Math.random when left out. */
   random?: () => number;
   stillLeads?: (target: LeadershipState) => boolean;
+  renewals?: (target: LeadershipState) => number | null;
 }
 
 export async function startHarness(kube: KubeServerKind, options: HarnessOptions = {}): Promise<Harness> {
@@ -107,6 +108,7 @@ export async function startHarness(kube: KubeServerKind, options: HarnessOptions
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.random ? { random: options.random } : {}),
       ...(options.stillLeads ? { stillLeads: options.stillLeads } : {}),
+      ...(options.renewals ? { renewals: options.renewals } : {}),
       ...(hooks
         ? {
             onPatch: (e: PatchObservation) => patches.push(e),
