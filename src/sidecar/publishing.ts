@@ -18,6 +18,8 @@ export async function startPublisher(
   stillLeads: (term: LeadershipState) => boolean,
   /** Each version of this pod seen: the health gate's input. */
   onPod: (pod: Pod) => void,
+  /** How many claims and renews of `term` succeeded (null: not this process's term): see PodPublisherOptions. */
+  renewals: (term: LeadershipState) => number | null,
 ): Promise<PodPublisher | null> {
   const decision = config.publishing;
   if (!decision.enabled) {
@@ -54,6 +56,7 @@ export async function startPublisher(
     },
     stillLeads,
     onPod,
+    renewals,
   });
   const started = await publisher
     .start({ lease: config.publishLease, role: "follower", fence: null, holder: "" })

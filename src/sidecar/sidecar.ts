@@ -67,6 +67,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   const closeHttp = () => closeServer(http.server);
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;
+  const renewals: Renewals = new Map();
   try {
     // Through a getter: the lease stack's later warnings carry the identity it settled on.
     leases = await openLeases(leaseOptions(config, holder, () => log, signal));
@@ -86,6 +87,10 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
         return elector?.isLeader() === true && elector.status().fence === term.fence;
       },
       (pod) => appHealth?.onPod(pod),
+      (term) => {
+        const confirmed = renewals.get(term.lease);
+        return confirmed !== undefined && confirmed.fence === term.fence ? confirmed.count : null;
+      },
     );
     appHealth?.usePublisher(publisher);
   } catch (error) {
@@ -96,7 +101,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   }
   leases.releases?.subscribe((key) => metrics.observeNotice(key));
   const shutdown: Shutdown = { started: false, demotion: null };
-  const electors = campaign(config, log, leases, { publisher, appHealth, shutdown }, metrics, view);
+  const electors = campaign(config, log, leases, { publisher, appHealth, shutdown, renewals }, metrics, view);
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
     `campaigning for ${config.leases.join(", ")} as ${holder}`,
@@ -189,6 +194,9 @@ function serveHttp(
   });
 }
 
+/** Per lease, the fence of this process's current term and how many of its claims and renews succeeded. */
+type Renewals = Map<string, { fence: number; count: number }>;
+
 interface Shutdown {
   started: boolean;
   /** The demotion a release did not wait for (see campaign()), settling within its budget. */
@@ -207,7 +215,8 @@ function campaign(
     publisher,
     appHealth,
     shutdown,
-  }: { publisher: PodPublisher | null; appHealth: AppHealth | null; shutdown: Shutdown },
+    renewals,
+  }: { publisher: PodPublisher | null; appHealth: AppHealth | null; shutdown: Shutdown; renewals: Renewals },
   metrics: SidecarMetrics,
   view: HealthView,
 ): Elector[] {
@@ -243,6 +252,13 @@ function campaign(
     // Listeners go on before the first tick, which runs on a timer after campaign() returns.
     observe(elector, log, metrics, view);
     if (published) {
+      // Counted before the transition's publish runs: the publisher's stale-fence proof reads it.
+      elector.on("tick", (tick) => {
+        const fence = tick.state.term?.fence;
+        if (fence === undefined || (tick.outcome !== "acquired" && tick.outcome !== "renewed")) return;
+        const previous = renewals.get(tick.key);
+        renewals.set(tick.key, { fence, count: previous?.fence === fence ? previous.count + 1 : 1 });
+      });
       const publish = () => {
         const s = elector.status();
         // Once shutting down (the pod is being demoted), nothing may label it leader again.
