@@ -176,6 +176,22 @@ await onEachKubeServer("pglease run publishing to its pod", (server) => {
     expect(demoteC).toBeLessThan(promoteD);
   });
 
+  it("a leader whose pod carries superseded-by from before the fence sequence went back labels itself after one renew", async () => {
+    await seed("orders-r");
+    // As after a restore or a new lease table: far above any fence this database hands out.
+    await kube.mutatePod(NS, "orders-r", (pod) => {
+      pod.metadata = pod.metadata ?? {};
+      pod.metadata.annotations = { "pglease.io/superseded-by": "1000000" };
+    });
+    const r = await sidecar("orders-r", "rewound");
+    const acquired = await r.waitForLog(/^acquired lease rewound/);
+    // The bound: one renew interval (1 s with a 3 s lease) plus one publisher backoff step (4 s at
+    // most); 10 s leaves room for a loaded host. On main the pod was never labelled.
+    await expect.poll(() => role("orders-r"), { timeout: 10_000, interval: 50 }).toBe("leader");
+    const pod = await kube.pod(NS, "orders-r");
+    expect(pod?.metadata?.annotations?.["pglease.io/superseded-by"]).toBe(String(fenceIn(acquired) - 1));
+  });
+
   it("a Role without pods/status patch is a clear error at start", async () => {
     await seed("orders-e");
     const withoutStatus = rules
