@@ -70,8 +70,11 @@ async function prepareWorkloads(
       preparedStatements: statements === "named",
     });
     const key = (role: string, worker: number) => `${setupIndex}-${statements}-${role}-${worker}`;
-    const fences = await Promise.all(workers.map((i) => work.hold(store, key("renew", i), work.HOLDER)));
-    await Promise.all(workers.map((i) => work.hold(store, key("held", i), work.OTHER_HOLDER)));
+    // The setup's claims go one at a time: all at once they queue for the pool, and a claim that
+    // waits past 500 ms for a connection is dropped unsent (StatementNotSent), as on a busy host.
+    const fences: number[] = [];
+    for (const i of workers) fences.push(await work.hold(store, key("renew", i), work.HOLDER));
+    for (const i of workers) await work.hold(store, key("held", i), work.OTHER_HOLDER);
     workloads.push(
       { statements, stepsFor: (i) => work.claimReleaseCycle(store, key("cycle", i)) },
       { statements, stepsFor: (i) => work.renewLoop(store, key("renew", i), work.nth(fences, i)) },
