@@ -56,7 +56,9 @@ it("hands over to the named candidate, which claims first; the leader's work and
 
     const result = await a.handover("k", { to: "b-pod" });
     expect(result).toMatchObject({ from: "a", to: { holder: "b" } });
-    expect(eb.isLeader()).toBe(true);
+    // handover() answers once the row names b; b's elector applies its own claim's answer in its
+    // own turn (in another process, in general), so its belief follows, it does not precede.
+    await expect.poll(() => eb.isLeader()).toBe(true);
     expect(result.fence).toBe(eb.status().fence);
     // c has the higher priority and listens too: the reservation kept it out.
     expect(events).toEqual(["a: work ended", "a: demoted", "b: acquired"]);
@@ -64,7 +66,7 @@ it("hands over to the named candidate, which claims first; the leader's work and
     expect(history.at(-1)).toMatchObject({ holder: "b", previousHolder: "a", reason: "handover" });
     // Without --to: the best live candidate by priority.
     expect(await b.handover("k")).toMatchObject({ from: "b", to: { holder: "c" } });
-    expect(ec.isLeader()).toBe(true);
+    await expect.poll(() => ec.isLeader()).toBe(true);
   } finally {
     await closeAll([a, b, c]);
   }
