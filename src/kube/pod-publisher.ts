@@ -267,7 +267,9 @@ class KubePodPublisher implements PodPublisher {
   }
 
   #seen(next: Pod): void {
-    if (!this.#isOwn(next)) return;
+    // A patch's answer can arrive after the watch brought a later write (the kubelet's): the
+    // older version would undo it, e.g. show the health gate a ready application again.
+    if (!this.#isOwn(next) || isOlder(next, this.#state.pod)) return;
     this.#state.pod = next;
     if (!this.#peerView) this.#watchPeers(next);
     this.#opts.onPod?.(next);
@@ -366,9 +368,7 @@ class KubePodPublisher implements PodPublisher {
       list: () => this.#api.listOwnPod(),
       podName: config.podName,
       logger,
-      onPod: (next) => {
-        if (!isOlder(next, this.#state.pod)) this.#seen(next);
-      },
+      onPod: (next) => this.#seen(next),
       onDeleted: (pod) => {
         const uid = pod?.metadata?.uid;
         // The end of a later pod of this name says nothing about this one.

@@ -4,6 +4,7 @@
 import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
 import pino from "pino";
 import { type Clock, ManualClock } from "../../src/election/clock.ts";
+import type { Pod } from "../../src/kube/client/api-types.ts";
 import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import { createPodPublisher } from "../../src/kube/pod-publisher.ts";
@@ -70,6 +71,8 @@ export interface HarnessOptions {
   random?: () => number;
   stillLeads?: (target: LeadershipState) => boolean;
   renewals?: (target: LeadershipState) => number | null;
+  /** Each version of its own pod the publisher hands on (the health gate's input). */
+  onPod?: (pod: Pod) => void;
 }
 
 export async function startHarness(kube: KubeServerKind, options: HarnessOptions = {}): Promise<Harness> {
@@ -109,6 +112,7 @@ export async function startHarness(kube: KubeServerKind, options: HarnessOptions
       ...(options.random ? { random: options.random } : {}),
       ...(options.stillLeads ? { stillLeads: options.stillLeads } : {}),
       ...(options.renewals ? { renewals: options.renewals } : {}),
+      ...(options.onPod ? { onPod: options.onPod } : {}),
       ...(hooks
         ? {
             onPatch: (e: PatchObservation) => patches.push(e),
