@@ -1,23 +1,83 @@
 // The election's decisions as pure functions: state and an observation in, the next state,
 // a named outcome, a sentence (the log line and the test oracle) and the next wake-up out.
 // Times are on the elector's monotonic clock; the server's clock only arrives as durations
-// (ttlMs = expires_at − the server's now, measured in the same statement).
-import { refuse, stepDown } from "./endings.ts";
+// (ttlMs = expires_at − the server's now, measured in the same statement). Nothing here reads a
+// clock, starts a timer or calls a store: the elector (elector.ts) does, and applies what these say.
 import { provenDeadPredecessor } from "./identity.ts";
 import type { ClaimAnswer, LeaseView, RenewAnswer } from "./ports.ts";
-import {
-  type Action,
-  type Context,
-  type Decision,
-  type ElectionState,
-  initialState,
-  type Observed,
-  seconds,
-  type Term,
-} from "./state.ts";
+import type { ResolvedTiming } from "./timing.ts";
 
-export * from "./endings.ts";
-export * from "./state.ts";
+export type Outcome =
+  | "acquired"
+  | "renewed"
+  | "held-by-other"
+  | "lost"
+  | "stepped-down"
+  | "released"
+  /** A leader whose campaign gate closed handed its term over: work ended, pod demoted, released. */
+  | "resigned"
+  /** A follower whose campaign gate is closed looked and did not claim. */
+  | "not-campaigning"
+  /** A claim won a term this elector will not lead (answered too late, stale fence, stopping); it releases it. */
+  | "refused"
+  | "transient-error";
+
+export interface Term {
+  fence: number;
+  acquiredAt: Date;
+  expiresAt: Date;
+  /** Local end of leadership: send time of the last good claim/renew + its ttl − the margin. */
+  deadline: number;
+}
+
+export interface Observed {
+  holder: string | null;
+  fence: number | null;
+  expiresAt: Date | null;
+  /** Local instant by which the server's expiry has certainly passed; null when unknown. */
+  localExpiry: number | null;
+}
+
+export interface ElectionState {
+  role: "leader" | "follower";
+  term: Term | null;
+  observed: Observed | null;
+}
+
+export interface Decision {
+  outcome: Outcome;
+  sentence: string;
+  state: ElectionState;
+  /** Monotonic instant of the next tick. */
+  wakeAt: number;
+  /** The fence of a term won but refused: the elector releases that term (scoped to its fence). */
+  release?: number;
+  /** On a won claim, how the lease changed hands, in the history table's words (when the store says). */
+  change?: { reason: string; previousHolder: string | null };
+}
+
+export interface Context {
+  key: string;
+  holder: string;
+  timing: ResolvedTiming;
+  /**
+   * Session takeover: this holder's term may be taken once its server session is gone, which its
+   * last renew proved alive only then; leadership then ends locally one renew interval plus one
+   * call timeout after that renew was sent, whatever the lease's ttl.
+   */
+  sessionTakeover?: boolean;
+  /**
+   * Release notices are known to arrive (the feed's connection is up and answered its last check):
+   * a follower then waits for a notice or the observed expiry instead of polling.
+   */
+  noticesHealthy?: boolean;
+}
+
+export type Action = "renew" | "claim" | "read" | "resign";
+
+export const initialState: ElectionState = { role: "follower", term: null, observed: null };
+
+export const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 
 /**
  * The next renew falls on a grid of the renew interval shared by every elector of the process
@@ -250,5 +310,169 @@ export function afterError(
     sentence: `could not ${action} lease ${key} (${reason}); retrying in ${seconds(timing.retryIntervalMs)}`,
     state,
     wakeAt: now + timing.retryIntervalMs,
+  };
+}
+
+// How a term ends, or a won term is refused: each a Decision whose sentence is the log line and
+// the test oracle. A refused term is one this elector won but will not lead; it releases it.
+/** Leadership ends locally: by default because the deadline passed without a successful renew. */
+export function stepDown(
+  ctx: Context,
+  state: ElectionState,
+  now: number,
+  why = "no successful renew before the local deadline",
+): Decision {
+  const fence = state.term?.fence;
+  return {
+    outcome: "stepped-down",
+    sentence: `stepped down from lease ${ctx.key} (fence ${fence}): ${why}`,
+    state: initialState,
+    wakeAt: now + ctx.timing.retryIntervalMs,
+  };
+}
+
+/**
+ * Session takeover: this process gave up the notice session its term recorded. A follower may
+ * take the term as soon as the server no longer lists that session, so leadership ends here,
+ * before the feed closes the connection (release-feed.ts, #abandon, says why that is in time).
+ */
+export function sessionLost(ctx: Context, state: ElectionState, now: number): Decision {
+  return stepDown(
+    ctx,
+    state,
+    now,
+    "its notice session, recorded with the term, was dropped (a follower may take the term once the server ends it)",
+  );
+}
+
+/** Session takeover: a claim won a term recording a notice session given up while the claim was out. */
+export function wonOnLostSession(ctx: Context, fence: number, now: number): Decision {
+  return refuse(
+    ctx,
+    fence,
+    `won lease ${ctx.key} with fence ${fence} on a notice session dropped while the claim was out; releasing it`,
+    now,
+  );
+}
+
+/**
+ * The database server's clock moved forward against the local clock by more than the margin:
+ * the term may have been shorter on the server than this process believed, so it ends here.
+ * A backward step lengthens the lease on the server and ends nothing.
+ */
+export function serverClockJumped(ctx: Context, state: ElectionState, stepMs: number, now: number): Decision {
+  return stepDown(
+    ctx,
+    state,
+    now,
+    `the database server's clock jumped forward by at least ${seconds(stepMs)}, more than the safety margin`,
+  );
+}
+
+/**
+ * The wall clock moved more than the margin beyond the monotonic clock since the last check: the
+ * host was suspended (the monotonic clock stood still, the server's did not), or its wall clock was
+ * stepped forward. The term may have ended on the server long ago, so it ends here.
+ */
+export function hostSuspended(ctx: Context, state: ElectionState, gapMs: number, now: number): Decision {
+  return stepDown(
+    ctx,
+    state,
+    now,
+    `the wall clock moved ${seconds(gapMs)} more than the monotonic clock (the host was suspended, or its clock stepped forward), more than the safety margin`,
+  );
+}
+
+/**
+ * Stopping: the term is released here, before the release statement is sent. Once that commits,
+ * a follower that hears its notice claims at once, and this process must not say leader by then.
+ * Only a failed statement is reported after it (releaseFailed).
+ */
+export function releasing(ctx: Context, fence: number, now: number): Decision {
+  return {
+    outcome: "released",
+    sentence: `released lease ${ctx.key} (fence ${fence})`,
+    state: initialState,
+    wakeAt: now,
+  };
+}
+
+/**
+ * The campaign gate closed while leading: the work has ended and beforeRelease ran (as for stop()),
+ * and the term ends here before the release statement goes out, scoped to its fence.
+ */
+export function resigned(ctx: Context, fence: number, reason: string, now: number): Decision {
+  return {
+    outcome: "resigned",
+    sentence: `handed over lease ${ctx.key} (fence ${fence}): ${reason}`,
+    state: initialState,
+    wakeAt: now + ctx.timing.retryIntervalMs,
+    release: fence,
+  };
+}
+
+/** Stopping, the release itself failed: the term, no longer led, ends on the server at its expiry. */
+export function releaseFailed(ctx: Context, fence: number, error: unknown, now: number): Decision {
+  const reason = error instanceof Error ? error.message : String(error);
+  return {
+    outcome: "transient-error",
+    sentence: `stopped leading lease ${ctx.key} (fence ${fence}) but could not release it (${reason}); it ends on the server at its expiry`,
+    state: initialState,
+    wakeAt: now,
+  };
+}
+
+/** A claim whose answer arrived only after its call timed out turned out to have won. */
+export function lateClaimWon(ctx: Context, fence: number, now: number): Decision {
+  return refuse(
+    ctx,
+    fence,
+    `a claim of lease ${ctx.key} that had timed out won fence ${fence} after all; releasing it`,
+    now,
+  );
+}
+
+/** Stopping: a claim that was in flight when stop() began won. Nothing may start now. */
+export function wonWhileStopping(ctx: Context, fence: number, now: number): Decision {
+  return refuse(ctx, fence, `won lease ${ctx.key} with fence ${fence} while stopping; releasing it`, now);
+}
+
+/**
+ * Stopping as a follower: the row still holds a live term in this holder's name, left by a claim
+ * or renew whose answer came too late or never. Nobody leads it; it is released.
+ */
+export function strayTerm(ctx: Context, fence: number, now: number): Decision {
+  return refuse(
+    ctx,
+    fence,
+    `lease ${ctx.key} (fence ${fence}) was held in this holder's name by a write whose answer never counted; releasing it`,
+    now,
+  );
+}
+
+/** Releasing a refused term failed: it ends on the server at its expiry, and nobody leads it. */
+export function refusedReleaseFailed(
+  ctx: Context,
+  state: ElectionState,
+  fence: number,
+  error: unknown,
+  now: number,
+): Decision {
+  const reason = error instanceof Error ? error.message : String(error);
+  return {
+    outcome: "transient-error",
+    sentence: `could not release refused fence ${fence} of lease ${ctx.key} (${reason}); it ends on the server at its expiry`,
+    state,
+    wakeAt: now + ctx.timing.transientRetryMs,
+  };
+}
+
+export function refuse(ctx: Context, fence: number, sentence: string, now: number): Decision {
+  return {
+    outcome: "refused",
+    sentence,
+    state: initialState,
+    wakeAt: now + ctx.timing.transientRetryMs,
+    release: fence,
   };
 }

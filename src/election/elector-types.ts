@@ -1,6 +1,5 @@
-// What the elector takes and tells: its options, its status and its events, and the rule that a
-// throwing listener never breaks the election (it would otherwise end a tick half-applied).
-import type { EventEmitter } from "node:events";
+// What the elector takes and tells (elector.ts): its options, its status and its events. A
+// throwing listener never breaks the election: the elector emits each event to every listener.
 import type { CampaignGate } from "./campaign-gate.ts";
 import type { Clock } from "./clock.ts";
 import type { Action, Decision, Outcome } from "./decide.ts";
@@ -94,26 +93,3 @@ export type ElectorEvents = {
   /** A listener of another event threw; the election went on. */
   "listener-error": [error: unknown, event: string];
 };
-
-/**
- * Calls every listener even when one throws, so a tick is always applied whole. The error goes
- * to "listener-error" listeners, or, when there are none, out as a process warning.
- */
-export function emitSafely<K extends keyof ElectorEvents>(
-  emitter: EventEmitter<ElectorEvents>,
-  event: K,
-  ...args: ElectorEvents[K]
-): void {
-  const listeners = emitter.rawListeners(event as string) as Array<(...a: unknown[]) => unknown>;
-  for (const listener of listeners) {
-    try {
-      listener.apply(emitter, args);
-    } catch (error) {
-      if (event !== "listener-error" && emitter.listenerCount("listener-error") > 0) {
-        emitSafely(emitter, "listener-error", error, event);
-      } else {
-        process.emitWarning(`a listener of the elector's "${event}" event threw: ${String(error)}`);
-      }
-    }
-  }
-}

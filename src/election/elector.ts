@@ -1,32 +1,47 @@
-// One named lease, campaigned for by one process. The loop is a single chain of ticks; each
-// tick runs one store call, turns the answer into a Decision (decide.ts) and applies it.
-// A separate deadline timer ends leadership locally even while a call hangs.
+// The elector: one named lease, campaigned for by one process, against a LeaseStore and an
+// optional ReleaseFeed (ports.ts). The loop is a single chain of ticks; each tick runs one store
+// call, turns its answer into a Decision (decide.ts, pure: its sentence is the log line and the
+// test oracle) and applies it. A deadline timer ends leadership locally even while a call hangs.
+//
+// What it guarantees: every lead() gets a fence higher than any this elector handed out before;
+// leadership ends locally, and lead()'s signal is aborted, at the local deadline (the send of the
+// last good claim or renew + its ttl − the safety margin), before the server may give the lease to
+// anyone else; a write that got no answer is waited for (bounded) before the lease is released;
+// stop() ends the work, runs beforeRelease, then releases. What it assumes: pauses shorter than
+// the margin, a server clock slewed and not stepped (a step is reported, a forward one ends the
+// term), a host suspension seen on resume (the wall clock against the monotonic one), server-side
+// statement timeouts, one elector per key and holder. What it does NOT guarantee: that two
+// processes never *believe* they lead at once; only a resource that rejects stale fences closes
+// that window (src/fence). All of it is stated once in docs/guarantees.md.
 import { EventEmitter } from "node:events";
-import { withDeadline } from "./bounded.ts";
+import { settledWithin, withDeadline } from "./bounded.ts";
 import { type Clock, monotonicClock, type Timer } from "./clock.ts";
 import {
+  type Action,
+  afterClaim,
   afterError,
+  afterRead,
+  afterRenew,
   type Context,
   type Decision,
   type ElectionState,
   hostSuspended,
   initialState,
+  lateClaimWon,
   nextAction,
   type Outcome,
+  refusedReleaseFailed,
+  releaseFailed,
+  releasing,
+  resigned,
+  serverClockJumped,
   sessionLost,
   stepDown,
+  strayTerm,
+  type Term,
+  wonOnLostSession,
   wonWhileStopping,
 } from "./decide.ts";
-import { perform } from "./elector-calls.ts";
-import type { ElectorCore } from "./elector-core.ts";
-import { statusOf } from "./elector-status.ts";
-import {
-  drain,
-  releaseRefused,
-  releaseStrayTerm,
-  releaseTerm,
-  settleUncertainClaim,
-} from "./elector-stop.ts";
 import type {
   ElectorEvents,
   ElectorOptions,
@@ -34,25 +49,42 @@ import type {
   LeaderSeen,
   TickReport,
 } from "./elector-types.ts";
-import { emitSafely } from "./elector-types.ts";
 import { LeaderWork } from "./leader-work.ts";
 import { ServerClockWatch } from "./server-clock.ts";
 import { wakeAt } from "./shared-ticks.ts";
-import { SuspensionWatch } from "./suspension.ts";
-import { type Timing, timingOrThrow } from "./timing.ts";
+import { everySuspensionCheck, SuspensionWatch } from "./suspension.ts";
+import { type ResolvedTiming, type Timing, type TimingInput, timingOrThrow } from "./timing.ts";
 import { UnansweredWrites } from "./unanswered-writes.ts";
-import { subscribeWakeUps } from "./wake-ups.ts";
 
-export type { ElectorOptions, ElectorStatus, LeaderSeen, LeaderTerm, TickReport } from "./elector-types.ts";
+export type {
+  ElectorEvents,
+  ElectorOptions,
+  ElectorStatus,
+  LeaderSeen,
+  LeaderTerm,
+  TickReport,
+} from "./elector-types.ts";
 export type { ClockStepReport } from "./server-clock.ts";
 
+/** Set only while electorWith() constructs an elector: the timing its caller already resolved. */
+let resolvedByCaller: ResolvedTiming | null = null;
+
 /**
- * How often a leader compares its wall and monotonic clocks between ticks: after a suspension no
- * timer fires early (they run on the monotonic clock), so this bounds how long a resumed leader
- * keeps its work and its pod label. One cheap timer per leading elector per second, beside the
- * deadline timer (left as it was, so what races it at the deadline instant still loses).
+ * An elector on timing its caller resolved (the composition root checks it against the statement
+ * timeout and gives it to the candidacy first): taken as is, not resolved again. `new Elector()`
+ * resolves the timing fields of its options itself.
  */
-const SUSPENSION_CHECK_MS = 1_000;
+export function electorWith(
+  timing: ResolvedTiming,
+  options: Omit<ElectorOptions, keyof TimingInput>,
+): Elector {
+  resolvedByCaller = timing;
+  try {
+    return new Elector(options);
+  } finally {
+    resolvedByCaller = null;
+  }
+}
 
 export class Elector extends EventEmitter<ElectorEvents> {
   readonly key: string;
@@ -89,8 +121,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
   #handedOut = 0;
   readonly #unanswered: UnansweredWrites;
   readonly #suspension: SuspensionWatch;
-  /** What the store calls and the stop path see of this elector (elector-core.ts). */
-  readonly #core: ElectorCore;
+  readonly #serverClock: ServerClockWatch;
 
   constructor(options: ElectorOptions) {
     super();
@@ -103,51 +134,39 @@ export class Elector extends EventEmitter<ElectorEvents> {
           "use openLeases({ sessionTakeover }), which wires both, or drop sessionTakeover",
       );
     }
+    const timing = resolvedByCaller ?? timingOrThrow(options);
     this.key = options.key;
     this.holder = options.holder;
-    this.timing = timingOrThrow(options);
+    this.timing = timing;
     this.#opts = options;
     this.#clock = options.clock ?? monotonicClock;
     this.#stopTimeoutMs = options.stopTimeoutMs ?? 5_000;
     this.#ctx = {
       key: this.key,
       holder: this.holder,
-      timing: this.timing,
+      timing,
       ...(options.sessionTakeover ? { sessionTakeover: true } : {}),
     };
-    this.#unanswered = new UnansweredWrites(this.#clock, this.timing.callTimeoutMs);
-    this.#suspension = new SuspensionWatch(this.#clock, this.timing.safetyMarginMs);
+    this.#unanswered = new UnansweredWrites(this.#clock, timing.callTimeoutMs);
+    this.#suspension = new SuspensionWatch(this.#clock, timing.safetyMarginMs);
+    this.#serverClock = new ServerClockWatch(this.key, timing.safetyMarginMs);
     this.#work = options.lead
       ? new LeaderWork(this.#clock, this.#stopTimeoutMs, options.lead, (error) =>
           emitSafely(this, "work-error", error),
         )
       : null;
     this.#leaderSeen = { key: this.key, holder: null, fence: null };
-    this.#core = this.#coreView();
   }
 
-  #coreView(): ElectorCore {
-    return {
-      key: this.key,
-      holder: this.holder,
-      timing: this.timing,
-      ctx: this.#ctx,
-      clock: this.#clock,
-      options: this.#opts,
-      work: this.#work,
-      unanswered: this.#unanswered,
-      serverClock: new ServerClockWatch(this.key, this.timing.safetyMarginMs),
-      stopTimeoutMs: this.#stopTimeoutMs,
-      events: this,
-      state: () => this.#state,
-      handedOut: () => this.#handedOut,
-      sessionLosses: () => this.#sessionLosses,
-      apply: (decision, action, durationMs, schedule) => this.#apply(decision, action, durationMs, schedule),
-      call: (operation) => withDeadline(this.#clock, this.timing.callTimeoutMs, operation),
-    };
-  }
-
-  /** Starts campaigning. Returns at once; watch the events or status(). */
+  /**
+   * Starts campaigning. Returns at once; watch the events or status(). What makes it look at once
+   * instead of at its next scheduled tick: a notice makes a follower claim at once (nextAction
+   * says why that is safe even when it is forged), and a leader renew at once, so an operator's
+   * release of its lease ends it at once. A reconnection (notices may have been missed) or a feed
+   * no longer known healthy makes a follower read at once; from then on it polls until the feed
+   * is healthy again. The gate closing makes a leader hand over at once; opening makes a follower
+   * look, and claim.
+   */
   start(): void {
     if (this.#started) return;
     this.#started = true;
@@ -156,14 +175,21 @@ export class Elector extends EventEmitter<ElectorEvents> {
       this.#lookAgain = true;
       this.#schedule(this.#clock.now());
     };
-    const noticed = () => {
-      this.#noticed = true;
-      look();
-    };
-    this.#unsubscribe = subscribeWakeUps(this.key, this.#opts, look, noticed);
+    const { releases: feed, campaign } = this.#opts;
+    if (feed) {
+      this.#unsubscribe.push(
+        feed.subscribe((key) => {
+          if (key !== this.key) return;
+          this.#noticed = true;
+          look();
+        }),
+      );
+    }
+    if (feed?.subscribeReconnects) this.#unsubscribe.push(feed.subscribeReconnects(look));
+    if (feed?.subscribeUnhealthy) this.#unsubscribe.push(feed.subscribeUnhealthy(look));
+    if (campaign) this.#unsubscribe.push(campaign.subscribe(look));
     if (this.#ctx.sessionTakeover) {
-      this.#unsubscribeSessionLost =
-        this.#opts.releases?.subscribeSessionLost?.(() => this.#sessionLost()) ?? null;
+      this.#unsubscribeSessionLost = feed?.subscribeSessionLost?.(() => this.#sessionLost()) ?? null;
     }
     this.#schedule(this.#clock.now());
   }
@@ -171,8 +197,8 @@ export class Elector extends EventEmitter<ElectorEvents> {
   /**
    * The feed gave up the notice session (ports.ts, ReleaseFeed.subscribeSessionLost): called
    * before the feed closes that connection. A term recording it ends here, at once, as the
-   * deadline timer would end it (also while stopping); a claim still out that recorded it will
-   * be refused when it answers (elector-calls.ts).
+   * deadline timer would end it (also while stopping); a claim still out that recorded it is
+   * refused when it answers (#perform).
    */
   #sessionLost(): void {
     this.#sessionLosses++;
@@ -194,17 +220,27 @@ export class Elector extends EventEmitter<ElectorEvents> {
     );
   }
 
+  /**
+   * Answered from the clock, not only the state: a loop that was blocked past the deadline may
+   * serve a request before its deadline timer runs.
+   */
   status(): ElectorStatus {
-    return statusOf({
+    const { observed } = this.#state;
+    const term = this.isLeader() ? this.#state.term : null;
+    const role = term ? "leader" : "follower";
+    return {
       key: this.key,
       holder: this.holder,
-      state: this.#state,
-      leading: this.isLeader(),
-      now: this.#clock.now(),
+      role,
+      fence: term?.fence ?? null,
+      leader: role === "leader" ? this.holder : (observed?.holder ?? null),
+      leaderFence: term?.fence ?? observed?.fence ?? null,
+      expiresAt: term?.expiresAt ?? observed?.expiresAt ?? null,
       lastOutcome: this.#lastOutcome,
       since: this.#since,
+      deadlineInMs: term ? Math.max(0, term.deadline - this.#clock.now()) : null,
       notCampaigning: this.#opts.campaign?.reasonNotToLead() ?? null,
-    });
+    };
   }
 
   #schedule(at: number): void {
@@ -240,8 +276,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
       return;
     }
     // Only when there is one: otherwise the call goes out in this very turn of the event loop.
-    if (this.#state.role === "follower" && this.#unanswered.claimPending)
-      await settleUncertainClaim(this.#core);
+    if (this.#state.role === "follower" && this.#unanswered.claimPending) await this.#settleUncertainClaim();
     if (this.#stopping) return;
     const generation = this.#generation;
     const sentAt = this.#clock.now();
@@ -257,15 +292,14 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#lookAgain = false;
     let decision: Decision;
     try {
-      decision = await perform(this.#core, ctx, action, sentAt, unfit);
+      decision = await this.#perform(ctx, action, sentAt, unfit);
     } catch (error) {
       decision = afterError(ctx, this.#state, action, error, this.#clock.now());
     }
     // The deadline timer or a session loss already ended this term while the call was in flight.
     // A hand-over's release still goes out (scoped to its fence), so its successor claims at once.
     if (generation !== this.#generation) {
-      if (action === "resign" && decision.release !== undefined)
-        await releaseRefused(this.#core, decision.release);
+      if (action === "resign" && decision.release !== undefined) await this.#releaseRefused(decision.release);
       return;
     }
     // stop() releases whatever this last call won; nothing may start now. Anything else, a loss
@@ -276,7 +310,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
     // The new deadline counts from this send: so does the wall clock's lead.
     if (decision.outcome === "acquired" || decision.outcome === "renewed") this.#suspension.mark(reading);
     this.#apply(decision, action, this.#clock.now() - sentAt, !this.#stopping);
-    if (decision.release !== undefined) await releaseRefused(this.#core, decision.release);
+    if (decision.release !== undefined) await this.#releaseRefused(decision.release);
   }
 
   /** The context of one tick: whether notices are heard is asked of the feed each time. */
@@ -284,6 +318,65 @@ export class Elector extends EventEmitter<ElectorEvents> {
     // Under session takeover followers keep reading: no notice says a holder's session is gone.
     const healthy = !this.#ctx.sessionTakeover && (this.#opts.releases?.healthy?.() ?? false);
     return healthy ? { ...this.#ctx, noticesHealthy: true } : this.#ctx;
+  }
+
+  /** A store call bounded on the elector's own clock, so a hung pool or socket costs one tick. */
+  #call<T>(operation: Promise<T>): Promise<T> {
+    return withDeadline(this.#clock, this.#ctx.timing.callTimeoutMs, operation);
+  }
+
+  /**
+   * One tick's store call: the action nextAction chose (renew, read then perhaps claim, claim, or
+   * a hand-over), turned into a Decision by decide.ts. Every answer's server time feeds the clock watch.
+   */
+  async #perform(ctx: Context, action: Action, sentAt: number, unfit: string | null): Promise<Decision> {
+    const { store, campaign } = this.#opts;
+    const { leaseDurationMs } = this.#ctx.timing;
+    if (action === "resign") return this.#handOver(unfit ?? "its campaign gate closed");
+    if (action === "renew") {
+      const term = this.#state.term;
+      if (!term) throw new Error("renew without a term");
+      const renew = store.renew(this.key, this.holder, term.fence, leaseDurationMs);
+      const answer = await this.#unanswered.write(renew, (o) => this.#call(o));
+      const receivedAt = this.#clock.now();
+      const step = answer.renewed ? this.#observeServer(answer, sentAt, receivedAt) : null;
+      if (step?.direction === "forward") return serverClockJumped(ctx, this.#state, step.sizeMs, receivedAt);
+      return afterRenew(ctx, this.#state, answer, sentAt, receivedAt);
+    }
+    if (action === "read") {
+      const view = await this.#call(store.read(this.key));
+      const receivedAt = this.#clock.now();
+      if (view) this.#observeServer(view, sentAt, receivedAt);
+      // Asked again: the gate may have closed while the read was out, and a claim follows at once.
+      const decision = afterRead(ctx, view, receivedAt, campaign?.reasonNotToLead() ?? null);
+      // Free, expired or ours: claim in the same tick.
+      if (decision) return decision;
+      sentAt = receivedAt;
+    }
+    // The store reads the notice session to record as it sends the claim, in this very turn.
+    const losses = this.#sessionLosses;
+    const claim = store.claim(this.key, this.holder, leaseDurationMs);
+    const answer = await this.#unanswered.claim(claim, (o) => this.#call(o));
+    const receivedAt = this.#clock.now();
+    this.#observeServer(answer, sentAt, receivedAt);
+    // The term records a session this process has given up: it may be taken over any moment.
+    if (answer.won && this.#sessionLosses !== losses) return wonOnLostSession(ctx, answer.fence, receivedAt);
+    return afterClaim(ctx, answer, sentAt, receivedAt, this.#handedOut);
+  }
+
+  /** Feeds one answer's server time to the clock watch; a step is reported, and returned. */
+  #observeServer(
+    answer: { expiresAt: Date | null; ttlMs: number | null },
+    sentAt: number,
+    receivedAt: number,
+  ) {
+    const step = this.#serverClock.observe(answer, sentAt, receivedAt);
+    if (answer.expiresAt !== null && answer.ttlMs !== null) {
+      const serverNowMs = answer.expiresAt.getTime() - answer.ttlMs;
+      emitSafely(this, "server-time", { serverNowMs, roundTripMs: receivedAt - sentAt });
+    }
+    if (step) emitSafely(this, "clock-step", step);
+    return step;
   }
 
   #apply(decision: Decision, action: TickReport["action"], durationMs: number, schedule = true): void {
@@ -322,26 +415,22 @@ export class Elector extends EventEmitter<ElectorEvents> {
       this.#generation++;
       this.#apply(stepDown(this.#ctx, this.#state, this.#clock.now()), "deadline", 0, !this.#stopping);
     });
-    if (this.#suspensionCheck === null) this.#armSuspensionCheck();
+    // While leading, the two clocks are compared each second, on the process's shared timer.
+    this.#suspensionCheck ??= everySuspensionCheck(this.#clock, () => this.#checkSuspension());
   }
 
-  /** While leading, compares the two clocks each second (a clock without a wall clock: never). */
-  #armSuspensionCheck(): void {
-    if (this.#suspension.reading() === null) return;
-    this.#suspensionCheck = this.#clock.setTimer(SUSPENSION_CHECK_MS, () => {
-      this.#suspensionCheck = null;
-      if (this.#state.role !== "leader") return;
-      const suspended = this.#suspension.gap();
-      if (suspended === null) return this.#armSuspensionCheck();
-      // Also while stopping, as the deadline timer: the term may be long over on the server.
-      this.#generation++;
-      this.#apply(
-        hostSuspended(this.#ctx, this.#state, suspended, this.#clock.now()),
-        "deadline",
-        0,
-        !this.#stopping,
-      );
-    });
+  #checkSuspension(): void {
+    if (this.#state.role !== "leader") return;
+    const suspended = this.#suspension.gap();
+    if (suspended === null) return;
+    // Also while stopping, as the deadline timer: the term may be long over on the server.
+    this.#generation++;
+    this.#apply(
+      hostSuspended(this.#ctx, this.#state, suspended, this.#clock.now()),
+      "deadline",
+      0,
+      !this.#stopping,
+    );
   }
 
   #endTerm(reason: string): void {
@@ -370,6 +459,11 @@ export class Elector extends EventEmitter<ElectorEvents> {
     return this.#stopped;
   }
 
+  // How terms end on purpose: a hand-over when the campaign gate closes, the stop, and the terms
+  // it won but will not lead (a claim answered late, a win while stopping, a write that got no
+  // answer). Each ends the term here before the release is sent: no elector believes it leads
+  // once its release may have been seen.
+
   async #shutdown(): Promise<void> {
     this.#stopping = true;
     this.#wake?.cancel();
@@ -377,15 +471,111 @@ export class Elector extends EventEmitter<ElectorEvents> {
     this.#work?.abort(`stopping: releasing lease ${this.key}`);
     await this.#inflight;
     const term = this.#state.role === "leader" ? this.#state.term : null;
-    if (term) await drain(this.#core, term, "stopping");
+    if (term) await this.#drain(term, "stopping");
     else await this.#work?.ended(this.#stopTimeoutMs);
     // A write still queued on the server could commit after the release: a renew would revive the
     // term, a claim would take one nobody leads. The server's statement timeout bounds the wait.
     await this.#unanswered.settled();
-    if (term) await releaseTerm(this.#core, term.fence);
-    else if (this.#unanswered.any) await releaseStrayTerm(this.#core);
+    if (term) await this.#releaseTerm(term.fence);
+    else if (this.#unanswered.any) await this.#releaseStrayTerm();
     this.#deadline?.cancel();
     this.#suspensionCheck?.cancel();
     this.#unsubscribeSessionLost?.();
+  }
+
+  /**
+   * The campaign gate closed while leading: as stop() does, the work ends and beforeRelease runs
+   * (bounded, and never past the deadline), then a write still queued on the server settles, so no
+   * renew revives the term after its release. The tick applies the decision, then releases.
+   */
+  async #handOver(reason: string): Promise<Decision> {
+    const term = this.#state.term;
+    if (!term) throw new Error("a hand-over without a term");
+    this.#work?.abort(`handing over lease ${this.key}: ${reason}`);
+    await this.#drain(term, reason);
+    await this.#unanswered.settled();
+    return resigned(this.#ctx, term.fence, reason, this.#clock.now());
+  }
+
+  /** Waits for the work, then beforeRelease: each bounded, and never past the local deadline. */
+  async #drain(term: Term, reason: string): Promise<void> {
+    // The deadline timer stays armed and steps down if a wait runs that long.
+    const bound = () => Math.max(0, Math.min(this.#stopTimeoutMs, term.deadline - this.#clock.now()));
+    await this.#work?.ended(bound());
+    const demote = this.#opts.beforeRelease;
+    if (demote) {
+      const demoted = Promise.resolve().then(() => demote({ key: this.key, fence: term.fence, reason }));
+      await settledWithin(this.#clock, bound(), demoted);
+    }
+  }
+
+  /** A follower first waits (bounded) for a claim that got no answer: if it won after all, that term is refused. */
+  async #settleUncertainClaim(): Promise<void> {
+    const answer = await this.#unanswered.settleClaim();
+    if (!answer?.won) return;
+    this.#apply(lateClaimWon(this.#ctx, answer.fence, this.#clock.now()), "claim", 0, false);
+    await this.#releaseRefused(answer.fence);
+  }
+
+  /** Ends a term this elector won but will not lead; if that fails, it ends at its expiry. */
+  async #releaseRefused(fence: number): Promise<void> {
+    try {
+      await this.#call(this.#opts.store.release(this.key, this.holder, fence));
+    } catch (error) {
+      const failed = refusedReleaseFailed(this.#ctx, this.#state, fence, error, this.#clock.now());
+      this.#apply(failed, "release", 0, false);
+    }
+  }
+
+  /** Ends the term here first (unless its deadline or a loss already did), then on the server. */
+  async #releaseTerm(fence: number): Promise<void> {
+    if (this.#state.role === "leader") {
+      this.#apply(releasing(this.#ctx, fence, this.#clock.now()), "release", 0, false);
+    }
+    const sentAt = this.#clock.now();
+    try {
+      // Scoped to this term's fence: harmless if the term already ended.
+      await this.#call(this.#opts.store.release(this.key, this.holder, fence));
+    } catch (error) {
+      const failed = releaseFailed(this.#ctx, fence, error, this.#clock.now());
+      this.#apply(failed, "release", this.#clock.now() - sentAt, false);
+    }
+  }
+
+  /** A write without a timely answer may have left a live term in this holder's name: release it. */
+  async #releaseStrayTerm(): Promise<void> {
+    try {
+      const view = await this.#call(this.#opts.store.read(this.key));
+      if (view && view.holder === this.holder && view.ttlMs > 0) {
+        this.#apply(strayTerm(this.#ctx, view.fence, this.#clock.now()), "release", 0, false);
+        await this.#releaseRefused(view.fence);
+      }
+    } catch {
+      // Unreachable: the term, if any, ends at its expiry on the server.
+    }
+  }
+}
+
+/**
+ * Calls every listener even when one throws, so a tick is always applied whole (a throwing
+ * listener would otherwise end it half-applied). The error goes to "listener-error" listeners,
+ * or, when there are none, out as a process warning.
+ */
+function emitSafely<K extends keyof ElectorEvents>(
+  emitter: EventEmitter<ElectorEvents>,
+  event: K,
+  ...args: ElectorEvents[K]
+): void {
+  const listeners = emitter.rawListeners(event as string) as Array<(...a: unknown[]) => unknown>;
+  for (const listener of listeners) {
+    try {
+      listener.apply(emitter, args);
+    } catch (error) {
+      if (event !== "listener-error" && emitter.listenerCount("listener-error") > 0) {
+        emitSafely(emitter, "listener-error", error, event);
+      } else {
+        process.emitWarning(`a listener of the elector's "${event}" event threw: ${String(error)}`);
+      }
+    }
   }
 }

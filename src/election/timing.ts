@@ -21,12 +21,25 @@ export const DEFAULT_RETRY_INTERVAL_MS = 2_000;
 
 export type TimingInput = Partial<Timing>;
 
+declare const resolved: unique symbol;
+/**
+ * Timing that resolveTiming() filled and found consistent, and nothing else: only this file makes
+ * one, so whoever holds one knows it was checked. Resolved once where settings enter the election
+ * (Leases.campaign(), new Elector()) and passed on as is: to the candidacy, the elector, decide.ts.
+ */
+export type ResolvedTiming = Readonly<Timing> & { readonly [resolved]: true };
+
+export type TimingResolution =
+  | { valid: true; timing: ResolvedTiming; problems: [] }
+  /** The filled values (for cross-checks of other settings) and every inconsistency. */
+  | { valid: false; timing: Timing; problems: string[] };
+
 /** Fills defaults derived from the lease duration, then lists every inconsistency at once. */
 export function resolveTiming(
   input: TimingInput = {},
   /** How each setting is called where the user wrote it (a CLI flag, say). */
   name: (field: keyof Timing) => string = (field) => field,
-): { timing: Timing; problems: string[] } {
+): TimingResolution {
   const leaseDurationMs = input.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS;
   const renewIntervalMs = input.renewIntervalMs ?? Math.floor(leaseDurationMs / 3);
   const timing: Timing = {
@@ -44,7 +57,7 @@ export function resolveTiming(
       problems.push(`${name(field)} must be a positive whole number of milliseconds, got ${value}`);
     }
   }
-  if (problems.length > 0) return { timing, problems };
+  if (problems.length > 0) return { valid: false, timing, problems };
   if (timing.renewIntervalMs >= timing.leaseDurationMs) {
     problems.push(
       `${name("renewIntervalMs")} (${timing.renewIntervalMs} ms) must be shorter than ${name("leaseDurationMs")} (${timing.leaseDurationMs} ms); a third of it is usual`,
@@ -66,7 +79,8 @@ export function resolveTiming(
       `${name("transientRetryMs")} (${timing.transientRetryMs} ms) must be shorter than ${name("leaseDurationMs")} (${timing.leaseDurationMs} ms)`,
     );
   }
-  return { timing, problems };
+  if (problems.length > 0) return { valid: false, timing, problems };
+  return { valid: true, timing: timing as ResolvedTiming, problems: [] };
 }
 
 export class TimingError extends Error {
@@ -78,8 +92,8 @@ export class TimingError extends Error {
   }
 }
 
-export function timingOrThrow(input: TimingInput = {}): Timing {
-  const { timing, problems } = resolveTiming(input);
-  if (problems.length > 0) throw new TimingError(problems);
-  return timing;
+export function timingOrThrow(input: TimingInput = {}): ResolvedTiming {
+  const resolution = resolveTiming(input);
+  if (!resolution.valid) throw new TimingError(resolution.problems);
+  return resolution.timing;
 }

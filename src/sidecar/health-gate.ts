@@ -10,7 +10,7 @@
 // 5. otherwise: campaign.
 import type { CampaignGate } from "../election/campaign-gate.ts";
 import type { Clock, Timer } from "../election/clock.ts";
-import { seconds } from "../election/state.ts";
+import { seconds } from "../election/decide.ts";
 import type { Readiness } from "../kube/app-readiness.ts";
 
 export interface HealthPolicy {

@@ -2,7 +2,7 @@
 // does not. Real PostgreSQL answers every call; the test's clock moves the wall clock alone
 // (ManualClock.stepWall), as a resume after a suspension shows it, and fires what falls due.
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
+import { ManualClock, type Timer } from "../../src/election/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 
@@ -93,5 +93,38 @@ describe("a suspended host", () => {
     clock.advance(2_000);
     await until(clock, () => a.terms.length === 2, "a new term");
     expect(a.terms[1]?.fence).toBeGreaterThan(a.terms[0]?.fence ?? Number.NaN);
+  });
+
+  it("many leaders of one process share one suspension-check timer, and each still steps down on resume", async () => {
+    // Counts the timers armed for the one-second check (no renew, deadline or retry is a second away).
+    class CountingClock extends ManualClock {
+      checkTimers = 0;
+      override setTimer(delayMs: number, fire: () => void): Timer {
+        if (delayMs === 1_000) this.checkTimers++;
+        return super.setTimer(delayMs, fire);
+      }
+    }
+    const clock = new CountingClock();
+    const leaders = Array.from({ length: 20 }, (_, i) =>
+      h.elector(clock, { key: `shared-check-${i}`, holder: "a" }),
+    );
+    for (const l of leaders) l.e.start();
+    await until(clock, () => leaders.every((l) => l.ticks.length === 1), "every lease acquired");
+    expect(leaders.every((l) => l.e.isLeader())).toBe(true);
+
+    // Three seconds of leading: one check timer a second for the whole process, not one per lease.
+    const armedBefore = clock.checkTimers;
+    for (let second = 1; second <= 3; second++) clock.advance(1_000);
+    expect(clock.checkTimers - armedBefore).toBe(3);
+    expect(leaders.every((l) => l.e.isLeader())).toBe(true);
+
+    // The host slept 40 s: the next check steps every one of them down, before any renew is due.
+    clock.stepWall(40_000);
+    clock.advance(1_000);
+    await until(clock, () => leaders.every((l) => l.ticks.length === 2), "every step-down");
+    for (const l of leaders) {
+      expect(l.ticks[1]).toMatchObject({ action: "deadline", outcome: "stepped-down" });
+      expect(l.ticks[1]?.sentence).toMatch(/the wall clock moved 40\.0s more than the monotonic clock/);
+    }
   });
 });

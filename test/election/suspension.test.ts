@@ -1,7 +1,7 @@
 // The two clocks compared from the send of the last claim or renew: plain numbers, no database.
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/election/clock.ts";
-import { SuspensionWatch } from "../../src/election/suspension.ts";
+import { everySuspensionCheck, SUSPENSION_CHECK_MS, SuspensionWatch } from "../../src/election/suspension.ts";
 
 describe("suspension watch", () => {
   it("measures the wall clock's lead from the mark, however many checks came since", () => {
@@ -36,5 +36,46 @@ describe("suspension watch", () => {
     const watch = new SuspensionWatch({ now: () => 0, setTimer: () => ({ cancel() {} }) }, 1);
     watch.mark(watch.reading());
     expect(watch.gap()).toBeNull();
+  });
+
+  it("every check of one clock runs on one timer, armed while any check is registered", () => {
+    const clock = new ManualClock();
+    const runs = [0, 0, 0];
+    const checks = runs.map((_, i) =>
+      everySuspensionCheck(clock, () => {
+        runs[i] = (runs[i] ?? 0) + 1;
+      }),
+    );
+    expect(clock.pendingTimers()).toBe(1);
+    clock.advance(SUSPENSION_CHECK_MS);
+    expect(runs).toEqual([1, 1, 1]);
+    expect(clock.pendingTimers()).toBe(1);
+    checks[0]?.cancel();
+    clock.advance(SUSPENSION_CHECK_MS);
+    expect(runs).toEqual([1, 2, 2]);
+    checks[1]?.cancel();
+    checks[2]?.cancel();
+    expect(clock.pendingTimers()).toBe(0);
+    // Another clock (a test's own) gets its own timer; one without a wall clock gets none.
+    everySuspensionCheck(new ManualClock(), () => {});
+    expect(clock.pendingTimers()).toBe(0);
+    let armed = 0;
+    const setTimer = () => {
+      armed++;
+      return { cancel() {} };
+    };
+    everySuspensionCheck({ now: () => 0, setTimer }, () => {});
+    expect(armed).toBe(0);
+  });
+
+  it("a check that ends another's registration while they run keeps that one from running", () => {
+    const clock = new ManualClock();
+    let second = 0;
+    const first = everySuspensionCheck(clock, () => later.cancel());
+    const later = everySuspensionCheck(clock, () => second++);
+    clock.advance(SUSPENSION_CHECK_MS);
+    expect(second).toBe(0);
+    first.cancel();
+    expect(clock.pendingTimers()).toBe(0);
   });
 });
