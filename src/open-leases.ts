@@ -8,7 +8,7 @@ import type pg from "pg";
 import type { CandidateOptions } from "./candidacy/candidacy.ts";
 import { openCandidacy } from "./candidacy/open.ts";
 import type { HandoverRequest, HandoverResult } from "./candidacy/plan.ts";
-import { Elector, type ElectorOptions } from "./election/elector.ts";
+import { type Elector, type ElectorOptions, electorWith } from "./election/elector.ts";
 import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "./election/identity.ts";
 import type { ReleaseFeed } from "./election/ports.ts";
 import { TimingError, timingOrThrow } from "./election/timing.ts";
@@ -182,6 +182,7 @@ function leasesOn(
             "since two campaigns would share one term and one fence; keep the Elector the first campaign returned",
         );
       }
+      // Resolved once here; the candidacy and the elector take this object as is.
       const timing = timingOrThrow(campaignOptions);
       if (timing.callTimeoutMs < statementTimeoutMs) {
         throw new TimingError([
@@ -190,7 +191,7 @@ function leasesOn(
         ]);
       }
       const gate = candidacy.join(key, timing, { priority, preempt, noLead }, campaign);
-      const elector = new Elector({
+      const elector = electorWith(timing, {
         ...campaignOptions,
         campaign: gate,
         key,
