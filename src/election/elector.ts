@@ -220,11 +220,9 @@ export class Elector extends EventEmitter<ElectorEvents> {
     );
   }
 
-  /**
-   * Answered from the clock, not only the state: a loop that was blocked past the deadline may
-   * serve a request before its deadline timer runs.
-   */
   status(): ElectorStatus {
+    // Answered from the clock, not only the state: a loop that was blocked past the deadline may
+    // serve a request before its deadline timer runs.
     const { observed } = this.#state;
     const term = this.isLeader() ? this.#state.term : null;
     const role = term ? "leader" : "follower";
