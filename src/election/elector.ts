@@ -12,7 +12,7 @@
 // term), a host suspension seen on resume (the wall clock against the monotonic one), server-side
 // statement timeouts, one elector per key and holder. What it does NOT guarantee: that two
 // processes never *believe* they lead at once; only a resource that rejects stale fences closes
-// that window (src/fence). All of it is stated once in docs/guarantees.md.
+// that window (src/fence). docs/guarantees.md states each exactly; a change to one changes it there.
 import { EventEmitter } from "node:events";
 import { settledWithin, withDeadline } from "./bounded.ts";
 import { type Clock, monotonicClock, type Timer } from "./clock.ts";
