@@ -56,14 +56,7 @@ import { everySuspensionCheck, SuspensionWatch } from "./suspension.ts";
 import { type ResolvedTiming, type Timing, type TimingInput, timingOrThrow } from "./timing.ts";
 import { UnansweredWrites } from "./unanswered-writes.ts";
 
-export type {
-  ElectorEvents,
-  ElectorOptions,
-  ElectorStatus,
-  LeaderSeen,
-  LeaderTerm,
-  TickReport,
-} from "./elector-types.ts";
+export type { ElectorOptions, ElectorStatus, LeaderSeen, LeaderTerm, TickReport } from "./elector-types.ts";
 export type { ClockStepReport } from "./server-clock.ts";
 
 /** Set only while electorWith() constructs an elector: the timing its caller already resolved. */
