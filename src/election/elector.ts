@@ -59,8 +59,8 @@ import { UnansweredWrites } from "./unanswered-writes.ts";
 export type { ElectorOptions, ElectorStatus, LeaderSeen, LeaderTerm, TickReport } from "./elector-types.ts";
 export type { ClockStepReport } from "./server-clock.ts";
 
-/** Set only while electorWith() constructs an elector: the timing its caller already resolved. */
-let resolvedByCaller: ResolvedTiming | null = null;
+/** Options built by electorWith(), with the timing their caller already resolved. */
+const resolvedByCaller = new WeakMap<ElectorOptions, ResolvedTiming>();
 
 /**
  * An elector on timing its caller resolved (the composition root checks it against the statement
@@ -71,12 +71,9 @@ export function electorWith(
   timing: ResolvedTiming,
   options: Omit<ElectorOptions, keyof TimingInput>,
 ): Elector {
-  resolvedByCaller = timing;
-  try {
-    return new Elector(options);
-  } finally {
-    resolvedByCaller = null;
-  }
+  const withTiming: ElectorOptions = { ...options, ...timing };
+  resolvedByCaller.set(withTiming, timing);
+  return new Elector(withTiming);
 }
 
 export class Elector extends EventEmitter<ElectorEvents> {
@@ -127,7 +124,7 @@ export class Elector extends EventEmitter<ElectorEvents> {
           "use openLeases({ sessionTakeover }), which wires both, or drop sessionTakeover",
       );
     }
-    const timing = resolvedByCaller ?? timingOrThrow(options);
+    const timing = resolvedByCaller.get(options) ?? timingOrThrow(options);
     this.key = options.key;
     this.holder = options.holder;
     this.timing = timing;
