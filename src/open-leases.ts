@@ -8,6 +8,7 @@ import type pg from "pg";
 import type { CandidateOptions } from "./candidacy/candidacy.ts";
 import { openCandidacy } from "./candidacy/open.ts";
 import type { HandoverRequest, HandoverResult } from "./candidacy/plan.ts";
+import type { CrashWitness } from "./election/crash-witness.ts";
 import { type Elector, type ElectorOptions, electorWith } from "./election/elector.ts";
 import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "./election/identity.ts";
 import type { ReleaseFeed } from "./election/ports.ts";
@@ -66,7 +67,20 @@ export interface Leases {
  * Opens the lease stack. A PostgreSQL that is restarting or not up yet is waited for, bounded by
  * startTimeoutMs: a sidecar that exited instead would enter the kubelet's crash-loop backoff.
  */
-export async function openLeases(options: OpenLeasesOptions = {}): Promise<Leases> {
+export function openLeases(options: OpenLeasesOptions = {}): Promise<Leases> {
+  return openLeasesWith(options, {});
+}
+
+/** What only `pglease run` wires in, beside the library's options. */
+export interface RunWiring {
+  /**
+   * Crash takeover: the holders the kubelet reported terminated (src/kube/crash-report.ts). A
+   * claim may take their live terms, and each report makes the followers claim at once.
+   */
+  crashWitness?: CrashWitness;
+}
+
+export async function openLeasesWith(options: OpenLeasesOptions, wiring: RunWiring): Promise<Leases> {
   const log = options.logger ?? processWarnings;
   if (options.sessionTakeover && options.notify === false) {
     throw new RangeError(
@@ -87,7 +101,7 @@ export async function openLeases(options: OpenLeasesOptions = {}): Promise<Lease
   }
   const restartLock = options.restartTakeover === false ? null : await restartLockFor(options, log);
   try {
-    return await withStartRetry(options, log, () => openOnce(options, log, restartLock));
+    return await withStartRetry(options, log, () => openOnce(options, log, restartLock, wiring));
   } catch (error) {
     await restartLock?.release();
     throw error;
@@ -107,6 +121,7 @@ async function openOnce(
   options: OpenLeasesOptions,
   log: LeaseLogger,
   restartLock: RestartLock | null,
+  wiring: RunWiring,
 ): Promise<Leases> {
   const { pool, ownPool } = leasePool(options, log);
   const closers: Array<() => Promise<unknown>> = ownPool ? [() => pool.end()] : [];
@@ -119,23 +134,59 @@ async function openOnce(
       options,
       pool,
       options.sessionTakeover ? () => feed?.session() ?? null : undefined,
+      wiring.crashWitness,
     );
     await inspectServer(pool, options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, log);
     if (options.migrate ?? true) await migrate(pool, store.table);
     else await assertTablePresent(pool, store.table);
     feed = options.notify === false ? undefined : await listen(pool, store, log, options);
     if (feed) closers.push(() => feed.close());
-    return leasesOn(options, store, feed, restartLock, closeAll, log);
+    return leasesOn(options, store, feed, wiring.crashWitness, restartLock, closeAll, log);
   } catch (error) {
     await closeAll();
     throw error;
   }
 }
 
+/**
+ * The release notices, plus one for every key campaigned each time the witness reports a holder
+ * dead: a follower then claims at once, and the claim (which carries the dead holders) wins only if
+ * one of them still holds that key. Like any notice, a hint: the claim decides.
+ */
+function withCrashNotices(
+  feed: PgReleaseFeed | undefined,
+  witness: CrashWitness | undefined,
+  keys: () => Iterable<string>,
+): ReleaseFeed | undefined {
+  if (!witness) return feed;
+  const notices = feed;
+  return {
+    subscribe(listener) {
+      const heard = notices?.subscribe(listener);
+      const reported = witness.subscribe(() => {
+        for (const key of keys()) listener(key);
+      });
+      return () => {
+        heard?.();
+        reported();
+      };
+    },
+    ...(notices
+      ? {
+          subscribeReconnects: (l: () => void) => notices.subscribeReconnects(l),
+          healthy: () => notices.healthy(),
+          subscribeUnhealthy: (l: () => void) => notices.subscribeUnhealthy(l),
+          subscribeSessionLost: (l: () => void) => notices.subscribeSessionLost(l),
+        }
+      : {}),
+  };
+}
+
 function leasesOn(
   options: OpenLeasesOptions,
   store: PgLeaseStore,
   feed: PgReleaseFeed | undefined,
+  crashWitness: CrashWitness | undefined,
   restartLock: RestartLock | null,
   closeAll: () => Promise<void>,
   log: LeaseLogger,
@@ -146,6 +197,7 @@ function leasesOn(
   // Leases renewed in the same tick go out as one statement.
   const renewals = new BatchedRenewals(store);
   const electors = new Map<string, Elector>();
+  const releases = withCrashNotices(feed, crashWitness, () => electors.keys());
   const pruner = new HistoryPruner({
     pool: store.pool,
     table: store.table,
@@ -198,7 +250,7 @@ function leasesOn(
         holder,
         store: renewals,
         ...(options.sessionTakeover ? { sessionTakeover: true } : {}),
-        ...(feed ? { releases: feed } : {}),
+        ...(releases ? { releases } : {}),
       });
       electors.set(key, elector);
       candidacy.attach(key, elector);

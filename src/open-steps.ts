@@ -1,6 +1,7 @@
 // The composition root's opening steps, each written once for the library, `pglease run` and the
 // operator commands: the restart lock, waiting for a PostgreSQL that is not up yet, the pool and
 // the store, the server's checks, and the LISTEN connection of the release notices.
+import type { CrashWitness } from "./election/crash-witness.ts";
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
@@ -98,9 +99,11 @@ export function leaseStore(
   options: OpenLeasesOptions,
   pool: pg.Pool,
   holderSession?: () => HolderSession | null,
+  crashWitness?: CrashWitness,
 ): PgLeaseStore {
   return new PgLeaseStore({
     ...(holderSession ? { holderSession } : {}),
+    ...(crashWitness ? { crashedHolders: () => crashWitness.dead() } : {}),
     pool,
     schema: options.schema,
     table: options.table,

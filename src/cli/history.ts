@@ -20,7 +20,7 @@ export const HISTORY_HELP = `Usage: pglease history [KEY] [--since DURATION] [--
 
 Shows how leases changed hands, oldest first: when (the database server's time), the
 lease, the fence of the term, the holder after the change, the holder before it, and
-the reason: claim, expiry-takeover, restart-takeover, session-takeover, new-term, release,
+the reason: claim, expiry-takeover, restart-takeover, session-takeover, crash-takeover, new-term, release,
 forced-release, deleted.
 A term that ended (release) has no holder after it. Renewals are not changes.
 

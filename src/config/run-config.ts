@@ -59,6 +59,11 @@ export interface RunConfig {
   candidacy: { priority: number; preempt: boolean; noLead: boolean };
   restartTakeover: boolean;
   sessionTakeover: boolean;
+  /**
+   * --crash-takeover: this process writes its holder to `messagePath` (the container's termination
+   * message file), and as a follower takes a live lease whose holder the kubelet reported terminated.
+   */
+  crashTakeover: { enabled: boolean; messagePath: string };
   /** Whether this process publishes to its pod, decided from the environment once, here. */
   publishing: PublishingDecision;
   /** Leadership follows the application's health (the health gate). */
@@ -85,6 +90,12 @@ const PUBLISH_FLAGS: Partial<Record<PublishConfigField, string>> = {
   namespace: "POD_NAMESPACE",
   podName: "POD_NAME",
 };
+
+function parsePath(text: string): Parsed<string> {
+  return text.startsWith("/")
+    ? { value: text }
+    : { problem: `${JSON.stringify(text)} is not an absolute path (the container's terminationMessagePath)` };
+}
 
 /** Reads and validates; throws UsageError listing every problem. */
 export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): RunConfig {
@@ -149,6 +160,10 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
     },
     restartTakeover: get("restart-takeover", parseBoolean) ?? true,
     sessionTakeover: get("session-takeover", parseBoolean) ?? false,
+    crashTakeover: {
+      enabled: get("crash-takeover", parseBoolean) ?? false,
+      messagePath: get("termination-message-path", parsePath) ?? "/dev/termination-log",
+    },
     publishing,
     health: readHealthConfig(raw, get, problems, timing, publishing),
   };

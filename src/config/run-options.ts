@@ -168,6 +168,20 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     help: "a follower takes a live lease once its holder's notice session is gone (a crash without restart): faster failover, at the cost of two believers for up to a renew interval plus the statement timeout when the server drops a live holder's session (see docs/guarantees.md); needs --notify",
     defaultText: "false",
   },
+  {
+    flag: "crash-takeover",
+    env: "PGLEASE_CRASH_TAKEOVER",
+    boolean: true,
+    help: "write this process's holder to its container's termination message, and as a follower take a live lease at once when the kubelet reports its holder's container terminated with that message (a crash not restarted in place); needs the peer view (--peer-demotion) to follow, and the restart lock to be taken over (see docs/guarantees.md)",
+    defaultText: "false (the chart: true)",
+  },
+  {
+    flag: "termination-message-path",
+    env: "PGLEASE_TERMINATION_MESSAGE_PATH",
+    value: "PATH",
+    help: "the container's terminationMessagePath, where --crash-takeover writes the holder",
+    defaultText: "/dev/termination-log",
+  },
   ...HEALTH_OPTIONS,
   {
     flag: "priority",

@@ -346,6 +346,8 @@ class KubePodPublisher implements PodPublisher {
       // A peer labelled leader by an older term while this pod leads: the next pass demotes it.
       onChange: () => {
         if (this.#state.desired?.state.role === "leader") this.#loop.wake();
+        const peers = this.#peerView?.peers();
+        if (peers) this.#opts.onPeers?.(peers);
       },
     });
   }

@@ -68,6 +68,8 @@ export interface PodPublisherOptions {
   renewals?: (term: LeadershipState) => number | null;
   /** Every version of this pod the publisher sees (its watch, its patches): the health gate reads it. */
   onPod?: (pod: Pod) => void;
+  /** The peers the peer view holds, after each change it takes in (crash takeover reads their statuses). */
+  onPeers?: (peers: Pod[]) => void;
 }
 
 /** start() rejects with a PublishConfigError (publish-config.ts) when the pod's peers cannot be found. */

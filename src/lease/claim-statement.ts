@@ -1,22 +1,29 @@
-// The claim: one statement that takes a free, expired or own lease (or a dead predecessor's, or a
-// term whose recorded session is gone), honours a handover's reservation, and otherwise answers
+// The claim: one statement that takes a free, expired or own lease (or a dead predecessor's, a
+// term whose recorded session is gone, or one whose holder the kubelet reported terminated), honours a handover's reservation, and otherwise answers
 // who holds it, all at one server instant.
 import type { ClaimAnswer } from "../election/ports.ts";
 import { parseFence } from "../fence/token.ts";
-import { CHANGE_SETTING } from "./history.ts";
+import { CHANGE_SETTING, REASON_SETTING } from "./history.ts";
 import type { HolderSession } from "./release-feed.ts";
 import { NOW, PROOF, SESSION_GONE, TTL_MS } from "./statement-parts.ts";
 import type { LeaseTable } from "./table.ts";
 
 export const claimSql = (t: LeaseTable) => `
   WITH ${NOW},
+  -- Crash takeover names itself for the history trigger (which cannot tell it from a session takeover).
+  named AS (
+    SELECT set_config('${REASON_SETTING}', CASE WHEN EXISTS (
+             SELECT 1 FROM ${t.qualified} l WHERE l.key = $1 AND l.holder = ANY($7::text[])
+                AND l.holder <> $2 AND l.expires_at > clock_timestamp()) THEN 'crash-takeover' ELSE '' END, true) AS reason
+  ),
   claimed AS (
     INSERT INTO ${t.qualified} AS lease (key, holder, fence, acquired_at, expires_at,
                                          session_fence, session_pid, session_started_at, session_server_started_at)
     -- Fences come from a sequence the table does not own: deleting rows or recreating the table never restarts them.
     SELECT $1, $2, drawn.fence, now.t, now.t + $3 * interval '1 millisecond',
            CASE WHEN $4::integer IS NULL THEN NULL ELSE drawn.fence END, $4::integer, $5::timestamptz, $6::timestamptz
-      FROM now, (SELECT nextval('${t.fenceSequence}') AS fence) drawn
+      FROM now, named, (SELECT nextval('${t.fenceSequence}') AS fence) drawn
+     WHERE named.reason IS NOT NULL
     ON CONFLICT (key) DO UPDATE SET
       holder = EXCLUDED.holder,
       -- Every win is a new term, the same holder's included: above the sequence and above the row.
@@ -36,7 +43,11 @@ export const claimSql = (t: LeaseTable) => `
     WHERE (lease.holder = EXCLUDED.holder OR lease.expires_at <= EXCLUDED.acquired_at
        OR (${PROOF("lease")}[1] = ${PROOF("EXCLUDED")}[1] AND ${PROOF("lease")}[2]::numeric < ${PROOF("EXCLUDED")}[2]::numeric)
        -- Session takeover: the holder's recorded session is gone, and with it the holder's renewals.
-       OR ${SESSION_GONE})
+       OR ${SESSION_GONE}
+       -- Crash takeover: the kubelet reported this very holder's process terminated. A holder with
+       -- a restart proof names one process (never a later one), so every term it holds is over;
+       -- the claim wins only while that exact holder still holds the row.
+       OR (lease.holder = ANY($7::text[]) AND ${PROOF("lease")} IS NOT NULL))
       -- A handover's reservation: until it passes only the named candidate may claim, so it claims
       -- first; after it anyone may, so a named candidate that died never leaves the key leaderless.
       AND (lease.reserved_until IS NULL OR lease.reserved_until <= EXCLUDED.acquired_at
@@ -85,6 +96,7 @@ export async function runClaim(
   holder: string,
   durationMs: number,
   session: HolderSession | null,
+  crashed: readonly string[] = [],
 ): Promise<ClaimAnswer> {
   const [row] = await run([
     key,
@@ -93,6 +105,7 @@ export async function runClaim(
     session?.pid ?? null,
     session?.startedAt ?? null,
     session?.serverStartedAt ?? null,
+    crashed,
   ]);
   if (!row) return { won: false, holder: null, fence: null, expiresAt: null, ttlMs: null };
   const fence = parseFence(row.fence);

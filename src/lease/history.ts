@@ -22,6 +22,8 @@ export const HISTORY_REASONS = {
     "a live term taken over by the process restarted in its pod (its predecessor proven dead)",
   "session-takeover":
     "a live term taken over because its holder's database session was gone (--session-takeover)",
+  "crash-takeover":
+    "a live term taken over because the kubelet reported its holder's container terminated (--crash-takeover)",
   "new-term": "the same holder started a new term (after stepping down locally, or after its term expired)",
   handover: "the candidate a handover named claimed the lease during its reservation (pglease handover)",
   release: "the holder released its term",

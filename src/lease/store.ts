@@ -24,6 +24,11 @@ export interface PgLeaseStoreOptions {
    * openLeases({ sessionTakeover }) sets both.
    */
   holderSession?: () => HolderSession | null;
+  /**
+   * Crash takeover: the holders (each with a restart proof) the kubelet reported terminated; a
+   * claim may take a live term of one of them. `pglease run --crash-takeover` fills it.
+   */
+  crashedHolders?: () => readonly string[];
 }
 
 const renewSql = (t: LeaseTable) => `
@@ -156,6 +161,7 @@ export class PgLeaseStore implements LeaseStore {
   readonly #sql: Record<StatementName, string>;
   /** Null unless session takeover is on. */
   readonly #session: (() => HolderSession | null) | null;
+  readonly #crashed: () => readonly string[];
 
   constructor(options: PgLeaseStoreOptions) {
     this.table = leaseTable(options.schema, options.table);
@@ -164,6 +170,7 @@ export class PgLeaseStore implements LeaseStore {
     this.#timeoutMs = options.statementTimeoutMs;
     this.#prepared = options.preparedStatements ?? true;
     this.#session = options.holderSession ?? null;
+    this.#crashed = options.crashedHolders ?? (() => []);
     const t = this.table;
     this.#sql = {
       claim: claimSql(t),
@@ -217,7 +224,7 @@ export class PgLeaseStore implements LeaseStore {
     const session = this.#session ? this.#session() : null;
     // Every term under session takeover records a live session: one without could not be taken over.
     if (this.#session && !session) throw new NoHolderSession();
-    return runClaim((values) => this.#run("claim", values), key, holder, durationMs, session);
+    return runClaim((values) => this.#run("claim", values), key, holder, durationMs, session, this.#crashed());
   }
 
   async renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {

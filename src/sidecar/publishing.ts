@@ -20,6 +20,8 @@ export async function startPublisher(
   onPod: (pod: Pod) => void,
   /** How many claims and renews of `term` succeeded (null: not this process's term): see PodPublisherOptions. */
   renewals: (term: LeadershipState) => number | null,
+  /** Crash takeover: the peers, after each change the peer view takes in. */
+  onPeers?: (peers: Pod[]) => void,
 ): Promise<PodPublisher | null> {
   const decision = config.publishing;
   if (!decision.enabled) {
@@ -57,6 +59,7 @@ export async function startPublisher(
     stillLeads,
     onPod,
     renewals,
+    ...(onPeers ? { onPeers } : {}),
   });
   const started = await publisher
     .start({ lease: config.publishLease, role: "follower", fence: null, holder: "" })

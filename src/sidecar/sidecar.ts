@@ -11,7 +11,10 @@ import { packageVersion } from "../observability/build-info.ts";
 import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
 import { type TransitionFields, transitionFields } from "../observability/transition-log.ts";
-import { type Leases, type OpenLeasesOptions, openLeases } from "../open-leases.ts";
+import { WitnessedCrashes } from "../election/crash-witness.ts";
+import { RESTART_PROOF_MARKER } from "../election/identity.ts";
+import { holdersReportedDead, writeTerminationMessage } from "../kube/crash-report.ts";
+import { type Leases, type OpenLeasesOptions, openLeasesWith } from "../open-leases.ts";
 import { type AppHealth, startAppHealth } from "./app-health.ts";
 import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
 import { startHttpServer } from "./http-server.ts";
@@ -70,10 +73,16 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   const renewals: Renewals = new Map();
   try {
     // Through a getter: the lease stack's later warnings carry the identity it settled on.
-    leases = await openLeases(leaseOptions(config, holder, () => log, signal));
+    const crashes = config.crashTakeover.enabled ? new WitnessedCrashes() : null;
+    leases = await openLeasesWith(
+      leaseOptions(config, holder, () => log, signal),
+      crashes ? { crashWitness: crashes } : {},
+    );
     holder = leases.holder;
     // holder is this process on every line; a transition names who holds after it heldBy.
     log = logger.child({ holder });
+    // Before the first claim: a term of this process must be one the kubelet's report can name.
+    if (crashes) await announceForCrashReports(config, holder, log);
     view.podShown = config.publishing.enabled ? false : null;
     publisher = await startPublisher(
       config,
@@ -91,6 +100,20 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
         const confirmed = renewals.get(term.lease);
         return confirmed !== undefined && confirmed.fence === term.fence ? confirmed.count : null;
       },
+      crashes
+        ? (peers) => {
+            for (const peer of peers) {
+              for (const dead of holdersReportedDead(peer, config.clusterName)) {
+                if (crashes.add(dead)) {
+                  log.info(
+                    { pod: peer.metadata?.name, dead },
+                    `the kubelet reported holder ${dead} terminated: claiming the leases it holds`,
+                  );
+                }
+              }
+            }
+          }
+        : undefined,
     );
     appHealth?.usePublisher(publisher);
   } catch (error) {
@@ -128,6 +151,31 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       return stopping;
     },
   };
+}
+
+/**
+ * Crash takeover, the holder's side: its identity in the termination message file, which the
+ * kubelet shows in this container's status once its process has exited. Without a restart proof
+ * the identity could be a later process's too, so nothing is written and nobody takes over early.
+ */
+async function announceForCrashReports(config: RunConfig, holder: string, log: Logger): Promise<void> {
+  if (!holder.includes(RESTART_PROOF_MARKER)) {
+    log.warn(
+      "--crash-takeover: this process has no restart lock (see the line above), so no kubelet report can name it: a crash of it is replaced at the lease expiry",
+    );
+    return;
+  }
+  await writeTerminationMessage(config.crashTakeover.messagePath, holder).catch((error: Error) =>
+    log.warn(
+      { err: error.message, path: config.crashTakeover.messagePath },
+      "--crash-takeover: could not write the termination message (set --termination-message-path to the container's terminationMessagePath): a crash of this process is replaced at the lease expiry",
+    ),
+  );
+  if (!config.publish.peerDemotion) {
+    log.warn(
+      "--crash-takeover needs the peer view of --peer-demotion to follow: this process waits for expiries as a follower",
+    );
+  }
 }
 
 function leaseOptions(

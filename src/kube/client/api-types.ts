@@ -38,7 +38,15 @@ export interface ContainerStatus {
   name: string;
   ready: boolean;
   restartCount?: number;
-  state?: { running?: unknown; waiting?: { reason?: string }; terminated?: { reason?: string } };
+  state?: ContainerState;
+  /** The run before this one, once it ended: its termination, with the message its process left. */
+  lastState?: ContainerState;
+}
+
+export interface ContainerState {
+  running?: unknown;
+  waiting?: { reason?: string };
+  terminated?: { reason?: string; exitCode?: number; containerID?: string; message?: string };
 }
 
 export interface PodList {
