@@ -27,6 +27,13 @@ export interface ContainerReport {
   running?: boolean;
   restartCount?: number;
   startedAt?: Date;
+  /**
+   * How the last run that ended ended (running: false: this run; running after a restart: the run
+   * before), as the kubelet reports it in `lastState.terminated`: the exit code (default 1), the
+   * reason (default Error; OOMKilled), and `message`, what that run's process left in its
+   * termination message file (the kubelet reads it once the runtime saw the process exit).
+   */
+  ended?: { exitCode?: number; reason?: string; message?: string; finishedAt?: Date };
 }
 
 const KUBELET_CONDITIONS = [
@@ -73,14 +80,31 @@ function containerStatus(
       : undefined) ??
     now;
   // A new container ID per run: a restart in place is a new container.
-  const id = hex(`${pod.metadata?.uid ?? pod.metadata?.name}/${container.name}/${restartCount}`, 64);
+  const runId = (run: number) =>
+    `containerd://${hex(`${pod.metadata?.uid ?? pod.metadata?.name}/${container.name}/${run}`, 64)}`;
   const base = {
     name: container.name,
     image,
     imageID: `${image.split(":")[0]}@sha256:${hex(image, 64)}`,
-    containerID: `containerd://${id}`,
+    containerID: runId(restartCount),
     restartCount,
   };
+  // The run that ended: this one while it waits for its restart (restartCount moves only when the
+  // next run starts), else the one before; its own container ID, never the current run's.
+  const endedRun = report.running === false ? restartCount : restartCount - 1;
+  const lastState =
+    report.running === false || (report.ended && restartCount > 0)
+      ? {
+          terminated: {
+            exitCode: report.ended?.exitCode ?? 1,
+            reason: report.ended?.reason ?? "Error",
+            ...(report.ended?.message ? { message: report.ended.message } : {}),
+            startedAt,
+            finishedAt: report.ended?.finishedAt ?? now,
+            containerID: runId(endedRun),
+          },
+        }
+      : (before?.lastState ?? {});
   if (completedInit) {
     return {
       ...base,
@@ -108,6 +132,7 @@ function containerStatus(
           message: `back-off restarting failed container ${container.name}`,
         },
       },
+      lastState,
     };
   }
   return {
@@ -115,6 +140,7 @@ function containerStatus(
     ready: report.ready ?? true,
     started: true,
     state: { running: { startedAt } },
+    lastState,
   };
 }
 

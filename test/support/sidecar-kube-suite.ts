@@ -5,7 +5,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
-import { type Running, startShortLeaseRun } from "./cli.ts";
+import { type Running, startLeaseRun } from "./cli.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { onEachKubeServer } from "./kube-server-suites.ts";
 import type { StartOptions, TestKube } from "./kube-servers.ts";
@@ -15,8 +15,13 @@ export interface SidecarKubeSuite {
   /** Set in beforeAll. */
   db: TestDatabase;
   kube: TestKube;
-  /** `pglease run` for `lease` in `pod` (a short lease), killed after the test. */
-  sidecar(pod: string, lease: string, extra?: readonly string[]): Promise<{ run: Running; port: number }>;
+  /** `pglease run` for `lease` in `pod` (a short lease unless `duration` says), killed after the test. */
+  sidecar(
+    pod: string,
+    lease: string,
+    extra?: readonly string[],
+    duration?: string,
+  ): Promise<{ run: Running; port: number }>;
   /** The pod's role label, as the API server has it now. */
   role(pod: string): Promise<string | undefined>;
   /**
@@ -46,14 +51,14 @@ export async function onEachSidecarKubeServer(
     let kubeconfigDir = "";
     const running: Running[] = [];
     const suite = {
-      async sidecar(pod: string, lease: string, extra: readonly string[] = []) {
+      async sidecar(pod: string, lease: string, extra: readonly string[] = [], duration = "3s") {
         const env = {
           DATABASE_URL: suite.db.url,
           KUBECONFIG: join(kubeconfigDir, "config"),
           POD_NAME: pod,
           POD_NAMESPACE: namespace,
         };
-        const started = await startShortLeaseRun(lease, env, extra);
+        const started = await startLeaseRun(lease, duration, env, extra);
         running.push(started.run);
         return started;
       },
