@@ -39,12 +39,17 @@ export function holderPod(holder: string, cluster: string | null): string | null
 
 /**
  * The holders the kubelet reports dead in `pod`: a terminated run (the current state, or the last
- * one) whose message names a holder of this very pod. Where the kubelet reports it (native
- * sidecars are init containers) does not matter: the message names the run's own process.
+ * one) of the sidecar container whose message names a holder of this very pod. A native sidecar's
+ * status is among the init containers', a plain sidecar's among the containers'.
  */
-export function holdersReportedDead(pod: Pod, cluster: string | null): string[] {
+export function holdersReportedDead(pod: Pod, cluster: string | null, sidecarContainer: string): string[] {
   const name = pod.metadata?.name;
-  const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+  // Only the sidecar's own runs: another container of the pod naming the holder (its message file
+  // pointed at the same path) is not the holder's process.
+  const statuses = [
+    ...(pod.status?.initContainerStatuses ?? []),
+    ...(pod.status?.containerStatuses ?? []),
+  ].filter((status) => status.name === sidecarContainer);
   const dead: string[] = [];
   for (const status of statuses) {
     for (const terminated of [status.state?.terminated, status.lastState?.terminated]) {

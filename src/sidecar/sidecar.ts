@@ -103,7 +103,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       crashes
         ? (peers) => {
             for (const peer of peers) {
-              for (const dead of holdersReportedDead(peer, config.clusterName)) {
+              for (const dead of holdersReportedDead(peer, config.clusterName, config.health.sidecarContainer)) {
                 if (crashes.add(dead)) {
                   log.info(
                     { pod: peer.metadata?.name, dead },

@@ -68,6 +68,7 @@ lease:
   notify: true
   restartTakeover: true
   sessionTakeover: false
+  crashTakeover: true
   priority: 0
   preempt: false
   noLead: false

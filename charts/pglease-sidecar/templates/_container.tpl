@@ -131,6 +131,8 @@ containers.
   value: {{ .lease.restartTakeover | quote }}
 - name: PGLEASE_SESSION_TAKEOVER
   value: {{ .lease.sessionTakeover | quote }}
+- name: PGLEASE_CRASH_TAKEOVER
+  value: {{ .lease.crashTakeover | quote }}
 - name: PGLEASE_HEALTH_GATE
   value: {{ .health.gate | quote }}
 - name: PGLEASE_SIDECAR_CONTAINER
