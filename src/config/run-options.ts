@@ -173,7 +173,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
     env: "PGLEASE_CRASH_TAKEOVER",
     boolean: true,
     help: "write this process's holder to its container's termination message, and as a follower take a live lease at once when the kubelet reports its holder's container terminated with that message (a crash not restarted in place); needs the peer view (--peer-demotion) to follow, and the restart lock to be taken over (see docs/guarantees.md)",
-    defaultText: "false (the chart: true)",
+    defaultText: "false, the chart sets true",
   },
   {
     flag: "termination-message-path",
