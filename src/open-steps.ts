@@ -1,10 +1,11 @@
 // The composition root's opening steps, each written once for the library, `pglease run` and the
 // operator commands: the restart lock, waiting for a PostgreSQL that is not up yet, the pool and
 // the store, the server's checks, and the LISTEN connection of the release notices.
-import type { CrashWitness } from "./election/crash-witness.ts";
+
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
+import type { CrashWitness } from "./election/crash-witness.ts";
 import { isOutOfConnections, isTooSlow, isUnreachable } from "./lease/connection-errors.ts";
 import { createLeasePool } from "./lease/pool.ts";
 import { type HolderSession, PgReleaseFeed } from "./lease/release-feed.ts";

@@ -224,7 +224,14 @@ export class PgLeaseStore implements LeaseStore {
     const session = this.#session ? this.#session() : null;
     // Every term under session takeover records a live session: one without could not be taken over.
     if (this.#session && !session) throw new NoHolderSession();
-    return runClaim((values) => this.#run("claim", values), key, holder, durationMs, session, this.#crashed());
+    return runClaim(
+      (values) => this.#run("claim", values),
+      key,
+      holder,
+      durationMs,
+      session,
+      this.#crashed(),
+    );
   }
 
   async renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {

@@ -4,16 +4,15 @@
 import type { Server } from "node:http";
 import type { Logger } from "pino";
 import type { RunConfig } from "../config/run-config.ts";
+import { WitnessedCrashes } from "../election/crash-witness.ts";
 import type { Elector, TickReport } from "../election/elector.ts";
-import { holderIdentity } from "../election/identity.ts";
+import { holderIdentity, RESTART_PROOF_MARKER } from "../election/identity.ts";
+import { holdersReportedDead, writeTerminationMessage } from "../kube/crash-report.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import { packageVersion } from "../observability/build-info.ts";
 import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
 import { type TransitionFields, transitionFields } from "../observability/transition-log.ts";
-import { WitnessedCrashes } from "../election/crash-witness.ts";
-import { RESTART_PROOF_MARKER } from "../election/identity.ts";
-import { holdersReportedDead, writeTerminationMessage } from "../kube/crash-report.ts";
 import { type Leases, type OpenLeasesOptions, openLeasesWith } from "../open-leases.ts";
 import { type AppHealth, startAppHealth } from "./app-health.ts";
 import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
@@ -103,7 +102,11 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       crashes
         ? (peers) => {
             for (const peer of peers) {
-              for (const dead of holdersReportedDead(peer, config.clusterName, config.health.sidecarContainer)) {
+              for (const dead of holdersReportedDead(
+                peer,
+                config.clusterName,
+                config.health.sidecarContainer,
+              )) {
                 if (crashes.add(dead)) {
                   log.info(
                     { pod: peer.metadata?.name, dead },

@@ -14,7 +14,12 @@ function pod(name: string, statuses: Array<{ name: string; message?: string; las
       initContainerStatuses: statuses.map((s) => {
         const terminated = { exitCode: 137, reason: "Error", ...(s.message ? { message: s.message } : {}) };
         return s.last
-          ? { name: s.name, ready: false, state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: { terminated } }
+          ? {
+              name: s.name,
+              ready: false,
+              state: { waiting: { reason: "CrashLoopBackOff" } },
+              lastState: { terminated },
+            }
           : { name: s.name, ready: false, state: { terminated } };
       }),
     },
@@ -24,19 +29,21 @@ function pod(name: string, statuses: Array<{ name: string; message?: string; las
 describe("crash reports", () => {
   it("names the holder whose own run the kubelet reports terminated, now or as the last state", () => {
     const message = terminationMessage(HOLDER);
-    expect(holdersReportedDead(pod("orders-0", [{ name: "pglease", message }]), null, "pglease")).toEqual([HOLDER]);
-    expect(holdersReportedDead(pod("orders-0", [{ name: "pglease", message, last: true }]), null, "pglease")).toEqual([
+    expect(holdersReportedDead(pod("orders-0", [{ name: "pglease", message }]), null, "pglease")).toEqual([
       HOLDER,
     ]);
+    expect(
+      holdersReportedDead(pod("orders-0", [{ name: "pglease", message, last: true }]), null, "pglease"),
+    ).toEqual([HOLDER]);
   });
 
   it("a report in another pod's status (forged by a peer), of another container, or of a message that is not the line whole, names nobody", () => {
     const message = terminationMessage(HOLDER);
     expect(holdersReportedDead(pod("orders-1", [{ name: "pglease", message }]), null, "pglease")).toEqual([]);
     expect(holdersReportedDead(pod("orders-0", [{ name: "app", message }]), null, "pglease")).toEqual([]);
-    expect(holdersReportedDead(pod("orders-0", [{ name: "pglease", message: `x ${message}` }]), null, "pglease")).toEqual(
-      [],
-    );
+    expect(
+      holdersReportedDead(pod("orders-0", [{ name: "pglease", message: `x ${message}` }]), null, "pglease"),
+    ).toEqual([]);
     expect(holdersReportedDead(pod("orders-0", [{ name: "pglease" }]), null, "pglease")).toEqual([]);
   });
 

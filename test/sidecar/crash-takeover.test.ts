@@ -79,7 +79,9 @@ await onEachSidecarKubeServer("crash takeover", NS, (suite) => {
     await report(podA, { running: false, ended: { exitCode: 137, message } });
     await b.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`), 5_000);
     const takeoverMs = performance.now() - reportedAt;
-    console.log(`crash takeover: the follower led ${Math.round(takeoverMs)} ms after the kubelet's report (lease ${LONG_LEASE})`);
+    console.log(
+      `crash takeover: the follower led ${Math.round(takeoverMs)} ms after the kubelet's report (lease ${LONG_LEASE})`,
+    );
     expect(takeoverMs).toBeLessThan(5_000);
     expect(await lastChange(lease)).toMatchObject({ previous_holder: holderA, reason: "crash-takeover" });
   }, 60_000);
@@ -87,7 +89,10 @@ await onEachSidecarKubeServer("crash takeover", NS, (suite) => {
   it("a terminated report of an earlier run (another container ID, another holder) is no witness: the dead leader is replaced at the expiry", async () => {
     const { lease, podA, a, b, holderA } = await pair("3s");
     // The run before this one: its own holder (another suffix, its lock bound earlier).
-    const earlier = holderA.replace(/-[0-9a-f]{8}#r:([0-9a-f]{32})\.(\d+)$/, (_m, token: string) => `-0badc0de#r:${token}.1`);
+    const earlier = holderA.replace(
+      /-[0-9a-f]{8}#r:([0-9a-f]{32})\.(\d+)$/,
+      (_m, token: string) => `-0badc0de#r:${token}.1`,
+    );
     expect(earlier).not.toBe(holderA);
     await killed(a);
     // The kubelet has not seen this run's exit yet: it still shows it running, after the earlier run's end.
