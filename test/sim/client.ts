@@ -58,20 +58,32 @@ export class SimStore implements LeaseStore {
   /** Session takeover: the notice session each claim records (null while it reconnects). */
   readonly #session: (() => number | null) | null;
 
-  constructor(wire: Wire, owner: Owner, link: Link, session: (() => number | null) | null = null) {
+  /** Crash takeover: the holders reported dead, carried by each claim (PgLeaseStore's crashedHolders). */
+  readonly #crashed: () => readonly string[];
+
+  constructor(
+    wire: Wire,
+    owner: Owner,
+    link: Link,
+    session: (() => number | null) | null = null,
+    crashed: () => readonly string[] = () => [],
+  ) {
     this.#wire = wire;
     this.#owner = owner;
     this.#link = link;
     this.#session = session;
+    this.#crashed = crashed;
   }
 
   claim(key: string, holder: string, durationMs: number): Promise<ClaimAnswer> {
-    if (!this.#session) return this.#call({ kind: "claim", key, holder, durationMs });
+    const dead = this.#crashed();
+    const crashed = dead.length > 0 ? { crashed: [...dead] } : {};
+    if (!this.#session) return this.#call({ kind: "claim", key, holder, durationMs, ...crashed });
     // Read as the claim is sent, as PgLeaseStore does; none: refused before anything is sent.
     const session = this.#session();
     if (session === null)
       return Promise.reject(Object.assign(new Error("no notice session"), { notSent: true }));
-    return this.#call({ kind: "claim", key, holder, durationMs, session });
+    return this.#call({ kind: "claim", key, holder, durationMs, session, ...crashed });
   }
 
   renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {
@@ -294,6 +306,13 @@ export class SimFeed implements ReleaseFeed {
   }
 
   /** A NOTIFY on the channel reaches this listener (or is lost on the way). */
+  /** A wake-up the process gives itself (a crash report): no notice connection carries it. */
+  announce(key: string, source: string): void {
+    const { loop, trace } = this.#wire;
+    trace.add(loop.nowUs, this.#owner.name, `looks: ${source} ${key}`);
+    for (const listener of this.#listeners) listener(key);
+  }
+
   hear(key: string, source: string): void {
     const { loop, trace, rng } = this.#wire;
     if (this.notices.lose > 0 || this.notices.down > 0) {

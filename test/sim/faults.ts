@@ -66,9 +66,14 @@ export const OPTIONAL_FAMILIES = [
   "unfit",
   "shared-holder",
   "session-takeover",
+  "crash-takeover",
 ] as const;
-/** "session-takeover": every process runs with it (crashes end sessions), and "session-stall" is drawn. */
-export type Family = FaultKind | "shared-holder" | "session-takeover";
+/**
+ * "session-takeover": every process runs with it (crashes end sessions), and "session-stall" is drawn.
+ * "crash-takeover": every process runs with it; a crash is reported by the kubelet model, late or
+ * soon, and each report comes with a forged one (schedule.ts, reportCrash).
+ */
+export type Family = FaultKind | "shared-holder" | "session-takeover" | "crash-takeover";
 
 /** How long a session-stall keeps the feed down after it gave the session up: its reconnect delay. */
 export const SESSION_RECONNECT_MS = 1_000;

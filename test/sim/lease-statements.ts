@@ -4,7 +4,7 @@
 // at start, row lock, commit order); this file decides WHAT it does then. The switches are the
 // safety fixes of issue 12, one by one: all off is the SQL before them (BEFORE_FIXES), profile.ts
 // says which ones the store ships, and model-vs-postgres.test.ts holds the model to its answers.
-import { provenDeadPredecessor } from "../../src/election/identity.ts";
+import { provenDeadPredecessor, restartProof } from "../../src/election/identity.ts";
 import type { ClaimAnswer, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
 
 /** A row version. Times are µs on the server's clock; `tuple` names the row across updates (a DELETE ends it). */
@@ -117,6 +117,7 @@ export function claim(
   holder: string,
   durationMs: number,
   session?: number,
+  crashed: readonly string[] = [],
 ): Executed<ClaimAnswer> {
   // The term records the claimer's session, or none: an older one's never outlives its term.
   const recorded = session === undefined ? {} : { session };
@@ -141,7 +142,10 @@ export function claim(
   }
   // The conflicting row is locked and judged in its newest version, visible to the snapshot or not.
   const gone = latest.holder !== holder && sessionGone(ctx, latest);
-  const takesOver = (sem.restartTakeover && provenDeadPredecessor(holder, latest.holder)) || gone;
+  // The crash clause: this exact holder, with a restart proof, was reported dead by the kubelet.
+  const reported =
+    latest.holder !== holder && crashed.includes(latest.holder) && restartProof(latest.holder) !== null;
+  const takesOver = (sem.restartTakeover && provenDeadPredecessor(holder, latest.holder)) || gone || reported;
   // A handover's reservation shuts out everyone but the named candidate until it passes.
   const shutOut = reservedAgainst(latest, holder) && (latest.reservedUntil ?? 0) > now;
   if ((latest.holder !== holder && latest.expiresAt > now && !takesOver) || shutOut) {
@@ -170,7 +174,7 @@ export function claim(
   const expiresAt = newExpiry(ctx, sameLive || takesOver ? latest : null, durationUs);
   if (expiresAt <= acquiredAt) return { error: CHECK_VIOLATION };
   const row = { key, holder, fence, acquiredAt, expiresAt, tuple: latest.tuple, ...recorded };
-  return { answer: won(row, now, changeOf(latest, holder, now, gone)), write: row };
+  return { answer: won(row, now, changeOf(latest, holder, now, gone, reported)), write: row };
 }
 
 /** The row carries a reservation (passed or not) for another holder than `holder`. */
@@ -184,19 +188,23 @@ function changeOf(
   holder: string,
   now: number,
   sessionTakeover: boolean,
+  crashTakeover = false,
 ): { reason: string; previousHolder: string } {
+  // The claim names a crash takeover itself (a live term of a holder reported dead), before the trigger infers.
   const reason =
-    latest.reservedFor === holder && (latest.reservedUntil ?? 0) > now
-      ? "handover"
-      : latest.released
-        ? "claim"
-        : latest.holder === holder
-          ? "new-term"
-          : latest.expiresAt <= now
-            ? "expiry-takeover"
-            : sessionTakeover
-              ? "session-takeover"
-              : "restart-takeover";
+    crashTakeover && latest.expiresAt > now
+      ? "crash-takeover"
+      : latest.reservedFor === holder && (latest.reservedUntil ?? 0) > now
+        ? "handover"
+        : latest.released
+          ? "claim"
+          : latest.holder === holder
+            ? "new-term"
+            : latest.expiresAt <= now
+              ? "expiry-takeover"
+              : sessionTakeover
+                ? "session-takeover"
+                : "restart-takeover";
   return { reason, previousHolder: latest.holder };
 }
 

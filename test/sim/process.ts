@@ -1,11 +1,15 @@
 // A simulated `pglease` process: one real Elector per key (src/election/elector.ts), all sharing
 // one holder, one store and one release feed as openLeases() wires them, on a clock that is
 // this process's view of simulated time. Its leader work writes through a fence guard model.
+
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
 import type { Clock } from "../../src/election/clock.ts";
+import { WitnessedCrashes } from "../../src/election/crash-witness.ts";
 import { Elector, type LeaderTerm, type TickReport } from "../../src/election/elector.ts";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
 import type { Timing } from "../../src/election/timing.ts";
+import type { Pod } from "../../src/kube/client/api-types.ts";
+import { holdersReportedDead } from "../../src/kube/crash-report.ts";
 import { BatchedRenewals } from "../../src/lease/batched-renewals.ts";
 import type { PgLeaseStore } from "../../src/lease/store.ts";
 import { type Link, linkUp, SimFeed, SimStore, type Wire } from "./client.ts";
@@ -36,6 +40,8 @@ export interface ProcessConfig {
   gated: boolean;
   /** Session takeover: claims record the feed's session, and a term may be taken once it is gone. */
   sessionTakeover: boolean;
+  /** Crash takeover: claims carry the holders the kubelet model reported dead; each report wakes the followers. */
+  crashTakeover: boolean;
   rng: Rng;
   watcher: ProcessWatcher;
 }
@@ -141,6 +147,7 @@ export class SimProcess implements Owner {
   /** Opened and closed by the "unfit" fault: its application's health. */
   readonly #campaign = new CampaignSwitch();
   readonly #config: ProcessConfig;
+  readonly #witness: WitnessedCrashes | null;
 
   constructor(
     config: ProcessConfig,
@@ -159,7 +166,19 @@ export class SimProcess implements Owner {
     this.feed = new SimFeed(wire, this);
     // Connected before anything campaigns, as openLeases() listens before it returns.
     if (config.sessionTakeover) this.feed.openSession();
-    const sim = new SimStore(wire, this, this.link, config.sessionTakeover ? () => this.feed.session : null);
+    const witness = config.crashTakeover ? new WitnessedCrashes() : null;
+    this.#witness = witness;
+    const sim = new SimStore(
+      wire,
+      this,
+      this.link,
+      config.sessionTakeover ? () => this.feed.session : null,
+      () => witness?.dead() ?? [],
+    );
+    // As openLeases wires it: a report is a notice for every key (the claim decides).
+    witness?.subscribe(() => {
+      for (const key of config.keys) this.feed.announce(key, "crash report");
+    });
     const store = new ProcessStore(
       sim,
       this.clock,
@@ -184,7 +203,10 @@ export class SimProcess implements Owner {
       });
       elector.on("tick", (report) => {
         watcher.ticked(this, key, report);
-        if (wire.trace.on) wire.trace.add(wire.loop.nowUs, name, `${report.outcome}: ${report.sentence}`);
+        if (wire.trace.on) {
+          const how = report.change ? ` (${report.change.reason})` : "";
+          wire.trace.add(wire.loop.nowUs, name, `${report.outcome}: ${report.sentence}${how}`);
+        }
       });
       this.electors.set(key, elector);
     }
@@ -213,6 +235,21 @@ export class SimProcess implements Owner {
     this.exitedAtUs = this.#config.wire.loop.nowUs;
     this.dead = true;
     this.feed.exited();
+  }
+
+  /**
+   * The kubelet's report as this process's peer view brings it (in its own event): the holders
+   * that status names dead, by the sidecar's own matcher.
+   */
+  peerStatus(pod: Pod): void {
+    for (const holder of holdersReportedDead(pod, null, "pglease")) {
+      if (this.#witness?.add(holder))
+        this.#config.wire.trace.add(
+          this.#config.wire.loop.nowUs,
+          this.name,
+          `kubelet reports ${holder} terminated`,
+        );
+    }
   }
 
   /** SIGKILL: nothing more runs; statements already sent still reach the server. */

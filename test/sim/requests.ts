@@ -16,7 +16,15 @@ import {
 
 export type Request =
   /** session: the notice session the claim records (session takeover), else none. */
-  | { kind: "claim"; key: string; holder: string; durationMs: number; session?: number }
+  | {
+      kind: "claim";
+      key: string;
+      holder: string;
+      durationMs: number;
+      session?: number;
+      /** Crash takeover: the holders the kubelet reported dead, as the claim carries them. */
+      crashed?: readonly string[];
+    }
   | { kind: "renew"; key: string; holder: string; fence: number; durationMs: number }
   | {
       kind: "renewMany";
@@ -67,7 +75,7 @@ export function execute(request: Request, contexts: Map<string, StatementContext
     case "claim":
       return single(
         request.key,
-        claim(ctx, request.key, request.holder, request.durationMs, request.session),
+        claim(ctx, request.key, request.holder, request.durationMs, request.session, request.crashed),
       );
     case "renew":
       return single(request.key, renew(ctx, request.holder, request.fence, request.durationMs));

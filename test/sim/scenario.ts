@@ -41,6 +41,8 @@ export interface Scenario {
   sharedHolder: boolean;
   /** Every process runs with session takeover (family "session-takeover"). */
   sessionTakeover: boolean;
+  /** Every process runs with crash takeover (family "crash-takeover"). */
+  crashTakeover: boolean;
   timing: Timing;
   stopTimeoutMs: number;
   workIntervalMs: number;
@@ -73,6 +75,7 @@ export function makeScenario(seed: number, options: SimOptions): Scenario {
     keys,
     sharedHolder,
     sessionTakeover: options.families.has("session-takeover"),
+    crashTakeover: options.families.has("crash-takeover"),
     timing,
     stopTimeoutMs: 1_000,
     // Off the round numbers the deadlines fall on, so a write rarely ties with the deadline timer.

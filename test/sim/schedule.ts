@@ -1,7 +1,11 @@
 // One schedule: build the world for a seed (server model, processes with real electors, faults),
 // run it to its end or to its first violation, and tell what happened.
+
+import { RESTART_PROOF_MARKER } from "../../src/election/identity.ts";
+import type { Pod } from "../../src/kube/client/api-types.ts";
+import { terminationMessage } from "../../src/kube/crash-report.ts";
 import { Checker, type Violation } from "./checker.ts";
-import type { Wire } from "./client.ts";
+import { latencyUs, type Wire } from "./client.ts";
 import { EventLoop } from "./event-loop.ts";
 import { describeFault, type Fault, SESSION_RECONNECT_MS } from "./faults.ts";
 import { Rng } from "./prng.ts";
@@ -35,6 +39,9 @@ class World {
   readonly slots: SimProcess[] = [];
   readonly all: SimProcess[] = [];
   readonly #scenario: Scenario;
+  /** Crash takeover: every process runs with it, and the kubelet model reports crashes. */
+  readonly crashTakeover: boolean;
+  readonly seed: number;
   readonly #restartProofs: boolean;
   readonly #lockNotExclusive: boolean;
   readonly #restartLocks = new Map<number, SimProcess>();
@@ -44,6 +51,8 @@ class World {
   constructor(scenario: Scenario, options: SimOptions, traceOn: boolean) {
     const { seed, timing } = scenario;
     this.#scenario = scenario;
+    this.crashTakeover = scenario.crashTakeover;
+    this.seed = seed;
     this.#restartProofs = options.sem.restartTakeover;
     this.#lockNotExclusive = options.restartLockNotExclusive ?? false;
     this.#gateIgnored = options.campaignGateIgnored ?? false;
@@ -90,7 +99,12 @@ class World {
     const locked = this.#restartProofs && !shared && free;
     // Bound at the process's start: a later process of the slot binds later.
     const proof = locked ? `#r:${slot.toString(16).padStart(32, "0")}.${generation}` : "";
-    const holder = shared ? "shared" : `${name}-h${proof}`;
+    // Under crash takeover the sidecar's own form (pod, 8 hex, proof): the report's matcher reads the pod from it.
+    const holder = shared
+      ? "shared"
+      : s.crashTakeover
+        ? `p${slot}-${generation.toString(16).padStart(8, "0")}${proof}`
+        : `${name}-h${proof}`;
     const rate = clockRate(Rng.stream(s.seed, `rate:${name}`), s.clockRatePpm);
     const process = new SimProcess(
       {
@@ -101,6 +115,7 @@ class World {
         workIntervalMs: s.workIntervalMs,
         gated: !this.#gateIgnored,
         sessionTakeover: s.sessionTakeover,
+        crashTakeover: s.crashTakeover,
         rng: Rng.stream(s.seed, `work:${name}`),
         watcher: this.checker,
       },
@@ -244,7 +259,12 @@ function scheduleProcessFault(
       });
       return;
     case "crash":
-      loop.at(at, null, () => slot()?.crash());
+      loop.at(at, null, () => {
+        const victim = slot();
+        if (!victim || victim.dead) return;
+        victim.crash();
+        if (world.crashTakeover) reportCrash(world, fault, victim);
+      });
       loop.at(at + fault.restartAfterMs * 1000, null, () => world.spawn(fault.slot));
       return;
     case "unfit": {
@@ -332,4 +352,45 @@ function clockRate(rng: Rng, boundPpm: number): number {
   const r = rng.next();
   const off = r < 1 / 3 ? -1 : r < 2 / 3 ? 1 : rng.next() * 2 - 1;
   return 1 + (off * boundPpm) / 1e6;
+}
+
+/**
+ * The kubelet model (crash takeover): the crashed run's status, with the message its process left
+ * (only a holder with a restart proof writes one), reaches every live peer's view 0–4 s later —
+ * often after the container restarted, so the report names an older run than the one leading then.
+ * Beside it comes a forged report naming a live holder: in another pod's status, and in its own
+ * pod's status for another container. The sidecar's matcher must take neither.
+ */
+function reportCrash(world: World, fault: Extract<Fault, { kind: "crash" }>, victim: SimProcess): void {
+  const { loop } = world;
+  const rng = Rng.stream(world.seed, `kubelet:${fault.slot}:${fault.atMs}`);
+  const message = victim.holder.includes(RESTART_PROOF_MARKER) ? terminationMessage(victim.holder) : "";
+  const status = (pod: string, container: string, text: string): Pod => ({
+    metadata: { name: pod },
+    status: {
+      initContainerStatuses: [
+        {
+          name: container,
+          ready: false,
+          state: { waiting: { reason: "CrashLoopBackOff" } },
+          lastState: { terminated: { exitCode: 137, reason: "Error", ...(text ? { message: text } : {}) } },
+        },
+      ],
+    },
+  });
+  const deliver = (pod: Pod) => {
+    for (const p of world.slots) {
+      if (!p || p.dead) continue;
+      loop.at(loop.nowUs + latencyUs(rng), p, () => p.peerStatus(pod));
+    }
+  };
+  loop.at(loop.nowUs + rng.int(0, 4_000) * 1000, null, () => {
+    deliver(status(`p${fault.slot}`, "pglease", message));
+    const live = world.slots.filter((p) => p && !p.dead && p.holder.includes(RESTART_PROOF_MARKER));
+    const target = live.length > 0 ? live[rng.int(0, live.length - 1)] : undefined;
+    if (!target) return;
+    const forged = terminationMessage(target.holder);
+    deliver(status(`p${(target.slot + 1) % world.slots.length}`, "pglease", forged));
+    deliver(status(`p${target.slot}`, "app", forged));
+  });
 }
