@@ -289,7 +289,13 @@ export function drawRequest(rng: Rng, rows: ReadonlyMap<string, LeaseRow>): Requ
   if (rng.chance(0.08))
     return { kind: "reserve", key, fence, target: rng.pick(HOLDERS), windowMs: durationMs };
   const r = rng.next();
-  if (r < 0.32) return { kind: "claim", key, holder, durationMs };
+  if (r < 0.32) {
+    // Crash takeover: now and then the claim carries holders the kubelet reported dead, often the
+    // row's own (with or without a restart proof, the claimer's own among them).
+    if (!rng.chance(0.25)) return { kind: "claim", key, holder, durationMs };
+    const crashed = [row && rng.chance(0.7) ? row.holder : rng.pick(HOLDERS), rng.pick(HOLDERS)];
+    return { kind: "claim", key, holder, durationMs, crashed };
+  }
   if (r < 0.57) return { kind: "renew", key, holder, fence, durationMs };
   if (r < 0.67) return { kind: "release", key, holder, fence };
   if (r < 0.8) return { kind: "read", key };
@@ -308,7 +314,8 @@ export function branch(request: Request, answer: unknown): string {
   if (answer instanceof Error) return `${request.kind}:error`;
   if (request.kind === "claim") {
     const a = answer as { won: boolean; change?: { reason: string } };
-    return `claim:${a.won ? (a.change?.reason === "handover" ? "handover" : "won") : "lost"}`;
+    const reason = a.change?.reason;
+    return `claim:${a.won ? (reason === "handover" || reason === "crash-takeover" ? reason : "won") : "lost"}`;
   }
   if (request.kind === "renew") return `renew:${(answer as { renewed: boolean }).renewed}`;
   if (request.kind === "renewMany" || request.kind === "releaseMany") {

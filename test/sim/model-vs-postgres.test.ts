@@ -29,13 +29,15 @@ import { lockedRowOutcome, queuedClaimFence, queuedOnExpiringRow } from "./serve
 let db: TestDatabase;
 let pool: pg.Pool;
 let store: PgLeaseStore;
+/** The holders the next claim carries as reported dead (crash takeover). */
+let crashed: readonly string[] = [];
 let handovers: HandoverStore;
 let clock: pg.Client;
 
 beforeAll(async () => {
   db = await createTestDatabase();
   pool = createLeasePool({ connectionString: db.url, max: 8 });
-  store = new PgLeaseStore({ pool, statementTimeoutMs: 10_000 });
+  store = new PgLeaseStore({ pool, statementTimeoutMs: 10_000, crashedHolders: () => crashed });
   handovers = new HandoverStore(pool, store.table, 10_000);
   await migrate(pool, store.table);
   clock = new pg.Client({ connectionString: db.url });
@@ -95,6 +97,8 @@ async function perform(request: Request): Promise<unknown> {
   try {
     switch (request.kind) {
       case "claim":
+        // Read by the store as the claim is sent, as the sidecar's witness is.
+        crashed = request.crashed ?? [];
         return await store.claim(request.key, request.holder, request.durationMs);
       case "renew":
         return await store.renew(request.key, request.holder, request.fence, request.durationMs);
@@ -249,6 +253,7 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
     "claim:won",
     "claim:lost",
     "claim:handover",
+    "claim:crash-takeover",
     "reserve:row",
     "reserve:null",
     ...checkFires,
