@@ -10,6 +10,7 @@ import type { History, SessionEnd, Slot } from "./history.ts";
 import type { ApiServerChoice } from "./kube.ts";
 import { buildHistory, Recorder } from "./recorder.ts";
 import {
+  CRASH_FAULT_KINDS,
   FAILOVER_FAULT_KINDS,
   FAULT_KINDS,
   type FaultKind,
@@ -36,6 +37,8 @@ export interface ChaosOptions {
   failover?: Replication;
   /** The sidecars run with --session-takeover. */
   sessionTakeover?: boolean;
+  /** The sidecars run with --crash-takeover; leader-crash-reported joins every other kind. */
+  crashTakeover?: boolean;
   /** Default "auto": the real kube-apiserver when it is built, else the in-process one. */
   apiServer?: ApiServerChoice;
   signal?: AbortSignal;
@@ -117,7 +120,12 @@ async function settle(cluster: ChaosCluster, planned: PlannedSlot, signal: Abort
 
 function defaultKinds(options: ChaosOptions): readonly FaultKind[] | undefined {
   if (options.failover) return FAILOVER_FAULT_KINDS;
-  return options.sessionTakeover ? [...FAULT_KINDS, ...SESSION_FAULT_KINDS] : undefined;
+  if (!options.sessionTakeover && !options.crashTakeover) return undefined;
+  return [
+    ...FAULT_KINDS,
+    ...(options.sessionTakeover ? SESSION_FAULT_KINDS : []),
+    ...(options.crashTakeover ? CRASH_FAULT_KINDS : []),
+  ];
 }
 
 /** Each session end once, from the watch and the faults that know theirs: the tighter bounds. */
@@ -160,6 +168,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       blockMs: blockDurationOf(options.leaseMs),
       guarded: options.guarded,
       sessionTakeover: options.sessionTakeover ?? false,
+      crashTakeover: options.crashTakeover ?? false,
       ...(options.failover ? { failover: options.failover } : {}),
       apiServer: options.apiServer ?? "auto",
       note: (message) => {

@@ -72,6 +72,8 @@ export interface ClusterSettings {
   guarded: boolean;
   /** The sidecars run with --session-takeover. */
   sessionTakeover: boolean;
+  /** The sidecars run with --crash-takeover. */
+  crashTakeover: boolean;
   /** A primary with a standby, replicating synchronously or not; one server when absent. */
   failover?: Replication;
   apiServer: ApiServerChoice;
@@ -159,6 +161,7 @@ export class ChaosCluster {
           dir: this.#dir,
           guarded: s.guarded,
           sessionTakeover: s.sessionTakeover,
+          crashTakeover: s.crashTakeover,
           recorder: this.recorder,
           note: s.note,
         }),

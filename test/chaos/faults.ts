@@ -3,6 +3,7 @@
 // fault of a pair) is skipped and says so.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ChaosCluster } from "./cluster.ts";
+import { injectCrashReported } from "./crash-fault.ts";
 import { type Active, injectDatabaseFault } from "./db-faults.ts";
 import { startFailover } from "./failover.ts";
 import { injectHandover } from "./handover-fault.ts";
@@ -111,6 +112,8 @@ async function inject(cluster: ChaosCluster, fault: PlannedFault): Promise<Activ
   if (sessionKill) return sessionKill;
   const sessionStall = await injectSessionStall(cluster, fault, base, skipped);
   if (sessionStall) return sessionStall;
+  const crash = await injectCrashReported(cluster, replica, fault, base, skipped);
+  if (crash) return crash;
   switch (fault.kind) {
     case "sigkill": {
       if (!replica.killSidecar()) return skipped("sidecar not running");

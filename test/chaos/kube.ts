@@ -4,13 +4,15 @@
 // and the API faults made by the recording fault proxy in front of it (real-kube-proxy.ts).
 // Otherwise the in-process server, saying why; it makes the same faults through its own hooks.
 import { readFile } from "node:fs/promises";
+import type { V1Pod } from "@kubernetes/client-node";
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { kubeTools } from "../support/chart.ts";
 import { type FaultControl, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import type { ContainerReport } from "../support/kubelet-status.ts";
 import { realKubeApiServerAvailable, startRealKubeApiServer } from "../support/real-kube-apiserver.ts";
 import { createRunningPod, installChartRbac, mutateRealPod } from "../support/real-kube-cluster.ts";
 import { startKubeProxy } from "../support/real-kube-proxy.ts";
-import { CHAOS_POD_SPEC, setAppReady } from "./app-status.ts";
+import { CHAOS_POD_SPEC, setAppReady, setSidecarStatus } from "./app-status.ts";
 import { type LabelWatch, watchRoleLabels } from "./label-watch.ts";
 
 export type ApiServerChoice = "auto" | "real" | "in-process";
@@ -30,6 +32,8 @@ export interface ChaosKube {
    * the server (no fault on its way); resolves once the server has stored it.
    */
   setAppReady(pod: string, ready: boolean): Promise<void>;
+  /** The kubelet's report of the pod's sidecar container (a crash, a restart), as setAppReady. */
+  reportSidecar(pod: string, report: (pod: V1Pod) => ContainerReport): Promise<void>;
   /** The label recorder, straight to the server (no fault on its way). */
   watchLabels(roleLabel: string): LabelWatch;
   close(): Promise<void>;
@@ -84,6 +88,9 @@ async function startInProcess(setup: KubeSetup): Promise<ChaosKube> {
     clearRequests: () => server.clearRequests(),
     setAppReady: async (pod, ready) => {
       server.mutatePod(setup.namespace, pod, (p) => setAppReady(p, ready, new Date()));
+    },
+    reportSidecar: async (pod, report) => {
+      server.mutatePod(setup.namespace, pod, (p) => setSidecarStatus(p, report, new Date()));
     },
     watchLabels: (roleLabel) =>
       watchRoleLabels({
@@ -145,7 +152,10 @@ async function startReal(setup: KubeSetup): Promise<ChaosKube> {
       clearRequests: () => {
         proxy.requests.length = 0;
       },
-      setAppReady: (pod, ready) => writeAppReady(admin, setup.namespace, pod, ready),
+      setAppReady: (pod, ready) =>
+        writeKubeletStatus(admin, setup.namespace, pod, (p) => setAppReady(p, ready, new Date())),
+      reportSidecar: (pod, report) =>
+        writeKubeletStatus(admin, setup.namespace, pod, (p) => setSidecarStatus(p, report, new Date())),
       watchLabels: (roleLabel) =>
         watchRoleLabels({
           serverUrl: info.server,
@@ -169,15 +179,15 @@ async function startReal(setup: KubeSetup): Promise<ChaosKube> {
  * The kubelet's status write races the sidecars' label patches: a replace of a version that
  * changed meanwhile is refused (409), and the kubelet, like this, reads the pod again and retries.
  */
-async function writeAppReady(
+async function writeKubeletStatus(
   admin: KubeConfig,
   namespace: string,
   pod: string,
-  ready: boolean,
+  write: (pod: V1Pod) => void,
 ): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await mutateRealPod(admin, namespace, pod, (p) => setAppReady(p, ready, new Date()));
+      await mutateRealPod(admin, namespace, pod, write);
       return;
     } catch (error) {
       if (attempt >= 10 || (error as { code?: number }).code !== 409) throw error;

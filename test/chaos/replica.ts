@@ -39,6 +39,8 @@ export interface ReplicaSettings {
   guarded: boolean;
   /** The sidecars run with --session-takeover. */
   sessionTakeover: boolean;
+  /** The sidecars run with --crash-takeover, each run writing its own termination message file. */
+  crashTakeover: boolean;
   recorder: Recorder;
   /** Something a reader of the report should know: an unexpected exit, say. */
   note(message: string): void;
@@ -57,6 +59,8 @@ export class Replica {
   readonly #httpPort: number;
   readonly #kubeconfig: string;
   #sidecar: Running | null = null;
+  /** How many times the sidecar was started: each run gets a termination message file of its own, as the kubelet gives it. */
+  #runs = 0;
   #workload: ChildProcess | null = null;
   #killed = new Set<number>();
   #killedWorkloads = new WeakSet<ChildProcess>();
@@ -107,8 +111,14 @@ export class Replica {
     return kc.exportConfig();
   }
 
+  /** The current sidecar run's termination message file (--crash-takeover). */
+  get terminationMessagePath(): string {
+    return join(this.#settings.dir, `${this.name}-run${this.#runs}.termination`);
+  }
+
   startSidecar(): void {
     const s = this.#settings;
+    this.#runs++;
     const sidecar = startPglease(
       [
         "run",
@@ -125,6 +135,9 @@ export class Replica {
         ...["--health-gate", "pod", "--health-grace", `${healthGraceOf(s.leaseMs)}ms`],
         ...["--health-settle", `${healthSettleOf(s.leaseMs)}ms`],
         ...(s.sessionTakeover ? ["--session-takeover"] : []),
+        ...(s.crashTakeover
+          ? ["--crash-takeover", "--termination-message-path", this.terminationMessagePath]
+          : []),
       ],
       {
         DATABASE_URL: this.dbProxy.url(s.databaseUrl),

@@ -7,7 +7,13 @@ import { parseDuration } from "../../src/config/values.ts";
 import { ChaosInterrupted, runChaos } from "./chaos-run.ts";
 import { killAllNow } from "./processes.ts";
 import { formatSummary, summarize } from "./report.ts";
-import { FAILOVER_FAULT_KINDS, FAULT_KINDS, type FaultKind, SESSION_FAULT_KINDS } from "./schedule.ts";
+import {
+  CRASH_FAULT_KINDS,
+  FAILOVER_FAULT_KINDS,
+  FAULT_KINDS,
+  type FaultKind,
+  SESSION_FAULT_KINDS,
+} from "./schedule.ts";
 
 const USAGE = `Usage: node test/chaos/run.ts --seed S --duration D [--replicas N] [flags]
 
@@ -17,11 +23,14 @@ const USAGE = `Usage: node test/chaos/run.ts --seed S --duration D [--replicas N
   --lease D         lease duration of the replicas (default 2s; renew a third of it, retry 200ms)
   --faults K,K      only these kinds (${FAULT_KINDS.join(", ")};
                     with --failover also ${FAILOVER_FAULT_KINDS.join(", ")}, its default;
-                    with --session-takeover also ${SESSION_FAULT_KINDS.join(", ")}, added to the default)
+                    with --session-takeover also ${SESSION_FAULT_KINDS.join(", ")}, added to the default;
+                    with --crash-takeover also ${CRASH_FAULT_KINDS.join(", ")}, added to the default)
   --failover MODE   the database is a primary with a streaming standby behind a proxy that follows
                     failovers, replicating sync (every commit waits for the standby) or async
   --session-takeover  the sidecars run with --session-takeover: a follower takes a live term once
                     its holder's recorded session is gone (the README's window is judged)
+  --crash-takeover  the sidecars run with --crash-takeover: a follower takes a live term once the
+                    kubelet reports its holder's sidecar terminated (leader-crash-reported)
   --api-server S    auto (default: the real kube-apiserver when built, else in-process), real, in-process
   --wake-grace D    how long a process woken from a pause may still believe it leads (default 200ms)
   --unguarded       the deliberately unsafe variant: workloads write without the fence guard
@@ -51,6 +60,7 @@ function parse() {
       unguarded: { type: "boolean", default: false },
       failover: { type: "string" },
       "session-takeover": { type: "boolean", default: false },
+      "crash-takeover": { type: "boolean", default: false },
       "api-server": { type: "string", default: "auto" },
       "wake-grace": { type: "string", default: "200ms" },
       json: { type: "boolean", default: false },
@@ -82,15 +92,17 @@ const failover =
 const apiServer = oneOf("api-server", args["api-server"], ["auto", "real", "in-process"]);
 const kinds = args.faults?.split(",").map((k) => k.trim());
 const sessionTakeover = args["session-takeover"];
+const crashTakeover = args["crash-takeover"];
 const known: readonly string[] = [
   ...FAULT_KINDS,
   ...(failover ? FAILOVER_FAULT_KINDS : []),
   ...(sessionTakeover ? SESSION_FAULT_KINDS : []),
+  ...(crashTakeover ? CRASH_FAULT_KINDS : []),
 ];
 const unknown = kinds?.filter((k) => !known.includes(k)) ?? [];
 if (unknown.length)
   fail(
-    `--faults: unknown kind(s) ${unknown.join(", ")} (the pg-failover kinds need --failover sync|async, ${SESSION_FAULT_KINDS.join(" and ")} need --session-takeover)`,
+    `--faults: unknown kind(s) ${unknown.join(", ")} (the pg-failover kinds need --failover sync|async, ${SESSION_FAULT_KINDS.join(" and ")} need --session-takeover, ${CRASH_FAULT_KINDS.join(" and ")} needs --crash-takeover)`,
   );
 const options = {
   seed: args.seed,
@@ -101,6 +113,7 @@ const options = {
   guarded: !args.unguarded,
   ...(failover ? { failover } : {}),
   ...(sessionTakeover ? { sessionTakeover } : {}),
+  ...(crashTakeover ? { crashTakeover } : {}),
   apiServer,
   check: { wakeGraceMs: duration("wake-grace", args["wake-grace"]) },
   ...(kinds ? { kinds: kinds as FaultKind[] } : {}),

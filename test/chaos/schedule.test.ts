@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   ABRUPT_ENDS,
+  CRASH_FAULT_KINDS,
   FAULT_KINDS,
   healthGraceOf,
   pairable,
@@ -121,6 +122,20 @@ describe("chaos fault schedule", () => {
     expect(stalls.length).toBeGreaterThanOrEqual(5);
     for (const f of stalls) expect(f.durationMs).toBeGreaterThanOrEqual(2_000);
     expect(stalls.some((f) => f.durationMs > shape.leaseMs + 2_000)).toBe(true);
+  });
+
+  it("under --crash-takeover crashes the leader's sidecar often, kept down past the lease", () => {
+    const slots = planSchedule({
+      ...shape,
+      durationMs: 300_000,
+      kinds: [...FAULT_KINDS, ...CRASH_FAULT_KINDS],
+    });
+    const crashes = slots.flatMap((s) => s.faults).filter((f) => f.kind === "leader-crash-reported");
+    expect(crashes.length).toBeGreaterThanOrEqual(5);
+    for (const f of crashes) expect(f.durationMs).toBeGreaterThan(shape.leaseMs);
+    // Without the option the schedules are what they were: no crash kind, no draw of its own.
+    const plain = planSchedule({ ...shape, durationMs: 300_000, kinds: FAULT_KINDS });
+    expect(plain.flatMap((s) => s.faults).some((f) => f.kind === "leader-crash-reported")).toBe(false);
   });
 
   it("refuses an empty list of kinds", () => {

@@ -32,10 +32,14 @@ export const FAILOVER_FAULT_KINDS = ["pg-failover", "pg-failover-lagging"] as co
 /** Only with `--session-takeover` (session-fault.ts): there they join every other kind. */
 export const SESSION_FAULT_KINDS = ["leader-session-kill", "leader-session-stall"] as const;
 
+/** Only with `--crash-takeover` (crash-fault.ts): there it joins every other kind. */
+export const CRASH_FAULT_KINDS = ["leader-crash-reported"] as const;
+
 export type SingleFaultKind =
   | (typeof SINGLE_FAULT_KINDS)[number]
   | (typeof FAILOVER_FAULT_KINDS)[number]
-  | (typeof SESSION_FAULT_KINDS)[number];
+  | (typeof SESSION_FAULT_KINDS)[number]
+  | (typeof CRASH_FAULT_KINDS)[number];
 export type FaultKind = SingleFaultKind | "two-at-once";
 export const FAULT_KINDS: readonly FaultKind[] = [...SINGLE_FAULT_KINDS, "two-at-once"];
 
@@ -176,6 +180,9 @@ function planFault(
     // Mostly past the feed's ping interval (the sidecar's lease) plus its timeout (2 s): the
     // holder gives the session up while the server still lists it.
     "leader-session-stall": () => between(random, 2_000, leaseMs + 2_000 + 3_000),
+    // The back-off before the kubelet restarts the crashed sidecar: past the lease, so the
+    // kubelet's report, not the restart, is what can hand the lease over before the expiry.
+    "leader-crash-reported": () => between(random, leaseMs * 1.25, leaseMs * 3),
   };
   const durationMs = durations[kind]();
   // Most faults hit the leader, where they hurt; some hit any replica, which must not hurt at all.
@@ -263,6 +270,9 @@ const SESSION_KILL_SHARE = 0.25;
 
 /** The mode's own faults come often enough to be seen in every variant, among the 20-odd others. */
 function pickSingle(random: Random, singles: readonly SingleFaultKind[]): SingleFaultKind {
+  // Drawn only where it is a kind: runs without it keep their schedules.
+  if (singles.includes("leader-crash-reported") && random() < SESSION_KILL_SHARE)
+    return "leader-crash-reported";
   if (singles.includes("leader-session-kill") && random() < SESSION_KILL_SHARE) {
     // The stall joins the draw only where it is a kind: runs without it keep their schedules.
     return singles.includes("leader-session-stall") && random() < 0.5
