@@ -234,7 +234,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     return {
       schedule,
       history,
-      result: checkHistory(history, options.check),
+      result: checkHistory(history, {
+        ...options.check,
+        ...(options.crashTakeover ? { crashTakeover: true } : {}),
+      }),
       notes,
       writeErrors: Object.fromEntries(recorder.writeErrors),
       setup: {

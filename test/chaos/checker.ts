@@ -64,6 +64,8 @@ export interface CheckOptions {
    * leader cannot act, a takeover after its lease; default grace + lease + 1 s.
    */
   unreadyLeaderBoundMs?: number;
+  /** The sidecars ran with --crash-takeover: a term of a holder whose process had ended may be taken. */
+  crashTakeover?: boolean;
 }
 
 export const DEFAULT_TOLERANCE_MS = 2;
@@ -232,11 +234,12 @@ function extraLeaseViolations(
   toleranceMs: number,
   wakeGraceMs: number,
   ended: readonly ServerEnd[],
+  crashTakeover: boolean,
 ): Violation[] {
   const one = onlyLease(history, key);
   return [
     ...fenceViolations(one),
-    ...termOverlaps(one),
+    ...termOverlaps(one, crashTakeover),
     ...overlappingBeliefs(beliefs(one, wakeGraceMs), toleranceMs, ended),
   ].map((v) => ({ ...v, detail: `lease ${key}: ${v.detail}` }));
 }
@@ -262,12 +265,12 @@ export function checkHistory(recorded: History, options: CheckOptions = {}): Che
     ...writesNotGranted(history),
     ...quiet.violations,
     ...fenceViolations(history),
-    ...termOverlaps(history),
+    ...termOverlaps(history, options.crashTakeover ?? false),
     ...overlappingBeliefs(list, toleranceMs, ended),
     ...overlappingLabels(history, ended),
     ...unreadyLeaders(history, unreadyLeaderBoundMs),
     ...(recorded.extraLeases ?? []).flatMap((key) =>
-      extraLeaseViolations(recorded, key, toleranceMs, wakeGraceMs, ended),
+      extraLeaseViolations(recorded, key, toleranceMs, wakeGraceMs, ended, options.crashTakeover ?? false),
     ),
   ];
   const slots = [...history.slots].sort((a, b) => a.startedAt - b.startedAt);
@@ -307,6 +310,7 @@ export function checkHistory(recorded: History, options: CheckOptions = {}): Che
       serverEndGraceMs,
       sessionEndGraceMs,
       unreadyLeaderBoundMs,
+      crashTakeover: options.crashTakeover ?? false,
     },
   };
 }

@@ -93,14 +93,24 @@ function provenDeadTakeover(history: History, old: string, taker: string): boole
 }
 
 /**
+ * Crash takeover: the old holder's process had ended (the harness killed it, and recorded so
+ * before the signal) when the new term began. The kubelet's report can only follow that end; a
+ * takeover of a holder still running is not excused.
+ */
+function endedHolderTakeover(history: History, old: string, acquiredAt: number): boolean {
+  const oldProcess = history.incarnations.find((i) => i.holder === old);
+  return oldProcess?.endedAt != null && acquiredAt >= oldProcess.endedAt;
+}
+
+/**
  * No holder's term starts on the server before the previous holder's term has run out, unless
- * its process was proven dead (a restart takeover) or its recorded session was gone (a session
- * takeover). A term runs until the latest expiry any of its
+ * its process was proven dead (a restart takeover), its recorded session was gone (a session
+ * takeover), or, under --crash-takeover, its process had ended (a crash takeover). A term runs until the latest expiry any of its
  * rows promised (a renew committed late with an older clock does not take back what an earlier
  * one promised), or, once released, until the release: a release is the only statement that
  * writes an expiry already past when it runs.
  */
-export function termOverlaps(history: History): Violation[] {
+export function termOverlaps(history: History, crashTakeover = false): Violation[] {
   const out: Violation[] = [];
   const terms = new Map<string, { row: LeaseRow; until: number; released: boolean }>();
   for (const row of [...history.leaseRows].sort((a, b) => a.seq - b.seq)) {
@@ -117,7 +127,9 @@ export function termOverlaps(history: History): Violation[] {
     // replaced had recorded its holder's session and that the session was gone, which ends
     // that term's renewals; the claim is then a new term (fence-order wants its fence higher).
     const excused =
-      row.tookGoneSession === true || provenDeadTakeover(history, term?.row.holder ?? "", row.holder);
+      row.tookGoneSession === true ||
+      provenDeadTakeover(history, term?.row.holder ?? "", row.holder) ||
+      (crashTakeover && endedHolderTakeover(history, term?.row.holder ?? "", row.acquiredAt));
     if (term && overlaps && !excused) {
       out.push({
         rule: "term-overlap",
