@@ -3,7 +3,7 @@ import type { ChaosOptions, ChaosOutcome } from "./chaos-run.ts";
 import { renewIntervalOf } from "./chaos-run.ts";
 import type { InjectedFault } from "./history.ts";
 import { batchedStatements } from "./lease-rules.ts";
-import { FAILOVER_FAULT_KINDS, FAULT_KINDS, SESSION_FAULT_KINDS } from "./schedule.ts";
+import { CRASH_FAULT_KINDS, FAILOVER_FAULT_KINDS, FAULT_KINDS, SESSION_FAULT_KINDS } from "./schedule.ts";
 
 export interface KindSummary {
   kind: string;
@@ -64,7 +64,7 @@ export function summarize(options: ChaosOptions, outcome: ChaosOutcome): Summary
   const { history, result } = outcome;
   const injected = history.slots.flatMap((s) => s.faults);
   const skippedFault = (f: InjectedFault) => f.detail.startsWith("skipped");
-  const faults = [...FAULT_KINDS, ...FAILOVER_FAULT_KINDS, ...SESSION_FAULT_KINDS].map(
+  const faults = [...FAULT_KINDS, ...FAILOVER_FAULT_KINDS, ...SESSION_FAULT_KINDS, ...CRASH_FAULT_KINDS].map(
     (kind): KindSummary => {
       const slots = result.slots.filter((s) => s.kind === kind);
       const ofKind = kind === "two-at-once" ? [] : injected.filter((f) => f.kind === kind);
