@@ -1,6 +1,6 @@
 // The claim: one statement that takes a free, expired or own lease (or a dead predecessor's, a
-// term whose recorded session is gone, or one whose holder the kubelet reported terminated), honours a handover's reservation, and otherwise answers
-// who holds it, all at one server instant.
+// term whose recorded session is gone, or one whose holder the kubelet reported terminated),
+// honours a handover's reservation, and otherwise answers who holds it, all at one server instant.
 import type { ClaimAnswer } from "../election/ports.ts";
 import { parseFence } from "../fence/token.ts";
 import { CHANGE_SETTING, REASON_SETTING } from "./history.ts";
