@@ -47,6 +47,23 @@ describe("crash reports", () => {
     expect(holdersReportedDead(pod("orders-0", [{ name: "pglease" }]), null, "pglease")).toEqual([]);
   });
 
+  it("a plain sidecar container's status (sidecar.native=false) is read too", () => {
+    const plain = {
+      metadata: { name: "orders-0" },
+      status: {
+        containerStatuses: [
+          {
+            name: "pglease",
+            ready: false,
+            state: { waiting: { reason: "CrashLoopBackOff" } },
+            lastState: { terminated: { exitCode: 137, message: terminationMessage(HOLDER) } },
+          },
+        ],
+      },
+    } as Pod;
+    expect(holdersReportedDead(plain, null, "pglease")).toEqual([HOLDER]);
+  });
+
   it("a holder without a restart proof or of another cluster has no pod here", () => {
     expect(holderPod("orders-0-1a2b3c4d", null)).toBeNull();
     expect(holderPod(HOLDER, null)).toBe("orders-0");
