@@ -158,6 +158,64 @@ describe.skipIf(skipBecause("alert rules", process.env.CI !== "true" && missing)
       }
     });
 
+    it("work without the chart's ServiceMonitor: on the job and at the interval of the user's scrape configuration", async () => {
+      // A PodMonitor's job (<namespace>/<name>) scraping every 15 s; the chart's ServiceMonitor off.
+      const values = {
+        metrics: {
+          serviceMonitor: { enabled: false },
+          prometheusRule: {
+            enabled: true,
+            runbookUrl: "https://runbook.example/pglease",
+            job: "shop/web-pods",
+            scrapeInterval: "15s",
+          },
+        },
+      };
+      const rules = await renderRules(values);
+      const fenceJump = rules.groups.flatMap((g) => g.rules).find((r) => r.alert === "PgleaseFenceJump");
+      expect(fenceJump?.expr).toContain("[15m:15s]");
+      const dir = await mkdtemp(join(work, "podmonitor-"));
+      await writeFile(join(dir, "rules.yaml"), stringify(rules));
+      const leader = (job: string) => ({
+        series: `pglease_leader{namespace="shop",job="${job}",pod="web-pglease-a",instance="10.0.0.1:8484",lease="orders"}`,
+        values: "1x20",
+      });
+      const noLeader = (exp_alerts: unknown[]) => [
+        { eval_time: "4m", alertname: "PgleaseNoLeader", exp_alerts },
+      ];
+      const fired = {
+        exp_labels: { severity: "critical", lease: "orders" },
+        exp_annotations: {
+          summary: "No pod leads lease orders in shop",
+          description:
+            "No pod of web-pglease has reported leadership of lease orders for 30s. Who holds it: kubectl exec -n shop deploy/web-pglease -c pglease -- pglease status orders; what changed: kubectl exec -n shop deploy/web-pglease -c pglease -- pglease history orders --since 1h; the sidecars: kubectl logs -n shop -l app.kubernetes.io/instance=web -c pglease",
+          runbook_url: "https://runbook.example/pglease#pgleasenoleader",
+        },
+      };
+      await writeFile(
+        join(dir, "podmonitor.yaml"),
+        stringify({
+          rule_files: ["rules.yaml"],
+          evaluation_interval: "15s",
+          tests: [
+            // The leader reported under the configured job: it is seen.
+            { interval: "15s", input_series: [leader("shop/web-pods")], alert_rule_test: noLeader([]) },
+            // Only under the ServiceMonitor's job, which no longer scrapes here: not these rules' pods.
+            {
+              interval: "15s",
+              input_series: [leader("web-pglease-pods")],
+              alert_rule_test: noLeader([fired]),
+            },
+          ],
+        }),
+      );
+      const result = await run("promtool", ["test", "rules", "podmonitor.yaml"], { cwd: dir }).then(
+        () => "passed",
+        (error: { stdout?: string; stderr?: string }) => `${error.stdout ?? ""}${error.stderr ?? ""}`,
+      );
+      expect(result).toBe("passed");
+    });
+
     it("leaves out the health gate's alerts when the gate is off", async () => {
       const rules = (await renderRules({ health: { gate: "off" } })).groups.flatMap((g) => g.rules);
       expect(rules.map((r) => r.alert)).not.toContain("PgleaseLeaderUnready");

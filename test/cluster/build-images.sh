@@ -16,7 +16,11 @@ npm_version=11.21.2
 mkdir -p "$images"
 command -v buildah >/dev/null || { echo "build-images: buildah is not installed (run: bash scripts/build-kube-cluster.sh)" >&2; exit 3; }
 # Its own storage, beside the archives; chroot isolation: the RUN steps need no namespaces of their own.
-buildah=(buildah --root "$tools/buildah/storage" --runroot /run/pglease-buildah --storage-driver overlay)
+# The run root (mount counts, locks) is the storage's own: two storages sharing one (two clones
+# building at once) unmount each other's layers mid-build ("COPY --from=...: chdir .../merged: no
+# such file or directory"); worktrees whose .tools is one shared folder share one (its real path).
+runroot="/run/pglease-buildah-$(cd "$tools" && pwd -P | sha256sum | cut -c1-8)"
+buildah=(buildah --root "$tools/buildah/storage" --runroot "$runroot" --storage-driver overlay)
 hash_of() { cat "$@" | sha256sum | cut -c1-12; }
 files_under() { find "$@" -type f | LC_ALL=C sort; }
 

@@ -17,6 +17,7 @@ import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type Answer, get, installRelease, type Release, releaseValues } from "./release.ts";
 import {
   type ClusterSession,
+  closeSuite,
   clusterSkipReason,
   containerPid,
   describePods,
@@ -73,18 +74,15 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
     console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
     // PGLEASE_CLUSTER_KEEP=1 leaves the release (and a node booted by hand) for a look after a failure.
     if (process.env.PGLEASE_CLUSTER_KEEP === "1") return;
-    if (release) {
-      await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
-      await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
-    }
-    await bridge?.close();
-    await database?.drop();
-    const closed = await session?.close();
-    console.log(`[${SUITE}] teardown: ${JSON.stringify(closed)}`);
-    if (closed?.guardDrops)
-      throw new Error(`the host guard dropped ${closed.guardDrops} packets of the cluster's range`);
-    if (closed?.sysctlsChanged.length)
-      throw new Error(`host settings not restored: ${closed.sysctlsChanged.join(", ")}`);
+    await closeSuite(SUITE, session, [
+      async () => {
+        if (!release) return;
+        await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
+        await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
+      },
+      async () => bridge?.close(),
+      async () => database?.drop(),
+    ]);
   }, 180_000);
 
   const leaders = (list: PodView[]) => list.filter((p) => p.labels["pglease.io/role"] === "leader");

@@ -12,8 +12,11 @@ import { configFiles, RUNC, writeConfigs } from "./configs.ts";
 import { importImage, pauseImage } from "./images.ts";
 import {
   BASE,
+  CLUSTER_RANGE,
   COMPONENTS,
   type Component,
+  GUARD_CHAIN,
+  HOST_LINK,
   HOST_PATHS,
   HOST_SYSCTLS,
   KUBERNETES_SERVICE_IP,
@@ -250,6 +253,8 @@ export interface TeardownReport {
   teardownMs: number;
   /** Packets of the cluster's range the host guard dropped on the way out: must be 0. */
   guardDrops: number | null;
+  /** Host sysctls still not as up found them after down put them back ("key: before -> now"): must be empty. */
+  sysctlsNotRestored: string[];
 }
 
 /** Tears everything down that up made or that the components made; safe to run twice. */
@@ -268,7 +273,7 @@ export async function down(log: (line: string) => void = console.log): Promise<T
   await removePodCgroups();
   const drops = await guardDrops();
   await removeNodeNetwork();
-  if (state) await restoreSysctls(state.sysctls);
+  const sysctlsNotRestored = state ? await restoreSysctls(state.sysctls) : [];
   for (const p of state?.createdPaths ?? []) await rm(p, { recursive: true, force: true });
   // The logs stay for a look after the fact; the next up removes them.
   for (const entry of await readdir(BASE).catch(() => [] as string[])) {
@@ -276,7 +281,38 @@ export async function down(log: (line: string) => void = console.log): Promise<T
   }
   const teardownMs = Math.round(performance.now() - started);
   log(`cluster down in ${teardownMs} ms; guard drops: ${drops ?? "no guard"}; logs kept in ${paths.logs}`);
-  return { teardownMs, guardDrops: drops };
+  return { teardownMs, guardDrops: drops, sysctlsNotRestored };
+}
+
+/**
+ * What of the cluster is still on the machine, one line each (empty once down has run): its state,
+ * network namespace, host link and route, guard chain, pod cgroups, mounts under its folder, and
+ * processes (a component names the cluster's folder on its command line; a pod's process is in a
+ * kubepods cgroup).
+ */
+export async function leftovers(): Promise<string[]> {
+  const found: string[] = [];
+  if (existsSync(paths.state)) found.push(`state file ${paths.state}`);
+  if (await netnsExists()) found.push(`network namespace ${NETNS}`);
+  if ((await guardDrops()) !== null) found.push(`iptables chain ${GUARD_CHAIN} (mangle)`);
+  const link = await run("ip", ["-o", "link", "show", HOST_LINK]).catch(() => null);
+  if (link?.stdout.trim()) found.push(`host interface ${HOST_LINK}`);
+  const route = await run("ip", ["route", "show", CLUSTER_RANGE]).catch(() => null);
+  if (route?.stdout.trim()) found.push(`host route ${route.stdout.trim()}`);
+  for (const cgroup of await podCgroups()) found.push(`pod cgroup ${cgroup}`);
+  const mountinfo = await readFile("/proc/self/mountinfo", "utf8");
+  for (const line of mountinfo.split("\n")) {
+    const point = (line.split(" ")[4] ?? "").replace(/\\040/g, " ");
+    if (point === BASE || point.startsWith(`${BASE}/`)) found.push(`mount ${point}`);
+  }
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    const args = (await readFile(`/proc/${entry}/cmdline`, "utf8").catch(() => "")).split("\0");
+    if (args.some((arg) => arg === BASE || arg.includes(`${BASE}/`))) {
+      found.push(`process ${entry}: ${args.join(" ").trim().slice(0, 160)}`);
+    }
+  }
+  return found;
 }
 
 /** Running, and not a zombie waiting to be reaped. */
@@ -415,21 +451,17 @@ async function readSysctls(): Promise<Record<string, string>> {
   return values;
 }
 
-async function restoreSysctls(saved: Record<string, string>): Promise<void> {
+/** Puts back what up found; answers those still different after, read back ("key: before -> now"). */
+async function restoreSysctls(saved: Record<string, string>): Promise<string[]> {
   const now = await readSysctls();
   for (const [key, value] of Object.entries(saved)) {
-    if (now[key] !== value) await writeFile(`/proc/sys/${key.replaceAll(".", "/")}`, value);
+    if (now[key] !== value)
+      await writeFile(`/proc/sys/${key.replaceAll(".", "/")}`, value).catch(() => undefined);
   }
-}
-
-/** Host sysctls that differ from what up found (empty once down has run). */
-export async function changedSysctls(): Promise<string[]> {
-  const state = await readState();
-  if (!state) return [];
-  const now = await readSysctls();
-  return Object.entries(state.sysctls)
-    .filter(([key, value]) => now[key] !== value)
-    .map(([key, value]) => `${key}: ${value} -> ${now[key]}`);
+  const after = await readSysctls();
+  return Object.entries(saved)
+    .filter(([key, value]) => after[key] !== value)
+    .map(([key, value]) => `${key}: ${value} -> ${after[key]}`);
 }
 
 export async function status(): Promise<string> {

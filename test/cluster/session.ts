@@ -10,7 +10,7 @@ import { skipBecause } from "../support/skip.ts";
 import { buildImage, type Image, importImage } from "./images.ts";
 import { paths } from "./layout.ts";
 import { guardDrops } from "./network.ts";
-import { changedSysctls, down, holder, kubectlFor, up } from "./node.ts";
+import { down, holder, kubectlFor, type TeardownReport, up } from "./node.ts";
 import { type ClusterTools, clusterToolsAvailable } from "./tools.ts";
 
 const run = promisify(execFile);
@@ -39,7 +39,7 @@ export interface ClusterSession {
   booted: boolean;
   bootMs: number | null;
   /** Tears the node down when this session booted it; answers the guard's drop count and the teardown time. */
-  close(): Promise<{ guardDrops: number | null; teardownMs: number | null; sysctlsChanged: string[] }>;
+  close(): Promise<Omit<TeardownReport, "teardownMs"> & { teardownMs: number | null }>;
 }
 
 /** How long a suite waits for another test run's node (one node per machine) before it fails. */
@@ -81,11 +81,31 @@ export async function openCluster(tools: ClusterTools): Promise<ClusterSession> 
     booted,
     bootMs,
     async close() {
-      if (!booted) return { guardDrops: await guardDrops(), teardownMs: null, sysctlsChanged: [] };
-      const report = await down(() => undefined);
-      return { ...report, sysctlsChanged: await changedSysctls() };
+      if (!booted) return { guardDrops: await guardDrops(), teardownMs: null, sysctlsNotRestored: [] };
+      return await down(() => undefined);
     },
   };
+}
+
+/**
+ * A suite's afterAll: each clean-up step (the release, the bridge, the database) is tried, and then
+ * the node is torn down whatever they did; then the first step's failure is thrown, or a packet of
+ * the cluster's range the host guard dropped, or a host setting not put back.
+ */
+export async function closeSuite(
+  suite: string,
+  session: ClusterSession | undefined,
+  steps: (() => Promise<unknown>)[],
+): Promise<void> {
+  const failures: unknown[] = [];
+  for (const step of steps) await step().catch((error: unknown) => failures.push(error));
+  const closed = await session?.close();
+  console.log(`[${suite}] teardown: ${JSON.stringify(closed)}`);
+  if (failures.length) throw failures[0];
+  if (closed?.guardDrops)
+    throw new Error(`the host guard dropped ${closed.guardDrops} packets of the cluster's range`);
+  if (closed?.sysctlsNotRestored.length)
+    throw new Error(`host settings not restored: ${closed.sysctlsNotRestored.join(", ")}`);
 }
 
 /** helm install with a values object; answers helm's output. */
