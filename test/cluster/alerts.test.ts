@@ -35,7 +35,8 @@ const REPLICAS = 3;
 /** The user's scrape job (not the chart's ServiceMonitor's `<fullname>-pods`). */
 const JOB = "pglease-sidecars";
 /** Scrape and evaluation interval: short, so the suite is short; the rules' own `for`s are the chart's. */
-const INTERVAL = "1s";
+const INTERVAL_S = 1;
+const INTERVAL = `${INTERVAL_S}s`;
 
 describe.skipIf(skip)("the chart's alerts on a real Prometheus", () => {
   let session: ClusterSession;
@@ -68,8 +69,12 @@ describe.skipIf(skip)("the chart's alerts on a real Prometheus", () => {
     prometheus = await startPrometheus({
       namespace,
       job: JOB,
-      portName: "pglease",
-      interval: INTERVAL,
+      port: 8484,
+      pods: async () =>
+        (await pods(session, namespace, "app.kubernetes.io/component!=test")).flatMap((pod) =>
+          pod.ip ? [{ name: pod.name, ip: pod.ip }] : [],
+        ),
+      intervalSeconds: INTERVAL_S,
       groups: rule.spec.groups,
     });
     started = Date.now() / 1000;

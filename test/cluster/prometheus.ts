@@ -1,16 +1,17 @@
 // A real Prometheus (Debian's `prometheus` package) on the host, scraping the sidecars of one
-// namespace as a user's own scrape configuration would without the chart's ServiceMonitor: pods
-// found through the cluster's API server (kubernetes_sd_configs, the admin kubeconfig), scraped on
-// their pod IPs (the host's route into the node), so it reaches only the cluster's own addresses.
-// It evaluates the chart's rendered PrometheusRule as a rule file.
+// namespace as a user's own scrape configuration would, without the chart's ServiceMonitor. Debian
+// builds it without kubernetes_sd_configs, so the pods are found as that would find them (every pod
+// of the namespace with an IP, terminating ones included, read from the cluster's API server each
+// interval) and handed over through file_sd_configs. It scrapes their pod IPs through the host's
+// route into the node: only the cluster's own addresses. It evaluates the chart's rendered
+// PrometheusRule as a rule file.
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { stringify } from "yaml";
-import { paths } from "./layout.ts";
 
 const run = promisify(execFile);
 
@@ -26,10 +27,12 @@ export interface PrometheusOptions {
   namespace: string;
   /** The job name of the scrape configuration: what the rules' `metrics.prometheusRule.job` names. */
   job: string;
-  /** The sidecars' named container port. */
-  portName: string;
-  /** Scrape and rule evaluation interval. */
-  interval: string;
+  /** The sidecars' port. */
+  port: number;
+  /** The namespace's pods with an IP (terminating ones too), as service discovery would list them. */
+  pods(): Promise<{ name: string; ip: string }[]>;
+  /** Scrape, rule evaluation and discovery interval, in seconds. */
+  intervalSeconds: number;
   /** The rule groups (the PrometheusRule's spec.groups). */
   groups: unknown[];
 }
@@ -66,32 +69,30 @@ async function freePort(): Promise<number> {
 
 export async function startPrometheus(options: PrometheusOptions): Promise<Prometheus> {
   const dir = await mkdtemp(join(tmpdir(), "pglease-prometheus-"));
+  const interval = `${options.intervalSeconds}s`;
   const config = {
-    global: { scrape_interval: options.interval, evaluation_interval: options.interval },
+    global: { scrape_interval: interval, evaluation_interval: interval },
     rule_files: [join(dir, "rules.yaml")],
     scrape_configs: [
       {
         job_name: options.job,
-        scrape_timeout: options.interval,
-        kubernetes_sd_configs: [
-          { role: "pod", kubeconfig_file: paths.adminKubeconfig, namespaces: { names: [options.namespace] } },
-        ],
-        // The sidecar's port only (a native sidecar is an init container: the pod role lists it),
-        // and the target labels a ServiceMonitor or PodMonitor gives: namespace, pod.
-        relabel_configs: [
-          {
-            source_labels: ["__meta_kubernetes_pod_container_port_name"],
-            regex: options.portName,
-            action: "keep",
-          },
-          { source_labels: ["__meta_kubernetes_namespace"], target_label: "namespace" },
-          { source_labels: ["__meta_kubernetes_pod_name"], target_label: "pod" },
-        ],
+        scrape_timeout: interval,
+        file_sd_configs: [{ files: [join(dir, "targets.json")], refresh_interval: interval }],
       },
     ],
   };
   await writeFile(join(dir, "prometheus.yaml"), stringify(config));
   await writeFile(join(dir, "rules.yaml"), stringify({ groups: options.groups }));
+  // The target labels a ServiceMonitor or PodMonitor gives: namespace, pod. Written whole, then renamed.
+  const discover = async () => {
+    const targets = (await options.pods()).map((pod) => ({
+      targets: [`${pod.ip}:${options.port}`],
+      labels: { namespace: options.namespace, pod: pod.name },
+    }));
+    await writeFile(join(dir, "targets.json.next"), JSON.stringify(targets));
+    await rename(join(dir, "targets.json.next"), join(dir, "targets.json"));
+  };
+  await discover();
   await run("promtool", ["check", "config", join(dir, "prometheus.yaml")]);
 
   const port = await freePort();
@@ -116,7 +117,16 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
     if (body.status !== "success") throw new Error(`prometheus ${path}: ${body.error}`);
     return body.data.result;
   };
+  let discovering = true;
+  const discovery = (async () => {
+    while (discovering) {
+      await discover().catch(() => undefined); // the API server answers again at the next round
+      await new Promise((resolve) => setTimeout(resolve, options.intervalSeconds * 1000));
+    }
+  })();
   const stop = async () => {
+    discovering = false;
+    await discovery;
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
     await exited;
     await rm(dir, { recursive: true, force: true });
