@@ -116,10 +116,10 @@ describe.skipIf(skip)("the chart's alerts on a real Prometheus", () => {
   };
 
   it("fires no alert across a graceful handover (the leader pod deleted)", async () => {
-    const leader = (await pods(session, release.namespace, selector)).find(
-      (p) => p.labels["pglease.io/role"] === "leader",
-    );
-    expect(leader).toBeDefined();
+    // The leader as Prometheus sees it (its pod's label may come a moment after its gauge).
+    const [leading] = await prometheus.query(`pglease_leader{${target}} == 1`);
+    const leader = leading ? { name: leading.metric.pod } : undefined;
+    expect(leader?.name).toBeDefined();
     const deleted = Date.now();
     await session.kubectl(["delete", "pod", "-n", release.namespace, leader?.name ?? "", "--wait=false"]);
     // Prometheus sees another pod lead: the handover is over as far as any rule can tell.
