@@ -14,6 +14,12 @@ export interface HealthView {
   podShown: boolean | null;
   /** Set the first time the sidecar was ready; it stays ready from then on. */
   readyOnce: boolean;
+  /**
+   * The electors were stopped on purpose (the pod is being deleted, or a SIGTERM): no tick is due
+   * any more, and a sidecar waiting for its SIGTERM (a native sidecar's comes after the
+   * application's containers exited) is not stuck.
+   */
+  campaignEnded: boolean;
 }
 
 /** A loop that has not ticked in three intervals and a call timeout is stuck: liveness fails. */
@@ -23,7 +29,7 @@ export function stallBound(timing: Timing): number {
 
 /** Liveness: only a stuck election loop fails it; starting (waiting for PostgreSQL) is alive. */
 export function stalledReason(view: HealthView, stallAfterMs: number, now: number): string | null {
-  if (view.electors === null) return null;
+  if (view.electors === null || view.campaignEnded) return null;
   const late = view.electors.filter(
     (e) => now - (view.lastTick.get(e.key) ?? view.campaigningSince) > stallAfterMs,
   );

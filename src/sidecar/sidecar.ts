@@ -48,6 +48,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     campaigningSince: 0,
     podShown: null,
     readyOnce: false,
+    campaignEnded: false,
   };
   let health: AppHealth | null = null;
   const http = await serveHttp(
@@ -70,6 +71,9 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;
   const renewals: Renewals = new Map();
+  // The pod as its own watch (or a patch's answer) shows it: marked for deletion yet? See onDeletion.
+  let deleting = false;
+  let onDeletion = () => {};
   try {
     // Through a getter: the lease stack's later warnings carry the identity it settled on.
     const crashes = config.crashTakeover.enabled ? new WitnessedCrashes() : null;
@@ -94,7 +98,12 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
         const elector = view.electors?.find((e) => e.key === term.lease);
         return elector?.isLeader() === true && elector.status().fence === term.fence;
       },
-      (pod) => appHealth?.onPod(pod),
+      (pod) => {
+        appHealth?.onPod(pod);
+        if (!pod.metadata?.deletionTimestamp || deleting) return;
+        deleting = true;
+        onDeletion();
+      },
       (term) => {
         const confirmed = renewals.get(term.lease);
         return confirmed !== undefined && confirmed.fence === term.fence ? confirmed.count : null;
@@ -133,6 +142,29 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     `campaigning for ${config.leases.join(", ")} as ${holder}`,
   );
   const opened = leases;
+  // Stops every campaign and releases what it leads (demotion as beforeRelease says): the first half
+  // of a stop, begun by whichever comes first, the pod's deletion or the SIGTERM.
+  let campaignEnd: Promise<void> | null = null;
+  const endCampaigns = () => {
+    shutdown.started = true;
+    view.campaignEnded = true;
+    campaignEnd ??= opened.close();
+    return campaignEnd;
+  };
+  // The EndpointSlice controller takes a pod marked for deletion out of its Services at once, while
+  // the kubelet's SIGTERM comes later (after the application's containers, for a native sidecar):
+  // hand over now, so a follower leads before the SIGTERM. The process stays up, publishing the
+  // follower role, until that SIGTERM; a pod marked for deletion never campaigns again.
+  onDeletion = () => {
+    if (campaignEnd !== null) return;
+    log.info(
+      { leases: config.leases },
+      `pod ${config.pod.name} is being deleted: handing over now, not campaigning again (the SIGTERM then stops the process)`,
+    );
+    // stop() awaits the same promise and reports a failure; here it must not go unhandled.
+    endCampaigns().catch(() => {});
+  };
+  if (deleting) onDeletion();
   let stopping: Promise<void> | null = null;
   return {
     holder,
@@ -141,8 +173,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     stop() {
       shutdown.started = true;
       stopping ??= (async () => {
-        shutdown.started = true;
-        await opened.close();
+        await endCampaigns();
         // A demotion sent beside the release still gets its bounded chance to land.
         await shutdown.demotion?.catch(() => {});
         await publisher?.stop().catch(() => {});

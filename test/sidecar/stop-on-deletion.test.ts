@@ -1,0 +1,117 @@
+// A pod's deletion reaches its sidecar twice: on its own pod watch (deletionTimestamp set) within
+// milliseconds, and as the kubelet's SIGTERM later (129-172 ms in a real cluster; with a native
+// sidecar only once the application's containers have exited, up to their grace period). The
+// EndpointSlice controller takes a terminating pod out of its Services at once, so a leader that
+// waited for SIGTERM left the leader Service with no ready endpoint for that long (issue 30). The
+// leader now hands over when its watch shows the deletion: the follower must lead while the test
+// sends no SIGTERM at all. Then the SIGTERM: the same shutdown, once, exit 0, no new campaign.
+import pg from "pg";
+import { expect, it } from "vitest";
+import type { RecordedRequest } from "../support/kube-apiserver/index.ts";
+import { labelEvents, roleIn } from "../support/leader-timeline.ts";
+import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+
+const NS = "deletion";
+const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };
+// A 10 s lease: an expiry cannot explain a takeover within seconds, only a release can.
+const LONG = ["--duration", "10s", "--grace-period", "40s"];
+// Far below the 10 s lease; the old code's follower waited for the SIGTERM the test never sends.
+const NO_SIGTERM_MS = 5_000;
+
+/** When the API server answered the first accepted patch labelling `pod` leader (Date.now()). */
+function labelledLeaderAt(requests: readonly RecordedRequest[], pod: string): number | undefined {
+  const patch = requests.find(
+    (r) =>
+      r.method === "PATCH" &&
+      r.resource === "pods" &&
+      !r.subresource &&
+      r.name === pod &&
+      r.status === 200 &&
+      roleIn(r.body) === "leader",
+  );
+  return patch === undefined ? undefined : (patch.answeredAt ?? patch.at);
+}
+
+await onEachSidecarKubeServer("pglease handing over when its pod is deleted", NS, (suite) => {
+  /** The pods campaigning for `lease`, as the candidates table has them. */
+  async function candidatePods(lease: string): Promise<string[]> {
+    const client = new pg.Client({ connectionString: suite.db.url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ pod: string }>(
+        "SELECT pod FROM pglease_leases_candidates WHERE key = $1 ORDER BY pod",
+        [lease],
+      );
+      return rows.map((r) => r.pod);
+    } finally {
+      await client.end();
+    }
+  }
+
+  /** a leads and b follows; a's pod is deleted gracefully and no SIGTERM is sent. */
+  async function deleteLeaderPod(prefix: string, lease: string, args: readonly string[]) {
+    const [podA, podB] = [`${prefix}-a`, `${prefix}-b`];
+    const { a, b } = await suite.pair(prefix, lease, LABELS, args);
+    suite.kube.clearRequests();
+    await suite.kube.deletePod(NS, podA, 30); // kubectl delete: terminating, out of its Services
+    const deletedAt = Date.now();
+    await b.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`), NO_SIGTERM_MS);
+    await expect.poll(() => suite.role(podB), { timeout: NO_SIGTERM_MS }).toBe("leader");
+    const labelledAt = labelledLeaderAt(suite.kube.requests, podB);
+    expect(labelledAt).toBeDefined();
+    const leaderlessMs = (labelledAt ?? 0) - deletedAt;
+    console.log(
+      `[deletion handover] ${prefix}: the new leader labelled ${leaderlessMs} ms after the deletion`,
+    );
+    // Still running: the SIGTERM has not come yet.
+    expect(a.child.exitCode).toBeNull();
+    expect(await suite.role(podA)).toBe("follower");
+    // Never two pods labelled leader: a's label came off before b's went on.
+    const shown = labelEvents(suite.kube.requests, new Map());
+    const demoted = shown.findIndex((s) => s.pod === podA && !s.leader);
+    const labelled = shown.findIndex((s) => s.pod === podB && s.leader);
+    expect(demoted).toBeGreaterThanOrEqual(0);
+    expect(demoted).toBeLessThan(labelled);
+    return { a, b, podA, podB };
+  }
+
+  /** The kubelet's SIGTERM after the handover: one shutdown, exit 0, the lease released once. */
+  async function sigtermAfterHandover(
+    a: { stop(): Promise<{ code: number | null; stdout: string }> },
+    lease: string,
+  ) {
+    const exit = await a.stop();
+    expect(exit.code).toBe(0);
+    expect(exit.stdout.match(new RegExp(`released lease ${lease} \\(fence \\d+\\)`, "g"))).toHaveLength(1);
+    expect(exit.stdout.match(new RegExp(`acquired lease ${lease} with fence`, "g"))).toHaveLength(1);
+    expect(exit.stdout.match(/"msg":"stopped"/g)).toHaveLength(1);
+  }
+
+  it("with peer demotion, the follower leads before any SIGTERM; the SIGTERM then stops the old leader once", async () => {
+    const { a, b, podB } = await deleteLeaderPod("peer", "deleted-peer", LONG);
+    await sigtermAfterHandover(a, "deleted-peer");
+    expect(await suite.role(podB)).toBe("leader");
+    expect(b.output()).not.toMatch(/released lease deleted-peer/);
+  });
+
+  it("without peer demotion, the leader's demotion still comes first, before any SIGTERM", async () => {
+    const { a } = await deleteLeaderPod("own", "deleted-own", [...LONG, "--no-peer-demotion"]);
+    await sigtermAfterHandover(a, "deleted-own");
+  });
+
+  it("a follower whose pod is being deleted campaigns no more", async () => {
+    const { a, b } = await suite.pair("quit", "deleted-follower", LABELS, LONG);
+    await suite.kube.deletePod(NS, "quit-b", 30);
+    // It withdraws its candidacy: no handover targets it, no claim of its comes.
+    await expect
+      .poll(() => candidatePods("deleted-follower"), { timeout: NO_SIGTERM_MS })
+      .toEqual(["quit-a"]);
+    expect(b.output()).toMatch(/pod quit-b is being deleted/);
+    // a stops (SIGTERM) and releases: a follower still campaigning would claim within milliseconds.
+    expect((await a.stop()).code).toBe(0);
+    expect(a.output()).toMatch(/released lease deleted-follower \(fence \d+\)/);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(b.output()).not.toMatch(/acquired lease deleted-follower/);
+    expect((await b.stop()).code).toBe(0);
+  });
+});
