@@ -20,7 +20,6 @@ await onEachSidecarKubeServer("pglease stopping while one demotion is refused", 
     const [podA, podB] = [`${prefix}-a`, `${prefix}-b`];
     const { a, b } = await suite.pair(prefix, lease, LABELS, args);
 
-    await suite.kube.deletePod(NS, podA, 30); // terminating: its own watch sees deletionTimestamp
     suite.kube.clearRequests();
     // One transient refusal of the leader's label patch (not its status patch): the retry is granted.
     suite.kube.faults.failNext({
@@ -29,6 +28,8 @@ await onEachSidecarKubeServer("pglease stopping while one demotion is refused", 
       count: 1,
       message: `pods "${podA}" is forbidden: an authorizer hiccup`,
     });
+    // Terminating: its own watch sees deletionTimestamp and the leader hands over (its demotion first).
+    await suite.kube.deletePod(NS, podA, 30);
     const exited = a.stop("SIGTERM");
     await b.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`), 20_000);
     await expect.poll(() => suite.role(podB), { timeout: 10_000 }).toBe("leader");
