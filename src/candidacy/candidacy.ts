@@ -229,7 +229,10 @@ export class Candidacy {
     if (led.length === 0) return;
     // One statement for the candidates of every key led: 10,000 leases must not cost 10,000 reads.
     const reserveAll = async () => {
-      const live = await this.#o.candidates.liveOf(led.map((joined) => joined.entry.key));
+      const live = await this.#o.candidates.liveOf(
+        led.map((joined) => joined.entry.key),
+        this.#o.holder,
+      );
       await Promise.all(
         led.map(async (joined) => {
           const fence = joined.elector?.status().fence;

@@ -83,10 +83,11 @@ const listSql = (t: LeaseTable) => `
    ORDER BY key, priority DESC, started_at, holder`;
 
 // The live candidates that lead, of many keys at once: a stopping process asks once for all it leads.
+// Never its own rows: it hands over to others, and 10,000 rows of its own cost more than the query.
 const liveOfSql = (t: LeaseTable) => `
   SELECT key, holder, pod, priority, revision, leads, started_at, seen_at, true AS live
     FROM ${t.candidates}
-   WHERE key = ANY($1::text[]) AND leads AND seen_until > clock_timestamp()
+   WHERE key = ANY($1::text[]) AND holder <> $2 AND leads AND seen_until > clock_timestamp()
    ORDER BY key, priority DESC, started_at, holder`;
 
 /** What a candidate learns from its own announcement, per key. */
@@ -187,11 +188,14 @@ export class CandidateStore {
     return this.#select(this.#sql.list, key);
   }
 
-  /** The live candidates that lead, of each of `keys`, in one statement: keys without one are absent. */
-  async liveOf(keys: readonly string[]): Promise<Map<string, Candidate[]>> {
+  /**
+   * The live candidates that lead, of each of `keys`, but `except` (the asking holder), in one
+   * statement: keys without one are absent.
+   */
+  async liveOf(keys: readonly string[], except: string): Promise<Map<string, Candidate[]>> {
     const byKey = new Map<string, Candidate[]>();
     if (keys.length === 0) return byKey;
-    for (const candidate of await this.#select(this.#sql.liveOf, keys)) {
+    for (const candidate of await this.#select(this.#sql.liveOf, keys, except)) {
       const of = byKey.get(candidate.key);
       if (of) of.push(candidate);
       else byKey.set(candidate.key, [candidate]);
@@ -199,10 +203,10 @@ export class CandidateStore {
     return byKey;
   }
 
-  async #select(text: string, value: unknown): Promise<Candidate[]> {
+  async #select(text: string, ...values: unknown[]): Promise<Candidate[]> {
     const { rows } = await this.#pool.query<Row>({
       text,
-      values: [value],
+      values,
       query_timeout: this.#timeoutMs,
     } as pg.QueryConfig);
     return rows.map((r) => ({
