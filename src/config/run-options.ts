@@ -1,6 +1,6 @@
 // The flags of `pglease run`, each with its environment variable, help and default.
 
-import { PEER_SELECTOR_LABELS, POD_CONTRACT } from "../kube/pod-contract.ts";
+import { PEER_SELECTOR_LABELS, POD_CONTRACT } from "../shared/pod-contract.ts";
 import { DATABASE_OPTIONS } from "./database.ts";
 import { HEALTH_OPTIONS } from "./health-config.ts";
 import type { OptionSpec } from "./options.ts";

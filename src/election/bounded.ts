@@ -1,6 +1,6 @@
 // Waiting with a bound on the elector's own clock, so tests with a ManualClock control every
 // deadline and a hung call or a stuck piece of leader work never holds the loop.
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../shared/clock.ts";
 
 /** The operation's outcome, or a rejection once `ms` has passed without one. */
 export function withDeadline<T>(clock: Clock, ms: number, operation: Promise<T>): Promise<T> {

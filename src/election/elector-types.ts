@@ -1,7 +1,8 @@
 // What the elector takes and tells (elector.ts): its options, its status and its events. A
 // throwing listener never breaks the election: the elector emits each event to every listener.
+
+import type { Clock } from "../shared/clock.ts";
 import type { CampaignGate } from "./campaign-gate.ts";
-import type { Clock } from "./clock.ts";
 import type { Action, Decision, Outcome } from "./decide.ts";
 import type { LeaseStore, ReleaseFeed } from "./ports.ts";
 import type { ClockStepReport } from "./server-clock.ts";

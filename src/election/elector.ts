@@ -14,8 +14,8 @@
 // processes never *believe* they lead at once; only a resource that rejects stale fences closes
 // that window (src/fence). docs/guarantees.md states each exactly; a change to one changes it there.
 import { EventEmitter } from "node:events";
+import { type Clock, monotonicClock, type Timer } from "../shared/clock.ts";
 import { settledWithin, withDeadline } from "./bounded.ts";
-import { type Clock, monotonicClock, type Timer } from "./clock.ts";
 import {
   type Action,
   afterClaim,

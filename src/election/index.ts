@@ -8,8 +8,9 @@
  * only a resource that rejects stale fences closes that window, see src/fence) are stated once,
  * in docs/guarantees.md. A change to any of them changes that page.
  */
+
+export { type Clock, ManualClock, monotonicClock, type Timer } from "../shared/clock.ts";
 export { type CampaignGate, CampaignSwitch } from "./campaign-gate.ts";
-export { type Clock, ManualClock, monotonicClock, type Timer } from "./clock.ts";
 export type { Decision, ElectionState, Outcome } from "./decide.ts";
 export {
   type ClockStepReport,

@@ -2,8 +2,9 @@
 // when the term ends. A failure is reported unless it came from the abort itself. One term's
 // work at a time: a new term's work starts once the previous one has returned, or once its
 // bounded wait has passed, so two terms' work overlap only when the old one ignores its signal.
+
+import type { Clock } from "../shared/clock.ts";
 import { settledWithin } from "./bounded.ts";
-import type { Clock } from "./clock.ts";
 import type { LeaderTerm } from "./elector-types.ts";
 
 interface RunningWork {

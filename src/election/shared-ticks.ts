@@ -5,7 +5,7 @@
 // that runs before its grid instant schedules itself for that same instant again. One timer per
 // instant runs every wake-up of that instant in one turn, so the batched store (BatchedRenewals)
 // sends them as one statement, and it never fires before the instant on the electors' clock.
-import type { Clock, Timer } from "./clock.ts";
+import type { Clock, Timer } from "../shared/clock.ts";
 
 interface Tick {
   timer: Timer;

@@ -9,7 +9,7 @@
 // back is forgotten as soon as it is seen: it ends nothing and hides no later suspension.
 // After a resume no timer fires early (they run on the monotonic clock), so leaders also compare
 // the two clocks between ticks, each second, on one timer per clock for all of them.
-import type { Clock, Timer } from "./clock.ts";
+import type { Clock, Timer } from "../shared/clock.ts";
 
 export interface Reading {
   mono: number;

@@ -3,8 +3,9 @@
 // commit until the server's own statement timeout (at most the call timeout) ends it. So each
 // write is kept until it is answered or can no longer commit, and waited for, bounded, before the
 // elector acts on a lease those writes could still change.
+
+import type { Clock } from "../shared/clock.ts";
 import { valueWithin } from "./bounded.ts";
-import type { Clock } from "./clock.ts";
 import type { ClaimAnswer } from "./ports.ts";
 
 /** Network and commit time on top of the call timeout, after which a write can no longer commit. */

@@ -11,7 +11,7 @@
 import { type FSWatcher, watch } from "node:fs";
 import { readFile, realpath } from "node:fs/promises";
 import { join } from "node:path";
-import { fenceFromAnnotation, POD_CONTRACT, ROLE } from "../kube/pod-contract.ts";
+import { fenceFromAnnotation, POD_CONTRACT, ROLE } from "../shared/pod-contract.ts";
 import { parseDownwardApiMap } from "./downward-api-format.ts";
 import { LeadershipReadError, type LeadershipReading, readFence } from "./leadership.ts";
 

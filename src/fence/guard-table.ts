@@ -3,7 +3,7 @@
 // quoted when spliced into SQL; resources and fences only ever travel as parameters.
 import type { Pool } from "pg";
 import { identifierProblem } from "../lease/table.ts";
-import { inTransaction } from "../lease/transaction.ts";
+import { inTransaction } from "../shared/transaction.ts";
 
 export const DEFAULT_FENCE_SCHEMA = "public";
 export const DEFAULT_FENCE_TABLE = "pglease_fences";

@@ -3,10 +3,10 @@
 // A lease only bounds the window in which two processes believe they lead; this is what closes
 // it, because the rejection happens where the write lands, not where the belief lives.
 import type { Pool, PoolClient } from "pg";
-import { inTransaction } from "../lease/transaction.ts";
+import { parseFence } from "../shared/fence-token.ts";
+import { inTransaction } from "../shared/transaction.ts";
 import { type FenceTable, fenceTable, migrateFenceTable, missingTableError } from "./guard-table.ts";
 import { StaleFenceError } from "./stale-fence-error.ts";
-import { parseFence } from "./token.ts";
 
 export interface FenceGuardOptions {
   pool: Pool;

@@ -35,7 +35,7 @@ export class LeadershipReadError extends Error {
 }
 
 /**
- * Runs a fence parse (fence/token.ts, through the pod contract for an annotation), turning its
+ * Runs a fence parse (shared/fence-token.ts, through the pod contract for an annotation), turning its
  * RangeError into a LeadershipReadError that names the source.
  */
 export function readFence(source: LeadershipSource, parse: () => number | null): number | null {

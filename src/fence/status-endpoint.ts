@@ -1,8 +1,9 @@
 // Reads leadership from the pglease sidecar's localhost HTTP `/status`. The answer is as fresh as
 // the sidecar's last tick (at most one renew interval old), and no fresher than that.
-import { ROLE } from "../kube/pod-contract.ts";
+
+import { parseFence } from "../shared/fence-token.ts";
+import { ROLE } from "../shared/pod-contract.ts";
 import { LeadershipReadError, type LeadershipReading, readFence } from "./leadership.ts";
-import { parseFence } from "./token.ts";
 
 export interface StatusEndpointOptions {
   /** Which lease to report; may be left out when the sidecar runs exactly one. */

@@ -4,8 +4,9 @@
 // The kubelet reports an init container in status.initContainerStatuses, and so a native sidecar
 // (an init container with `restartPolicy: Always`, the chart's default for pglease); the other
 // containers in status.containerStatuses.
+
+import { POD_CONTRACT } from "../shared/pod-contract.ts";
 import type { ContainerStatus, Pod } from "./client/api-types.ts";
-import { POD_CONTRACT } from "./pod-contract.ts";
 
 export interface ReadinessRule {
   /** The application's containers; null: every container but the sidecar's. */

@@ -1,5 +1,5 @@
 // Exponential backoff with jitter, so replicas that failed together do not retry together.
-import type { Clock, Timer } from "../election/clock.ts";
+import type { Clock, Timer } from "../shared/clock.ts";
 
 export interface BackoffTiming {
   initialMs: number;

@@ -1,8 +1,14 @@
 // What the pod should show, as a pure function of the elector's state, and the smallest
 // patches that take a pod as last seen to it. No I/O here: the publisher decides when to send.
 import { holderCluster } from "../election/identity.ts";
+import {
+  CONDITION_REASON,
+  fenceAnnotationValue,
+  POD_CONTRACT,
+  ROLE,
+  type Role,
+} from "../shared/pod-contract.ts";
 import type { Pod, PodCondition } from "./client/api-types.ts";
-import { CONDITION_REASON, fenceAnnotationValue, POD_CONTRACT, ROLE, type Role } from "./pod-contract.ts";
 import type { PublishConfig } from "./publish-config.ts";
 
 export interface LeadershipState {

@@ -14,9 +14,10 @@
 // also every unrelated write (the kubelet's status, the pod's own condition sent alongside).
 // Fencing writes only raise the annotation and test its previous value, so two stale leaders
 // cannot lower it under a newer term's.
+
+import { POD_CONTRACT } from "../shared/pod-contract.ts";
 import type { Pod } from "./client/api-types.ts";
 import type { MetadataPatch } from "./desired-state.ts";
-import { POD_CONTRACT } from "./pod-contract.ts";
 
 export interface JsonPatchOperation {
   op: "test" | "add" | "remove";

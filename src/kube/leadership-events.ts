@@ -3,7 +3,7 @@
 // nothing depends on them, so they never hold up publishing or shutdown for long.
 
 import type { Logger } from "pino";
-import type { Clock } from "../election/clock.ts";
+import type { Clock } from "../shared/clock.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 import type { CoreEvent } from "./client/api-types.ts";
 import type { LeadershipState } from "./desired-state.ts";

@@ -7,11 +7,12 @@
 // whose new leader cannot reach this cluster's pods (reconcile.ts).
 // Each write is pinned to the uid the peer had where it was seen: a peer replaced meanwhile by a
 // pod of the same name (its next incarnation, which may lead by now) refuses it.
+
+import { POD_CONTRACT } from "../shared/pod-contract.ts";
 import type { Pod } from "./client/api-types.ts";
 import { conditionPatch, desiredPod, type MetadataPatch } from "./desired-state.ts";
 import { fenceOff, guardedPatch } from "./guarded-patch.ts";
 import { KubeRequestError, type PodApi } from "./pod-api.ts";
-import { POD_CONTRACT } from "./pod-contract.ts";
 import type { PublishConfig } from "./publish-config.ts";
 
 export interface PeerDemotionOptions {

@@ -2,7 +2,7 @@
 // (a merge patch for labels, a strategic merge patch for the condition), a timeout so a hung API server costs one attempt and
 // never blocks anything, and an abort on stop. Failures come back classified, never raw.
 
-import type { Clock } from "../election/clock.ts";
+import type { Clock } from "../shared/clock.ts";
 import type { CoreEvent, Pod, PodList } from "./client/api-types.ts";
 import { KubeApiError, type KubeClient, type KubeRequest } from "./client/connection.ts";
 import type { ConditionPatch, MetadataPatch } from "./desired-state.ts";

@@ -4,7 +4,7 @@
 // It publishes to one pod, the uid it pins (POD_UID, else the pod as first read): a pod deleted and
 // created again under the same name (a force-deleted StatefulSet pod's next incarnation) is another
 // pod with its own sidecar, and this process must never write to it (see #isOwn).
-import { type Clock, monotonicClock, type Timer } from "../election/clock.ts";
+import { type Clock, monotonicClock, type Timer } from "../shared/clock.ts";
 import { pause, repeat } from "./backoff.ts";
 import type { Pod } from "./client/api-types.ts";
 import { createKubeClient, type KubeClient } from "./client/connection.ts";

@@ -5,7 +5,7 @@
 // what changed meanwhile: no re-read. Only when the server no longer has that version (410
 // Gone) is the pod listed again.
 import type { Logger } from "pino";
-import type { Clock, Timer } from "../election/clock.ts";
+import type { Clock, Timer } from "../shared/clock.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 import type { Pod, PodList, WatchEvent } from "./client/api-types.ts";
 import { KubeApiError, type KubeClient } from "./client/connection.ts";

@@ -1,6 +1,8 @@
 // What the publisher writes and where. Validated in one pass so an operator sees every
 // problem at once, each naming its field; the CLI's config module folds these problems into
 // its own list (passing `fieldName` to name them as its flags or variables).
+
+import { PEER_SELECTOR_LABELS, POD_CONTRACT } from "../shared/pod-contract.ts";
 import {
   dnsLabelProblem,
   dnsSubdomainProblem,
@@ -8,7 +10,6 @@ import {
   parseLabelSelector,
   qualifiedNameProblem,
 } from "./kubernetes-syntax.ts";
-import { PEER_SELECTOR_LABELS, POD_CONTRACT } from "./pod-contract.ts";
 
 export interface PublishConfig {
   namespace: string;

@@ -1,6 +1,6 @@
 // Who is waiting for the pod to show something (start, demote), and how long a role change
 // took to reach the pod. Waits are bounded: a hung API server turns into `false`, never a hang.
-import type { Clock } from "../election/clock.ts";
+import type { Clock } from "../shared/clock.ts";
 import { KubeRequestError } from "./pod-api.ts";
 import type { PatchObservation } from "./publisher-contract.ts";
 

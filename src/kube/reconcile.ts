@@ -16,6 +16,7 @@
 // is gone a pass does nothing (pod-publisher.ts says why).
 
 import type { Logger } from "pino";
+import { POD_CONTRACT, ROLE } from "../shared/pod-contract.ts";
 import type { Pod } from "./client/api-types.ts";
 import {
   conditionPatch,
@@ -27,7 +28,6 @@ import {
 import { guardedPatch, supersededBy } from "./guarded-patch.ts";
 import { demoteStalePeers, leaderSelector, newerLeader } from "./peer-demotion.ts";
 import { KubeRequestError, type PodApi, type PodRef } from "./pod-api.ts";
-import { POD_CONTRACT, ROLE } from "./pod-contract.ts";
 import { type PublishConfig, peerSelectorFor } from "./publish-config.ts";
 import type { PatchObservation } from "./publisher-contract.ts";
 import { isOlder, type PublisherState, podShowsDesired, termKey } from "./publisher-state.ts";

@@ -1,6 +1,6 @@
 // The publisher's one worker: runs its step when woken, and after a failed step again after a
 // backoff, until a step succeeds. A wake that arrives while a step runs is kept, not lost.
-import type { Clock } from "../election/clock.ts";
+import type { Clock } from "../shared/clock.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 
 export interface WorkLoopOptions {

@@ -4,8 +4,9 @@
 // holding 10,000 leases sends one statement per tick. Releases asked for in one turn of the event
 // loop (close() stopping every elector) go out as one statement too, each row still checked
 // against its own holder and fence; a lone release waits only for that turn.
-import { type Clock, monotonicClock } from "../election/clock.ts";
+
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
+import { type Clock, monotonicClock } from "../shared/clock.ts";
 import type { PgLeaseStore } from "./store.ts";
 
 interface Pending<A = RenewAnswer> {

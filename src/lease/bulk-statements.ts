@@ -2,7 +2,7 @@
 // still checked against its own key, holder and fence, exactly as the single statements do.
 // Always planned per call: a prepared generic plan can scan the table once per key when statistics
 // are missing (measured: 64 s for 10,000 leases instead of ~0.1 s).
-import { parseFence } from "../fence/token.ts";
+import { parseFence } from "../shared/fence-token.ts";
 import { SET_BASED_SETTING } from "./history.ts";
 import { END_TERM, LIVE, NOW, SESSION_GONE, TTL_MS } from "./statement-parts.ts";
 import type { LeaseTable } from "./table.ts";

@@ -3,7 +3,7 @@
 // duration for all of its keys together; one at stop. A row is live while its seen_until lies
 // ahead of the server's clock, so a process that died drops out by itself.
 import type pg from "pg";
-import { parseFence } from "../fence/token.ts";
+import { parseFence } from "../shared/fence-token.ts";
 import type { LeaseTable } from "./table.ts";
 
 export interface CandidateEntry {

@@ -2,7 +2,7 @@
 // term whose recorded session is gone, or one whose holder the kubelet reported terminated),
 // honours a handover's reservation, and otherwise answers who holds it, all at one server instant.
 import type { ClaimAnswer } from "../election/ports.ts";
-import { parseFence } from "../fence/token.ts";
+import { parseFence } from "../shared/fence-token.ts";
 import { CHANGE_SETTING, REASON_SETTING } from "./history.ts";
 import type { HolderSession } from "./release-feed.ts";
 import { NOW, PROOF, SESSION_GONE, TTL_MS } from "./statement-parts.ts";

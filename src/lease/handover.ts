@@ -4,7 +4,7 @@
 // campaign gate and releases; the claim SQL lets only the named candidate claim until the
 // reservation passes, and anyone after it.
 import type pg from "pg";
-import { parseFence } from "../fence/token.ts";
+import { parseFence } from "../shared/fence-token.ts";
 import type { LeaseTable } from "./table.ts";
 
 export interface Reservation {

@@ -1,6 +1,6 @@
 // Reading the history (pglease history); history-prune.ts keeps it bounded.
 import type pg from "pg";
-import { parseFence } from "../fence/token.ts";
+import { parseFence } from "../shared/fence-token.ts";
 import type { HistoryRetention } from "./history-prune.ts";
 import type { LeaseTable } from "./table.ts";
 

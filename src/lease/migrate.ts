@@ -1,8 +1,8 @@
 import type pg from "pg";
+import { inTransaction } from "../shared/transaction.ts";
 import { createCandidatesTable } from "./candidates.ts";
 import { createRecordFunction, migrateHistory, missingHistory } from "./history.ts";
 import type { LeaseTable } from "./table.ts";
-import { inTransaction } from "./transaction.ts";
 
 /** Serializes migrations across every replica and every table: all start at once, one creates. */
 export const MIGRATION_LOCK_ID = 0x70676c65; // "pgle"

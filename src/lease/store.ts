@@ -2,7 +2,7 @@
 // goes straight back to the pool, and every time that matters is the server's clock_timestamp().
 import type pg from "pg";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
-import { parseFence } from "../fence/token.ts";
+import { parseFence } from "../shared/fence-token.ts";
 import { releaseManySql, renewManySql, runReleaseMany, runRenewMany } from "./bulk-statements.ts";
 import { claimSql, runClaim } from "./claim-statement.ts";
 import { REASON_SETTING } from "./history.ts";

@@ -5,7 +5,6 @@
 // are not reachable from here).
 import type { Logger } from "pino";
 import type { HealthConfig } from "../config/health-config.ts";
-import { monotonicClock } from "../election/clock.ts";
 import {
   applicationReadiness,
   containersReady,
@@ -14,6 +13,7 @@ import {
 } from "../kube/app-readiness.ts";
 import type { Pod } from "../kube/client/api-types.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
+import { monotonicClock } from "../shared/clock.ts";
 import { HealthGate } from "./health-gate.ts";
 import { probeHealth } from "./health-probe.ts";
 

@@ -9,9 +9,9 @@
 //    flapping application does not bounce leadership;
 // 5. otherwise: campaign.
 import type { CampaignGate } from "../election/campaign-gate.ts";
-import type { Clock, Timer } from "../election/clock.ts";
 import { seconds } from "../election/decide.ts";
 import type { Readiness } from "../kube/app-readiness.ts";
+import type { Clock, Timer } from "../shared/clock.ts";
 
 export interface HealthPolicy {
   graceMs: number;

@@ -2,8 +2,9 @@
 // process outside Kubernetes, or a finer signal than the kubelet's readiness. 2xx is healthy; an
 // error, a timeout or any other status is not. The URL may carry a token: only its origin and
 // path ever reach a log line or the status.
-import type { Clock, Timer } from "../election/clock.ts";
+
 import type { Readiness } from "../kube/app-readiness.ts";
+import type { Clock, Timer } from "../shared/clock.ts";
 
 export interface HealthProbe {
   stop(): void;

@@ -3,8 +3,8 @@
 // does (work ended first, then beforeRelease, then the release) and stays out until it opens.
 import { describe, expect, it } from "vitest";
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
-import { ManualClock } from "../../src/election/clock.ts";
 import type { LeaderTerm } from "../../src/election/elector.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, settle, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 

@@ -2,9 +2,9 @@
 // every call; the test decides only when an answer reaches the elector (HoldingStore) and how
 // far the elector's clock has moved meanwhile (a stall: time passes, no timer fires).
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
 import type { ClockStepReport, LeaderSeen } from "../../src/election/elector.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, settle, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { shiftedServerClock } from "../support/shifted-server-clock.ts";

@@ -6,10 +6,10 @@
 // down, steps down too. The feed's session is dropped here by ending it on the server.
 import { describe, expect, it } from "vitest";
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
-import { ManualClock } from "../../src/election/clock.ts";
 import { Elector } from "../../src/election/elector.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { dropListeners } from "../support/listen-sessions.ts";

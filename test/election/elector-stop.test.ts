@@ -2,10 +2,10 @@
 // lost, failed, or answered only after its timeout. Real PostgreSQL answers every call; the test
 // holds answers (HoldingStore) or queues statements behind an operator's row lock on the server.
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
 import type { LeaderTerm } from "../../src/election/elector.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
 import { HoldingStore } from "../support/holding-store.ts";

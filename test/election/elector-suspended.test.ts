@@ -2,7 +2,7 @@
 // does not. Real PostgreSQL answers every call; the test's clock moves the wall clock alone
 // (ManualClock.stepWall), as a resume after a suspension shows it, and fires what falls due.
 import { describe, expect, it } from "vitest";
-import { ManualClock, type Timer } from "../../src/election/clock.ts";
+import { ManualClock, type Timer } from "../../src/shared/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 

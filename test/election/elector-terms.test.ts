@@ -2,9 +2,9 @@
 // waits for the previous one, a claim answered too late never starts work, a notice is only a
 // hint, and neither a throwing lead() nor a throwing listener breaks the election.
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
 import type { LeaderTerm } from "../../src/election/elector.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, nextTurn, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { dropListeners } from "../support/listen-sessions.ts";

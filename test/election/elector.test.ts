@@ -1,11 +1,11 @@
 // The elector loop on a real PostgreSQL. Local time is a ManualClock moved by the test;
 // only database round trips take real time, and the test waits for those, never for leases.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
 import { Elector, type LeaderTerm } from "../../src/election/elector.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 

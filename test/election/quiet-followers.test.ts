@@ -5,10 +5,10 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StatementCounter, startStatementCounter } from "../../bench/peers/statement-counter.ts";
-import { ManualClock } from "../../src/election/clock.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 import { dropListeners } from "../support/listen-sessions.ts";
 

@@ -4,10 +4,10 @@
 // waited for as a claim that may have won.
 import { expect, it } from "vitest";
 import { withDeadline } from "../../src/election/bounded.ts";
-import { ManualClock } from "../../src/election/clock.ts";
 import type { ClaimAnswer } from "../../src/election/ports.ts";
 import { UnansweredWrites } from "../../src/election/unanswered-writes.ts";
 import { StatementNotSent } from "../../src/lease/store.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 
 const call =
   (clock: ManualClock) =>

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
-import { fenceAnnotationValue, fenceFromAnnotation, POD_CONTRACT } from "../../src/kube/pod-contract.ts";
+import { fenceAnnotationValue, fenceFromAnnotation, POD_CONTRACT } from "../../src/shared/pod-contract.ts";
 
 describe("the pod contract", () => {
   it("names what docs/pod-contract.md's table promises", async () => {

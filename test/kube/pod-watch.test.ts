@@ -4,12 +4,12 @@
 // publisher-quiet.test.ts.
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { monotonicClock } from "../../src/election/clock.ts";
 import type { Pod } from "../../src/kube/client/api-types.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client/connection.ts";
 import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
 import { createPodApi } from "../../src/kube/pod-api.ts";
 import { type PodWatch, watchOwnPod } from "../../src/kube/pod-watch.ts";
+import { monotonicClock } from "../../src/shared/clock.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
 import { until } from "./publisher-harness.ts";
 

@@ -3,7 +3,6 @@
 // captured so tests can assert on them.
 import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
 import pino from "pino";
-import { type Clock, ManualClock } from "../../src/election/clock.ts";
 import type { Pod } from "../../src/kube/client/api-types.ts";
 import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
@@ -15,6 +14,7 @@ import type {
   PublishedObservation,
   PublishTiming,
 } from "../../src/kube/publisher-contract.ts";
+import { type Clock, ManualClock } from "../../src/shared/clock.ts";
 import type { KubeServerKind, TestKube } from "../support/kube-servers.ts";
 
 export const NAMESPACE = "shop";

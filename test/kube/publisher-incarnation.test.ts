@@ -4,13 +4,13 @@
 // The end-to-end case, two sidecars, is test/sidecar/force-deleted-incarnation.test.ts.
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
-import { monotonicClock } from "../../src/election/clock.ts";
 import type { Pod } from "../../src/kube/client/api-types.ts";
 import { createKubeClient } from "../../src/kube/client/connection.ts";
 import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
 import { demoteStalePeers } from "../../src/kube/peer-demotion.ts";
 import { createPodApi, KubeRequestError } from "../../src/kube/pod-api.ts";
 import { validatePublishConfig } from "../../src/kube/publish-config.ts";
+import { monotonicClock } from "../../src/shared/clock.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import {
   APP_LABELS,

@@ -1,6 +1,6 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import {
   APP_LABELS,

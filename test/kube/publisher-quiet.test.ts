@@ -2,8 +2,8 @@
 // (its own pod, its peers) resume from their last resourceVersion, so nothing is re-read while
 // they stream.
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
 import { PUBLISH_DEFAULTS } from "../../src/kube/publish-config.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import {
   follower,

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import type { KubeServerKind } from "../support/kube-servers.ts";
 import {

@@ -6,7 +6,7 @@
 // empty. A renew of the term after the annotation was read proves it stale (reconcile.ts,
 // staleFenceProven); a term whose renew count does not move after the read never labels itself.
 import { afterEach, describe, expect, it } from "vitest";
-import { POD_CONTRACT } from "../../src/kube/pod-contract.ts";
+import { POD_CONTRACT } from "../../src/shared/pod-contract.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import {
   follower,

@@ -1,12 +1,12 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
 import { Elector } from "../../src/election/elector.ts";
 import { BatchedRenewals } from "../../src/lease/batched-renewals.ts";
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 /** The real store, counting the statements the batcher sends through it. */

@@ -1,8 +1,8 @@
 // The timing metrics of a real elector on a real PostgreSQL, on the test's clock: a renew sent on
 // time and one sent late, and how much of the local deadline was left when each was answered.
 import { expect, it } from "vitest";
-import { ManualClock } from "../../src/election/clock.ts";
 import { SidecarMetrics } from "../../src/observability/metrics.ts";
+import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 
 const h = electorHarness();

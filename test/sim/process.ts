@@ -3,7 +3,6 @@
 // this process's view of simulated time. Its leader work writes through a fence guard model.
 
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
-import type { Clock } from "../../src/election/clock.ts";
 import { WitnessedCrashes } from "../../src/election/crash-witness.ts";
 import { Elector, type LeaderTerm, type TickReport } from "../../src/election/elector.ts";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
@@ -12,6 +11,7 @@ import type { Pod } from "../../src/kube/client/api-types.ts";
 import { holdersReportedDead } from "../../src/kube/crash-report.ts";
 import { BatchedRenewals } from "../../src/lease/batched-renewals.ts";
 import type { PgLeaseStore } from "../../src/lease/store.ts";
+import type { Clock } from "../../src/shared/clock.ts";
 import { type Link, linkUp, SimFeed, SimStore, type Wire } from "./client.ts";
 import type { EventLoop, Owner } from "./event-loop.ts";
 import type { Rng } from "./prng.ts";

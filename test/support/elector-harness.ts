@@ -4,7 +4,6 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import { afterAll, afterEach, beforeAll } from "vitest";
-import type { Clock } from "../../src/election/clock.ts";
 import {
   Elector,
   type ElectorOptions,
@@ -14,6 +13,7 @@ import {
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
+import type { Clock } from "../../src/shared/clock.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 
 export type TestClock = Clock & { advance(ms: number): void; pendingTimers(): number };

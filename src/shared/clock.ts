@@ -11,7 +11,7 @@ export interface Clock {
   setTimer(delayMs: number, fire: () => void): Timer;
   /**
    * Wall-clock milliseconds (Date.now()), read beside now() only to see the host suspended
-   * (suspension.ts): the monotonic clock stands still while a VM or laptop sleeps, the wall
+   * (election/suspension.ts): the monotonic clock stands still while a VM or laptop sleeps, the wall
    * clock does not. A clock without it is never checked.
    */
   wallNow?(): number;

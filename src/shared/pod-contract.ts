@@ -1,8 +1,8 @@
 // What pglease promises to show on a pod, for everything that reads it: the sidecar's publisher
 // writes it, the downward-API reader, a Service selector, `kubectl` and the CLI's help text read
-// it. The names below are the defaults; an operator may rename each (publish-config.ts).
+// it. The names below are the defaults; an operator may rename each (kube/publish-config.ts).
 // Free of the Kubernetes client, so an application that only reads a pod never loads it.
-import { parseFence } from "../fence/token.ts";
+import { parseFence } from "./fence-token.ts";
 
 export const ROLE = { leader: "leader", follower: "follower" } as const;
 export type Role = (typeof ROLE)[keyof typeof ROLE];
