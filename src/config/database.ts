@@ -1,7 +1,7 @@
 // Where the database is: DATABASE_URL, or the standard libpq PG* variables that pg reads
 // itself. The URL is a secret (it may carry a password): no message ever repeats it.
 import type { ConnectionOptions } from "node:tls";
-import { identifierProblem } from "../lease/table.ts";
+import { identifierProblem } from "../shared/sql-identifier.ts";
 import type { OptionSpec, RawOptions } from "./options.ts";
 import { resolveTls } from "./tls.ts";
 import { parseBoolean } from "./values.ts";

@@ -2,7 +2,7 @@
 // configuration, so they are validated against a conservative identifier syntax and always
 // quoted when spliced into SQL; resources and fences only ever travel as parameters.
 import type { Pool } from "pg";
-import { identifierProblem } from "../lease/table.ts";
+import { identifierProblem } from "../shared/sql-identifier.ts";
 import { inTransaction } from "../shared/transaction.ts";
 
 export const DEFAULT_FENCE_SCHEMA = "public";

@@ -2,8 +2,7 @@
 // validated against a conservative identifier syntax and always quoted when spliced into SQL;
 // keys and holders never are: they travel as parameters.
 import { createHash } from "node:crypto";
-
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+import { identifierProblem } from "../shared/sql-identifier.ts";
 
 export interface LeaseTable {
   schema: string;
@@ -35,13 +34,6 @@ export interface LeaseTable {
     keyIdIndex: string;
     changedAtIndex: string;
   };
-}
-
-/** Null when `value` is a plain identifier; otherwise the problem, naming the field. */
-export function identifierProblem(field: string, value: unknown): string | null {
-  return typeof value === "string" && IDENTIFIER.test(value)
-    ? null
-    : `${field} must be a plain PostgreSQL identifier (letters, digits, underscore; not starting with a digit; at most 63 characters), got ${JSON.stringify(value)}`;
 }
 
 export function leaseTable(schema = "public", table = "pglease_leases"): LeaseTable {
