@@ -9,7 +9,7 @@
  * in docs/guarantees.md. A change to any of them changes that page.
  */
 
-export { type Clock, ManualClock, monotonicClock, type Timer } from "../shared/clock.ts";
+export { type Clock, monotonicClock, type Timer } from "../shared/clock.ts";
 export { type CampaignGate, CampaignSwitch } from "./campaign-gate.ts";
 export type { Decision, ElectionState, Outcome } from "./decide.ts";
 export {

@@ -4,9 +4,9 @@
 import { describe, expect, it } from "vitest";
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
 import type { LeaderTerm } from "../../src/election/elector.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, settle, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();
 

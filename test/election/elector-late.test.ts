@@ -4,9 +4,9 @@
 import { describe, expect, it } from "vitest";
 import type { ClockStepReport, LeaderSeen } from "../../src/election/elector.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, settle, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 import { shiftedServerClock } from "../support/shifted-server-clock.ts";
 
 const h = electorHarness();

@@ -9,10 +9,10 @@ import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
 import { Elector } from "../../src/election/elector.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { dropListeners } from "../support/listen-sessions.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();
 

@@ -5,10 +5,10 @@ import { describe, expect, it } from "vitest";
 import type { LeaderTerm } from "../../src/election/elector.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
 import { HoldingStore } from "../support/holding-store.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 import { lockRow } from "../support/row-lock.ts";
 
 const h = electorHarness();

@@ -2,9 +2,10 @@
 // does not. Real PostgreSQL answers every call; the test's clock moves the wall clock alone
 // (ManualClock.stepWall), as a resume after a suspension shows it, and fires what falls due.
 import { describe, expect, it } from "vitest";
-import { ManualClock, type Timer } from "../../src/shared/clock.ts";
+import type { Timer } from "../../src/shared/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();
 

@@ -4,10 +4,10 @@
 import { describe, expect, it } from "vitest";
 import type { LeaderTerm } from "../../src/election/elector.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, nextTurn, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { dropListeners } from "../support/listen-sessions.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();
 

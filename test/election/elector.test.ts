@@ -5,9 +5,9 @@ import { Elector, type LeaderTerm } from "../../src/election/elector.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();
 const elector = (clock: ManualClock, options: Parameters<typeof h.elector>[1]) =>

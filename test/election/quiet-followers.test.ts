@@ -8,9 +8,9 @@ import { type StatementCounter, startStatementCounter } from "../../bench/peers/
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 import { dropListeners } from "../support/listen-sessions.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();
 let counter: StatementCounter;

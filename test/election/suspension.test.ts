@@ -1,7 +1,7 @@
 // The two clocks compared from the send of the last claim or renew: plain numbers, no database.
 import { describe, expect, it } from "vitest";
 import { everySuspensionCheck, SUSPENSION_CHECK_MS, SuspensionWatch } from "../../src/election/suspension.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 describe("suspension watch", () => {
   it("measures the wall clock's lead from the mark, however many checks came since", () => {

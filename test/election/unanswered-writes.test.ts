@@ -7,7 +7,7 @@ import { withDeadline } from "../../src/election/bounded.ts";
 import type { ClaimAnswer } from "../../src/election/ports.ts";
 import { UnansweredWrites } from "../../src/election/unanswered-writes.ts";
 import { StatementNotSent } from "../../src/lease/store.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const call =
   (clock: ManualClock) =>

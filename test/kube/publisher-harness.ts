@@ -14,8 +14,9 @@ import type {
   PublishedObservation,
   PublishTiming,
 } from "../../src/kube/publisher-contract.ts";
-import { type Clock, ManualClock } from "../../src/shared/clock.ts";
+import type { Clock } from "../../src/shared/clock.ts";
 import type { KubeServerKind, TestKube } from "../support/kube-servers.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 export const NAMESPACE = "shop";
 export const POD = "orders-0";

@@ -3,8 +3,8 @@
 // they stream.
 import { afterEach, describe, expect, it } from "vitest";
 import { PUBLISH_DEFAULTS } from "../../src/kube/publish-config.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 import {
   follower,
   type Harness,

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
 import type { KubeServerKind } from "../support/kube-servers.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 import {
   follower,
   type Harness,

@@ -1,7 +1,7 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 import {
   follower,
   type Harness,

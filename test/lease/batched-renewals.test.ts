@@ -6,8 +6,8 @@ import { BatchedRenewals } from "../../src/lease/batched-renewals.ts";
 import { migrate } from "../../src/lease/migrate.ts";
 import { createLeasePool } from "../../src/lease/pool.ts";
 import { PgLeaseStore } from "../../src/lease/store.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 /** The real store, counting the statements the batcher sends through it. */
 class CountingStore extends PgLeaseStore {

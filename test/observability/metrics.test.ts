@@ -2,8 +2,8 @@
 // time and one sent late, and how much of the local deadline was left when each was answered.
 import { expect, it } from "vitest";
 import { SidecarMetrics } from "../../src/observability/metrics.ts";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();
 

@@ -1,8 +1,8 @@
 // The health gate's rules alone, on a manual clock: what it answers a leader and a follower as the
 // application's readiness changes, when it hands over, and the settle period after a handover.
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/shared/clock.ts";
 import { HealthGate, type HealthPolicy } from "../../src/sidecar/health-gate.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const policy: HealthPolicy = { graceMs: 5_000, settleMs: 30_000, strict: false, waitAtStart: true };
 const READY = { ready: true, detail: "app ready" };
