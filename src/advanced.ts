@@ -29,5 +29,5 @@ export {
   PgReleaseFeed,
   type PgReleaseFeedOptions,
   StatementNotSent,
-} from "./lease/index.ts";
-export type { HolderSession } from "./lease/release-feed.ts";
+} from "./postgres/index.ts";
+export type { HolderSession } from "./postgres/release-feed.ts";

@@ -8,7 +8,7 @@
  *
  * openLeases() (src/open-leases.ts) is the one composition root of the lease stack, also used by
  * `pglease run` and the operator commands; the election (src/election) is independent of
- * PostgreSQL and Kubernetes, the store (src/lease) holds the SQL, and src/fence makes leader-only
+ * PostgreSQL and Kubernetes, the store (src/postgres) holds the SQL, and src/fence makes leader-only
  * writes reject stale fences.
  */
 
@@ -64,10 +64,6 @@ export {
   watchDownwardApi,
   withFence,
 } from "./fence/index.ts";
-// Opening the lease stack, and what it refuses to open with.
-export type { Candidate } from "./lease/candidates.ts";
-export type { HistoryRetention } from "./lease/history-prune.ts";
-export { HistoryMissingError, LeaseTableMissingError } from "./lease/migrate.ts";
 export {
   type CampaignOptions,
   type LeaseLogger,
@@ -78,3 +74,7 @@ export {
   SessionTakeoverUnavailable,
   StartAborted,
 } from "./open-leases.ts";
+// Opening the lease stack, and what it refuses to open with.
+export type { Candidate } from "./postgres/candidates.ts";
+export type { HistoryRetention } from "./postgres/history-prune.ts";
+export { HistoryMissingError, LeaseTableMissingError } from "./postgres/migrate.ts";

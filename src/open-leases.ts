@@ -13,14 +13,6 @@ import { type Elector, type ElectorOptions, electorWith } from "./election/elect
 import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "./election/identity.ts";
 import type { ReleaseFeed } from "./election/ports.ts";
 import { TimingError, timingOrThrow } from "./election/timing.ts";
-import { BatchedRenewals } from "./lease/batched-renewals.ts";
-import type { Candidate } from "./lease/candidates.ts";
-import { HistoryPruner } from "./lease/history-pruner.ts";
-import { DEFAULT_RETENTION } from "./lease/history-store.ts";
-import { assertTablePresent, migrate } from "./lease/migrate.ts";
-import type { PgReleaseFeed } from "./lease/release-feed.ts";
-import type { RestartLock } from "./lease/restart-lock.ts";
-import type { PgLeaseStore } from "./lease/store.ts";
 import {
   DEFAULT_STATEMENT_TIMEOUT_MS,
   DEFAULT_SUCCESSOR_RESERVATION_MS,
@@ -36,6 +28,14 @@ import {
   restartLockFor,
   withStartRetry,
 } from "./open-steps.ts";
+import { BatchedRenewals } from "./postgres/batched-renewals.ts";
+import type { Candidate } from "./postgres/candidates.ts";
+import { HistoryPruner } from "./postgres/history-pruner.ts";
+import { DEFAULT_RETENTION } from "./postgres/history-store.ts";
+import { assertTablePresent, migrate } from "./postgres/migrate.ts";
+import type { PgReleaseFeed } from "./postgres/release-feed.ts";
+import type { RestartLock } from "./postgres/restart-lock.ts";
+import type { PgLeaseStore } from "./postgres/store.ts";
 
 export type { LeaseLogger, OpenLeasesOptions } from "./open-leases-options.ts";
 export { ServerRefused, SessionTakeoverUnavailable, StartAborted } from "./open-steps.ts";

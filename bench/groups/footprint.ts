@@ -2,10 +2,10 @@
 // first `acquired`, with a pool that is already connected and with a brand-new one (connect +
 // migrate, as a process start pays); and `pglease run` as a process (cli-footprint.ts).
 import { Elector, type TickReport } from "../../src/election/elector.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import type { BenchContext, FigureGroup, GroupResult, Table } from "../group.ts";
 import { type LatencyStats, latencyStats, timeRepeated } from "../measure.ts";
 import { count, ms } from "../report.ts";

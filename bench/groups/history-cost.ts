@@ -2,10 +2,10 @@
 // and one without them, in one run, in alternating rounds on one connection. A change of hands is
 // a claim of a free lease and its release (two history entries); a renew must write no history.
 import type pg from "pg";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import type { BenchContext, Table } from "../group.ts";
 import { type LatencyStats, latencyStats, type Steps, timeSteps } from "../measure.ts";
 import { count, ms, ratioText } from "../report.ts";

@@ -2,10 +2,10 @@
 // connection and on a pool of 4 driven by 8 concurrent callers, side by side in the same run
 // with named vs unnamed statements and with the session advisory lock users would pick instead.
 import type pg from "pg";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import type { BenchContext, FigureGroup, GroupResult } from "../group.ts";
 import { latencyStats, type Sampling, type Steps, timeSteps } from "../measure.ts";
 import { handoverStepsTable, measureHandoverSteps } from "./handover-steps.ts";

@@ -1,8 +1,8 @@
 // WAL written per statement: the probe reads the server's WAL insert position before and after
 // one statement, on its own connection, with nothing else running in the bench.
 import type pg from "pg";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import type { BenchContext } from "../group.ts";
 import type { Steps } from "../measure.ts";
 import * as work from "./lease-workloads.ts";

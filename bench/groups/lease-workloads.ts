@@ -2,7 +2,7 @@
 // advisory lock on pinned connections that users would otherwise pick. Each worker works on
 // keys (or lock ids) of its own, so the figures are per-statement costs, not row contention.
 import pg from "pg";
-import type { PgLeaseStore } from "../../src/lease/store.ts";
+import type { PgLeaseStore } from "../../src/postgres/store.ts";
 import type { Steps } from "../measure.ts";
 
 export const HOLDER = "bench-holder";

@@ -1,13 +1,13 @@
 // The scale group's second half: not renewMany called by hand, but the library's own path —
 // openLeases() campaigning for N leases in one process, every elector renewing on its own timer
-// through the batched renewals (src/lease/batched-renewals.ts). Counts the statements sent per
+// through the batched renewals (src/postgres/batched-renewals.ts). Counts the statements sent per
 // renew interval once all N are held, by kind, and how long taking and giving back all N takes.
 
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import type { Elector } from "../../src/election/elector.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
 import { openLeases } from "../../src/open-leases.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
 import type { BenchContext, Table } from "../group.ts";
 import { memoryNow } from "../measure.ts";
 import { watchStatements } from "../pool-statements.ts";

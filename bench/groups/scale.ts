@@ -3,10 +3,10 @@
 // shared pool of 4 at once (what one elector per lease does); plus the process's CPU and memory.
 
 import type pg from "pg";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import type { BenchContext, FigureGroup, GroupResult, Table } from "../group.ts";
 import {
   cpuMsDuring,

@@ -17,7 +17,7 @@ const CLIENT_GO_MEAN_FOLLOWER_WAIT = 1.6;
  * re-read); nothing else while they stream.
  */
 const PGLEASE_MEAN_WATCH_MS = 2_700_000;
-/** The release feed's check of its listening connection (src/lease/release-feed.ts, its default). */
+/** The release feed's check of its listening connection (src/postgres/release-feed.ts, its default). */
 // The notice connection's ping: the sidecar sends it once per lease duration.
 const pgleasePingMs = (timing: PeerTiming) => timing.leaseMs;
 // Every pglease pod, leader or not, announces itself as a candidate once per lease duration.

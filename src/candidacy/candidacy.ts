@@ -6,8 +6,8 @@
 
 import { type CampaignGate, CampaignSwitch } from "../election/campaign-gate.ts";
 import type { Elector } from "../election/elector.ts";
-import type { CandidateEntry, CandidateStore, Standing } from "../lease/candidates.ts";
-import type { HandoverStore } from "../lease/handover.ts";
+import type { CandidateEntry, CandidateStore, Standing } from "../postgres/candidates.ts";
+import type { HandoverStore } from "../postgres/handover.ts";
 import { allGates } from "./gates.ts";
 import { DEFAULT_RESERVATION_MS, eligible, rankCandidates } from "./plan.ts";
 import { PriorityGate } from "./priority-gate.ts";

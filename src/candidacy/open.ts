@@ -1,9 +1,9 @@
 // The candidacy of one lease stack, wired from what openLeases has: its pool and table, its holder
 // and pod, its release feed (whose second channel carries handover requests) and its logger.
 import type pg from "pg";
-import { type Candidate, CandidateStore } from "../lease/candidates.ts";
-import { HandoverStore } from "../lease/handover.ts";
-import type { LeaseTable } from "../lease/table.ts";
+import { type Candidate, CandidateStore } from "../postgres/candidates.ts";
+import { HandoverStore } from "../postgres/handover.ts";
+import type { LeaseTable } from "../postgres/table.ts";
 import { Candidacy } from "./candidacy.ts";
 import { type HandoverRequest, type HandoverResult, handOver } from "./plan.ts";
 

@@ -2,8 +2,8 @@
 // pick a live candidate (named, or the best), reserve the lease for it in the term the caller saw,
 // then, when asked to, wait until it leads or the reservation has passed.
 import { setTimeout as sleep } from "node:timers/promises";
-import type { Candidate, CandidateStore } from "../lease/candidates.ts";
-import type { HandoverStore } from "../lease/handover.ts";
+import type { Candidate, CandidateStore } from "../postgres/candidates.ts";
+import type { HandoverStore } from "../postgres/handover.ts";
 
 /** The default reservation: long enough for a leader to drain its work (5 s by default) and release. */
 export const DEFAULT_RESERVATION_MS = 10_000;

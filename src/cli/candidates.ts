@@ -1,8 +1,8 @@
 // `pglease candidates [KEY]`: every process campaigning for a lease, best first, readable in a
 // terminal or as stable JSON. Live means it refreshed its row within its lease's liveness window.
 import { type OptionSpec, optionHelp } from "../config/options.ts";
-import type { Candidate } from "../lease/candidates.ts";
-import { CandidateStore } from "../lease/candidates.ts";
+import type { Candidate } from "../postgres/candidates.ts";
+import { CandidateStore } from "../postgres/candidates.ts";
 import { databaseHelp, openDatabaseCommand, textTable } from "./database-command.ts";
 
 const OPTIONS: readonly OptionSpec[] = [

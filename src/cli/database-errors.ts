@@ -1,7 +1,7 @@
 // Database failures that are the user's to fix, phrased with the fix. Messages come from pg and
 // never contain the password; they are still scrubbed where they are printed.
 import pg from "pg";
-import { isUnreachable } from "../lease/connection-errors.ts";
+import { isUnreachable } from "../postgres/connection-errors.ts";
 
 /** SQLSTATE of a missing grant; the read-only commands say which grant reading takes. */
 export const INSUFFICIENT_PRIVILEGE = "42501";

@@ -11,8 +11,8 @@ import {
 } from "../candidacy/plan.ts";
 import { type OptionSpec, optionHelp } from "../config/options.ts";
 import { parseDuration } from "../config/values.ts";
-import { CandidateStore } from "../lease/candidates.ts";
-import { HandoverStore } from "../lease/handover.ts";
+import { CandidateStore } from "../postgres/candidates.ts";
+import { HandoverStore } from "../postgres/handover.ts";
 import { databaseHelp, openDatabaseCommand } from "./database-command.ts";
 
 const OPTIONS: readonly OptionSpec[] = [

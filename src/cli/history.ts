@@ -2,7 +2,7 @@
 // lease table's triggers write. Times are the database server's.
 import { type OptionSpec, optionHelp } from "../config/options.ts";
 import { parseDuration, parseInteger } from "../config/values.ts";
-import { type HistoryEntry, readHistory } from "../lease/history-store.ts";
+import { type HistoryEntry, readHistory } from "../postgres/history-store.ts";
 import { databaseHelp, openDatabaseCommand, textTable } from "./database-command.ts";
 import { INSUFFICIENT_PRIVILEGE } from "./database-errors.ts";
 

@@ -1,6 +1,6 @@
 // `pglease migrate`: create (or upgrade) the lease table, then exit.
 import { noArguments, optionHelp } from "../config/options.ts";
-import { migrate } from "../lease/migrate.ts";
+import { migrate } from "../postgres/migrate.ts";
 import { databaseHelp, openDatabaseCommand } from "./database-command.ts";
 
 export const MIGRATE_HELP = `Usage: pglease migrate [flags]

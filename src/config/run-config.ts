@@ -3,7 +3,7 @@
 import { resolveTiming, type Timing } from "../election/timing.ts";
 import { decidePublishing, type PublishingDecision } from "../kube/environment.ts";
 import { type PublishConfigField, validatePublishConfig } from "../kube/publish-config.ts";
-import { DEFAULT_RETENTION, type HistoryRetention } from "../lease/history-store.ts";
+import { DEFAULT_RETENTION, type HistoryRetention } from "../postgres/history-store.ts";
 import { type DatabaseConfig, readDatabaseConfig } from "./database.ts";
 import { type HealthConfig, readHealthConfig } from "./health-config.ts";
 import { noArguments, optionReader, type RawOptions, readOptions, UsageError } from "./options.ts";

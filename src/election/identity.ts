@@ -28,7 +28,7 @@ export function holderCluster(holder: string | null): string | null {
 
 /**
  * The restart proof a holder carries when its process holds its pod's restart lock for its whole
- * life (src/lease/restart-lock.ts): `#r:`, the 32 hex digits naming that lock, a dot and the
+ * life (src/postgres/restart-lock.ts): `#r:`, the 32 hex digits naming that lock, a dot and the
  * instant it was bound on the boot's monotonic clock. The claim statement lets a holder take over
  * a live lease whose holder carries the same lock bound earlier, since only the predecessor's
  * death frees the lock. The marker and pattern are the contract between that SQL and this module.

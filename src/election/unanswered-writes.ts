@@ -11,7 +11,7 @@ import type { ClaimAnswer } from "./ports.ts";
 /** Network and commit time on top of the call timeout, after which a write can no longer commit. */
 const SLACK_MS = 1_000;
 
-/** The store dropped the statement before it reached the server (lease/store.ts StatementNotSent). */
+/** The store dropped the statement before it reached the server (postgres/store.ts StatementNotSent). */
 const neverSent = (error: unknown) =>
   typeof error === "object" && error !== null && (error as { notSent?: unknown }).notSent === true;
 

@@ -2,7 +2,7 @@
 // own server, under libfaketime when installed), and its heal undoes it.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { leaseTable, migrate, PgLeaseStore } from "../../src/lease/index.ts";
+import { leaseTable, migrate, PgLeaseStore } from "../../src/postgres/index.ts";
 import type { ChaosCluster } from "./cluster.ts";
 import { CREATE_LEASE_LOG } from "./cluster.ts";
 import { type Active, injectDatabaseFault } from "./db-faults.ts";

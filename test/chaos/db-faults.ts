@@ -3,7 +3,7 @@
 // lease row, the row deleted, the table dropped and migrated again, the LISTEN sessions ended,
 // the server clock stepped. Each returns what it did and how it heals.
 import pg from "pg";
-import { leaseTable, migrate } from "../../src/lease/index.ts";
+import { leaseTable, migrate } from "../../src/postgres/index.ts";
 import type { ChaosCluster } from "./cluster.ts";
 import type { InjectedFault } from "./history.ts";
 import type { PlannedFault } from "./schedule.ts";

@@ -3,9 +3,9 @@
 // reservation is written, so the lease waits for a target that never claims until the
 // reservation passes. Neither may ever make two leaders, or a lease that stays without one.
 import { handOver } from "../../src/candidacy/plan.ts";
-import { CandidateStore } from "../../src/lease/candidates.ts";
-import { HandoverStore } from "../../src/lease/handover.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { CandidateStore } from "../../src/postgres/candidates.ts";
+import { HandoverStore } from "../../src/postgres/handover.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import type { ChaosCluster } from "./cluster.ts";
 import type { Active } from "./db-faults.ts";
 import type { InjectedFault } from "./history.ts";

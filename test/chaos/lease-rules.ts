@@ -16,7 +16,7 @@ export function replicaOfHolder(history: History): (holder: string) => string | 
 /**
  * Row b continues a's term: the same holder since the same start. A release is the one statement
  * that may move the start: after a backward step of the server's clock it writes
- * acquired_at = now − 1 µs (END_TERM in src/lease/statement-parts.ts) so the CHECK holds; that
+ * acquired_at = now − 1 µs (END_TERM in src/postgres/statement-parts.ts) so the CHECK holds; that
  * row keeps the term's fence.
  */
 const sameTerm = (a: LeaseRow, b: LeaseRow) =>

@@ -5,8 +5,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { leaseTable, migrate, PgLeaseStore } from "../../src/lease/index.ts";
-import type { HolderSession } from "../../src/lease/release-feed.ts";
+import { leaseTable, migrate, PgLeaseStore } from "../../src/postgres/index.ts";
+import type { HolderSession } from "../../src/postgres/release-feed.ts";
 import type { ChaosCluster } from "./cluster.ts";
 import { CREATE_LEASE_LOG } from "./cluster.ts";
 import { type ChaosPostgres, startChaosPostgres } from "./faketime-postgres.ts";

@@ -10,7 +10,7 @@
 // the holder must have stopped believing before then.
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { leaseTable } from "../../src/lease/index.ts";
+import { leaseTable } from "../../src/postgres/index.ts";
 import type { ChaosCluster } from "./cluster.ts";
 import type { Active } from "./db-faults.ts";
 import type { InjectedFault, SessionEnd } from "./history.ts";

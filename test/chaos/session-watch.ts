@@ -5,7 +5,7 @@
 // the last poll that saw it alive and the first that saw it gone.
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { leaseTable } from "../../src/lease/index.ts";
+import { leaseTable } from "../../src/postgres/index.ts";
 import type { SessionEnd } from "./history.ts";
 
 const TABLE = leaseTable();

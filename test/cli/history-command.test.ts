@@ -2,7 +2,7 @@
 // hands made by the real store and by `pglease release`.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { runPglease } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 

@@ -3,7 +3,7 @@
 // far the elector's clock has moved meanwhile (a stall: time passes, no timer fires).
 import { describe, expect, it } from "vitest";
 import type { ClockStepReport, LeaderSeen } from "../../src/election/elector.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { electorHarness, settle, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { ManualClock } from "../support/manual-clock.ts";

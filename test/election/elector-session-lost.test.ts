@@ -7,8 +7,8 @@
 import { describe, expect, it } from "vitest";
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
 import { Elector } from "../../src/election/elector.ts";
-import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { dropListeners } from "../support/listen-sessions.ts";

@@ -3,8 +3,8 @@
 // holds answers (HoldingStore) or queues statements behind an operator's row lock on the server.
 import { describe, expect, it } from "vitest";
 import type { LeaderTerm } from "../../src/election/elector.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
 import { HoldingStore } from "../support/holding-store.ts";

@@ -3,7 +3,7 @@
 // hint, and neither a throwing lead() nor a throwing listener breaks the election.
 import { describe, expect, it } from "vitest";
 import type { LeaderTerm } from "../../src/election/elector.ts";
-import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
+import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
 import { electorHarness, nextTurn, until } from "../support/elector-harness.ts";
 import { HoldingStore } from "../support/holding-store.ts";
 import { dropListeners } from "../support/listen-sessions.ts";

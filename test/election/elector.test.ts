@@ -2,9 +2,9 @@
 // only database round trips take real time, and the test waits for those, never for leases.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Elector, type LeaderTerm } from "../../src/election/elector.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 import { ManualClock } from "../support/manual-clock.ts";

@@ -5,9 +5,9 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StatementCounter, startStatementCounter } from "../../bench/peers/statement-counter.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { electorHarness, until } from "../support/elector-harness.ts";
 import { dropListeners } from "../support/listen-sessions.ts";
 import { ManualClock } from "../support/manual-clock.ts";

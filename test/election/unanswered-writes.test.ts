@@ -6,7 +6,7 @@ import { expect, it } from "vitest";
 import { withDeadline } from "../../src/election/bounded.ts";
 import type { ClaimAnswer } from "../../src/election/ports.ts";
 import { UnansweredWrites } from "../../src/election/unanswered-writes.ts";
-import { StatementNotSent } from "../../src/lease/store.ts";
+import { StatementNotSent } from "../../src/postgres/store.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
 const call =

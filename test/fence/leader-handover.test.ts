@@ -3,9 +3,9 @@
 import { randomBytes } from "node:crypto";
 import { beforeAll, expect, it } from "vitest";
 import { createFenceGuard, type FenceGuard, StaleFenceError } from "../../src/fence/index.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import { deferred, usePoolFixture } from "./pool-fixture.ts";
 
 const fx = usePoolFixture();

@@ -2,10 +2,10 @@ import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Elector } from "../../src/election/elector.ts";
-import { BatchedRenewals } from "../../src/lease/batched-renewals.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { BatchedRenewals } from "../../src/postgres/batched-renewals.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 

@@ -5,8 +5,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ClaimAnswer } from "../../src/election/ports.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

@@ -5,9 +5,9 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ClaimAnswer } from "../../src/election/ports.ts";
 import { createFenceGuard, StaleFenceError } from "../../src/fence/index.ts";
-import { assertTablePresent, migrate } from "../../src/lease/migrate.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { type LeaseTable, leaseTable } from "../../src/lease/table.ts";
+import { assertTablePresent, migrate } from "../../src/postgres/migrate.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { type LeaseTable, leaseTable } from "../../src/postgres/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

@@ -4,14 +4,14 @@
 import type pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { ClaimAnswer } from "../../src/election/ports.ts";
-import { CandidateStore } from "../../src/lease/candidates.ts";
-import { HandoverStore } from "../../src/lease/handover.ts";
-import { createRecordFunction } from "../../src/lease/history.ts";
-import { readHistory } from "../../src/lease/history-store.ts";
-import { assertTablePresent, LeaseTableMissingError, migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { CandidateStore } from "../../src/postgres/candidates.ts";
+import { HandoverStore } from "../../src/postgres/handover.ts";
+import { createRecordFunction } from "../../src/postgres/history.ts";
+import { readHistory } from "../../src/postgres/history-store.ts";
+import { assertTablePresent, LeaseTableMissingError, migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

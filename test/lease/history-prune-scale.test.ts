@@ -4,9 +4,9 @@
 // make it flaky.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { HistoryPruner } from "../../src/lease/history-pruner.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { type LeaseTable, leaseTable } from "../../src/lease/table.ts";
+import { HistoryPruner } from "../../src/postgres/history-pruner.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { type LeaseTable, leaseTable } from "../../src/postgres/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 const KEYS = 10_000;

@@ -3,10 +3,10 @@
 // functions, and the old function, which replicas not yet upgraded still call, prunes by age alone.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { readHistory } from "../../src/lease/history-store.ts";
-import { assertTablePresent, HistoryMissingError, migrate } from "../../src/lease/migrate.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { readHistory } from "../../src/postgres/history-store.ts";
+import { assertTablePresent, HistoryMissingError, migrate } from "../../src/postgres/migrate.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { pruneAll } from "./prune-all.ts";
 

@@ -1,10 +1,10 @@
 // The pruner runs only in a process that leads, one run at a time, against a real PostgreSQL.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { HistoryPruner } from "../../src/lease/history-pruner.ts";
-import { readHistory } from "../../src/lease/history-store.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { HistoryPruner } from "../../src/postgres/history-pruner.ts";
+import { readHistory } from "../../src/postgres/history-store.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

@@ -3,11 +3,11 @@
 // and never holds up a claim.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { readHistory } from "../../src/lease/history-store.ts";
-import { assertTablePresent, HistoryMissingError, migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { readHistory } from "../../src/postgres/history-store.ts";
+import { assertTablePresent, HistoryMissingError, migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { pruneAll } from "./prune-all.ts";
 

@@ -5,12 +5,12 @@
 // every change of hands, once.
 import type pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { HandoverStore } from "../../src/lease/handover.ts";
-import { readHistory } from "../../src/lease/history-store.ts";
-import { assertTablePresent, HistoryMissingError, migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
-import { type LeaseTable, leaseTable } from "../../src/lease/table.ts";
+import { HandoverStore } from "../../src/postgres/handover.ts";
+import { readHistory } from "../../src/postgres/history-store.ts";
+import { assertTablePresent, HistoryMissingError, migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
+import { type LeaseTable, leaseTable } from "../../src/postgres/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

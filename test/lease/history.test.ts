@@ -3,10 +3,10 @@
 import type pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { ClaimAnswer } from "../../src/election/ports.ts";
-import { readHistory } from "../../src/lease/history-store.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { readHistory } from "../../src/postgres/history-store.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

@@ -5,8 +5,8 @@ import {
   LeaseTableMissingError,
   MIGRATION_LOCK_ID,
   migrate,
-} from "../../src/lease/migrate.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+} from "../../src/postgres/migrate.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

@@ -4,9 +4,9 @@
 // and with thousands of electors starting at once on a busy host that churn never ended.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore, StatementNotSent } from "../../src/lease/store.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore, StatementNotSent } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { waitForLockWaiters } from "./row-lock.ts";
 

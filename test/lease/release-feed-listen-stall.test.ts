@@ -8,10 +8,10 @@
 import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { migrate } from "../../src/lease/migrate.ts";
-import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
 import { openLeases } from "../../src/open-leases.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { dropListeners } from "../support/listen-sessions.ts";
 

@@ -2,9 +2,9 @@
 // that silently drops everything), reconnects, and announces what it may have missed.
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { migrate } from "../../src/lease/migrate.ts";
-import { PgReleaseFeed, type PgReleaseFeedOptions, reconnectDelay } from "../../src/lease/release-feed.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { PgReleaseFeed, type PgReleaseFeedOptions, reconnectDelay } from "../../src/postgres/release-feed.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { startFaultProxy } from "../support/fault-proxy.ts";
 

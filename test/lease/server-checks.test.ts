@@ -1,12 +1,12 @@
-// The start-up inspection of the server (src/lease/server-checks.ts): what can be set per role or
+// The start-up inspection of the server (src/postgres/server-checks.ts): what can be set per role or
 // session on the test server, and recovery and attached standbys on a real primary/standby pair.
 
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { checkServer } from "../../src/lease/server-checks.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { checkServer } from "../../src/postgres/server-checks.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type ReplicaPair, startReplicaPair } from "../support/replica-pair.ts";
 

@@ -3,10 +3,10 @@
 // whenever the lock came free, long after its caller gave up.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { checkServer } from "../../src/lease/server-checks.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { checkServer } from "../../src/postgres/server-checks.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
 import { lockRow, lockWaiters } from "./row-lock.ts";

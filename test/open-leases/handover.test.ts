@@ -4,8 +4,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { HandoverRefused } from "../../src/candidacy/plan.ts";
-import { readHistory } from "../../src/lease/history-store.ts";
 import { type Leases, openLeases } from "../../src/open-leases.ts";
+import { readHistory } from "../../src/postgres/history-store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { restartProof } from "../../src/election/identity.ts";
 import { type LeaseLogger, openLeases } from "../../src/index.ts";
-import { networkNamespace, restartToken } from "../../src/lease/restart-lock.ts";
+import { networkNamespace, restartToken } from "../../src/postgres/restart-lock.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 const run = promisify(execFile);

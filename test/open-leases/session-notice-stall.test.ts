@@ -9,8 +9,8 @@
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Elector } from "../../src/election/elector.ts";
-import type { PgReleaseFeed } from "../../src/lease/release-feed.ts";
 import { type Leases, openLeases } from "../../src/open-leases.ts";
+import type { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type LeaseLogger, openLeases, StartAborted } from "../../src/index.ts";
-import { MIGRATION_LOCK_ID } from "../../src/lease/migrate.ts";
+import { MIGRATION_LOCK_ID } from "../../src/postgres/migrate.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 

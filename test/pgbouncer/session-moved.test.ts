@@ -5,9 +5,9 @@
 // session that is gone while the process lives.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { migrate } from "../../src/lease/migrate.ts";
-import { PgReleaseFeed } from "../../src/lease/release-feed.ts";
-import { leaseTable } from "../../src/lease/table.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
 import { skipBecause } from "../support/skip.ts";

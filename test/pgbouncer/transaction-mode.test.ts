@@ -4,9 +4,9 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFenceGuard, StaleFenceError } from "../../src/fence/index.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { fatalText, runPglease, startPglease } from "../support/cli.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { freePort } from "../support/embedded-postgres.ts";

@@ -1,4 +1,4 @@
-// The lease statements of src/lease/store.ts as the model executes them: one function per
+// The lease statements of src/postgres/store.ts as the model executes them: one function per
 // statement, each a pure function of the row versions the statement sees and its own
 // clock_timestamp(). The server model (server.ts) decides WHEN a statement sees what (time taken
 // at start, row lock, commit order); this file decides WHAT it does then. The switches are the

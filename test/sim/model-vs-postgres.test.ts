@@ -4,11 +4,11 @@
 // be set, so each statement's clock is bracketed by clock_timestamp() read just before and after.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { HandoverStore } from "../../src/lease/handover.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore, StatementNotSent } from "../../src/lease/store.ts";
 import { connectLeaseStore } from "../../src/open-leases.ts";
+import { HandoverStore } from "../../src/postgres/handover.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore, StatementNotSent } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import {
   admitsQueued,

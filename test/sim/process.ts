@@ -9,8 +9,8 @@ import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../../src/
 import type { Timing } from "../../src/election/timing.ts";
 import type { Pod } from "../../src/kube/client/api-types.ts";
 import { holdersReportedDead } from "../../src/kube/crash-report.ts";
-import { BatchedRenewals } from "../../src/lease/batched-renewals.ts";
-import type { PgLeaseStore } from "../../src/lease/store.ts";
+import { BatchedRenewals } from "../../src/postgres/batched-renewals.ts";
+import type { PgLeaseStore } from "../../src/postgres/store.ts";
 import type { Clock } from "../../src/shared/clock.ts";
 import { type Link, linkUp, SimFeed, SimStore, type Wire } from "./client.ts";
 import type { EventLoop, Owner } from "./event-loop.ts";

@@ -10,9 +10,9 @@ import {
   type LeaderTerm,
   type TickReport,
 } from "../../src/election/elector.ts";
-import { migrate } from "../../src/lease/migrate.ts";
-import { createLeasePool } from "../../src/lease/pool.ts";
-import { PgLeaseStore } from "../../src/lease/store.ts";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import type { Clock } from "../../src/shared/clock.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 

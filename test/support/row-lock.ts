@@ -1,7 +1,7 @@
 // An operator's `SELECT … FOR UPDATE` on a lease row, held open in its own session: every claim,
 // renew and release of that key queues behind it on the server while reads go on.
 import pg from "pg";
-import type { LeaseTable } from "../../src/lease/table.ts";
+import type { LeaseTable } from "../../src/postgres/table.ts";
 
 export interface RowLock {
   /** Sessions of this database waiting for a lock right now. */

@@ -4,8 +4,8 @@
 // nothing to the measured time.
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
-import { createLeasePool } from "../../lease/pool.ts";
-import { leaseTable } from "../../lease/table.ts";
+import { createLeasePool } from "../../postgres/pool.ts";
+import { leaseTable } from "../../postgres/table.ts";
 
 const POLL_MS = 20;
 const UNDEFINED_TABLE = "42P01";
