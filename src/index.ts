@@ -6,7 +6,7 @@
  * process that assembles the stack itself are in "pglease/advanced" (src/advanced.ts). Every name
  * here is a promise: api/pglease.api.md is the reviewed surface (docs/api.md says how to update it).
  *
- * openLeases() (src/open-leases.ts) is the one composition root of the lease stack, also used by
+ * openLeases() (src/leases/open-leases.ts) is the one composition root of the lease stack, also used by
  * `pglease run` and the operator commands; the election (src/election) is independent of
  * PostgreSQL and Kubernetes, the store (src/postgres) holds the SQL, and src/fence makes leader-only
  * writes reject stale fences.
@@ -73,7 +73,7 @@ export {
   ServerRefused,
   SessionTakeoverUnavailable,
   StartAborted,
-} from "./open-leases.ts";
+} from "./leases/open-leases.ts";
 // Opening the lease stack, and what it refuses to open with.
 export type { Candidate } from "./postgres/candidates.ts";
 export type { HistoryRetention } from "./postgres/history-prune.ts";

@@ -5,7 +5,7 @@
 // its patches) is the peers group's "labelled" figure minus its "held" one.
 import { setTimeout as delay } from "node:timers/promises";
 import type { Elector } from "../../src/election/elector.ts";
-import { type Leases, openLeases } from "../../src/open-leases.ts";
+import { type Leases, openLeases } from "../../src/leases/open-leases.ts";
 import type { BenchContext, Table } from "../group.ts";
 import { type LatencyStats, latencyStats } from "../measure.ts";
 import { ms } from "../report.ts";

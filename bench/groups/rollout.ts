@@ -5,7 +5,7 @@
 // changed hands and how long no pod was shown leading. Then pglease's planned handover to a named
 // pod, timed to that pod labelled leader; client-go has no planned handover.
 
-import { openLeases } from "../../src/open-leases.ts";
+import { openLeases } from "../../src/leases/open-leases.ts";
 import type { BenchContext, FigureGroup, GroupResult, Table } from "../group.ts";
 import { type KubeBackend, kubeBackend } from "../peers/kube-fixture.ts";
 import type { LaneEnvironment } from "../peers/lane.ts";

@@ -6,7 +6,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import type { Elector } from "../../src/election/elector.ts";
-import { openLeases } from "../../src/open-leases.ts";
+import { openLeases } from "../../src/leases/open-leases.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import type { BenchContext, Table } from "../group.ts";
 import { memoryNow } from "../measure.ts";

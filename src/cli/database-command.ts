@@ -2,7 +2,7 @@
 // root on a one-connection pool, with the same TLS settings as `pglease run`.
 import { DATABASE_OPTIONS, readDatabaseConfig } from "../config/database.ts";
 import { type OptionSpec, type RawOptions, readOptions, UsageError } from "../config/options.ts";
-import { connectLeaseStore, type Leases } from "../open-leases.ts";
+import { connectLeaseStore, type Leases } from "../leases/open-leases.ts";
 
 export interface DatabaseCommand {
   raw: RawOptions;

@@ -3,8 +3,8 @@
 import { optionHelp } from "../config/options.ts";
 import { readRunConfig } from "../config/run-config.ts";
 import { RUN_OPTIONS } from "../config/run-options.ts";
+import { StartAborted } from "../leases/open-leases.ts";
 import { createLogger, secretsFrom } from "../observability/logger.ts";
-import { StartAborted } from "../open-leases.ts";
 import { type Sidecar, startSidecar } from "../sidecar/sidecar.ts";
 import { explainDatabaseError } from "./database-errors.ts";
 

@@ -1,6 +1,6 @@
 // The two things the elector talks to, as small interfaces: the lease store (PostgreSQL
 // in production, src/postgres) and the release feed (LISTEN/NOTIFY). The elector itself
-// never imports a database or Kubernetes client; the composition root (src/open-leases.ts) wires the real ones in.
+// never imports a database or Kubernetes client; the composition root (src/leases/open-leases.ts) wires the real ones in.
 
 /** A claim either wins the lease or tells who holds it, in the same round trip. */
 export type ClaimAnswer =

@@ -1,4 +1,4 @@
-// `pglease run`: the lease stack from the composition root (src/open-leases.ts), and on top of it
+// `pglease run`: the lease stack from the composition root (src/leases/open-leases.ts), and on top of it
 // what only the sidecar has: the pod publisher, metrics, logs and the HTTP endpoints. The HTTP
 // server comes up first, so probes answer "starting" while PostgreSQL is waited for.
 import type { Server } from "node:http";
@@ -9,11 +9,11 @@ import type { Elector, TickReport } from "../election/elector.ts";
 import { holderIdentity, RESTART_PROOF_MARKER } from "../election/identity.ts";
 import { holdersReportedDead, writeTerminationMessage } from "../kube/crash-report.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
+import { type Leases, type OpenLeasesOptions, openLeasesWith } from "../leases/open-leases.ts";
 import { packageVersion } from "../observability/build-info.ts";
 import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
 import { type TransitionFields, transitionFields } from "../observability/transition-log.ts";
-import { type Leases, type OpenLeasesOptions, openLeasesWith } from "../open-leases.ts";
 import { type AppHealth, startAppHealth } from "./app-health.ts";
 import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
 import { startHttpServer } from "./http-server.ts";

@@ -8,7 +8,7 @@
 import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { openLeases } from "../../src/open-leases.ts";
+import { openLeases } from "../../src/leases/open-leases.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";

@@ -1,8 +1,8 @@
 // pglease_transitions_total counts a gain under the history table's word for it: a planned
 // handover is "handover" there, and must be here too, not the elector's generic "acquired".
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { type Leases, openLeases } from "../../src/leases/open-leases.ts";
 import { SidecarMetrics } from "../../src/observability/metrics.ts";
-import { type Leases, openLeases } from "../../src/open-leases.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

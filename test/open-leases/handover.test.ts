@@ -4,7 +4,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { HandoverRefused } from "../../src/candidacy/plan.ts";
-import { type Leases, openLeases } from "../../src/open-leases.ts";
+import { type Leases, openLeases } from "../../src/leases/open-leases.ts";
 import { readHistory } from "../../src/postgres/history-store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 

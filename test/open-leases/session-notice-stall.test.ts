@@ -9,7 +9,7 @@
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Elector } from "../../src/election/elector.ts";
-import { type Leases, openLeases } from "../../src/open-leases.ts";
+import { type Leases, openLeases } from "../../src/leases/open-leases.ts";
 import type { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 

@@ -4,7 +4,7 @@
 // be set, so each statement's clock is bracketed by clock_timestamp() read just before and after.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { connectLeaseStore } from "../../src/open-leases.ts";
+import { connectLeaseStore } from "../../src/leases/open-leases.ts";
 import { HandoverStore } from "../../src/postgres/handover.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";

@@ -5,20 +5,20 @@
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import type { CrashWitness } from "./election/crash-witness.ts";
+import type { CrashWitness } from "../election/crash-witness.ts";
+import { isOutOfConnections, isTooSlow, isUnreachable } from "../postgres/connection-errors.ts";
+import { createLeasePool } from "../postgres/pool.ts";
+import { type HolderSession, PgReleaseFeed } from "../postgres/release-feed.ts";
+import { type RestartLock, takeRestartLock } from "../postgres/restart-lock.ts";
+import { checkServer } from "../postgres/server-checks.ts";
+import { PgLeaseStore } from "../postgres/store.ts";
+import { leaseTable } from "../postgres/table.ts";
 import {
   DEFAULT_START_TIMEOUT_MS,
   DEFAULT_STATEMENT_TIMEOUT_MS,
   type LeaseLogger,
   type OpenLeasesOptions,
-} from "./open-leases-options.ts";
-import { isOutOfConnections, isTooSlow, isUnreachable } from "./postgres/connection-errors.ts";
-import { createLeasePool } from "./postgres/pool.ts";
-import { type HolderSession, PgReleaseFeed } from "./postgres/release-feed.ts";
-import { type RestartLock, takeRestartLock } from "./postgres/restart-lock.ts";
-import { checkServer } from "./postgres/server-checks.ts";
-import { PgLeaseStore } from "./postgres/store.ts";
-import { leaseTable } from "./postgres/table.ts";
+} from "./options.ts";
 
 export class StartAborted extends Error {
   constructor() {

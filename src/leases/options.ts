@@ -1,6 +1,6 @@
 // What openLeases and connectLeaseStore accept, with the defaults the composition root applies.
 import type pg from "pg";
-import type { HistoryRetention } from "./postgres/history-store.ts";
+import type { HistoryRetention } from "../postgres/history-store.ts";
 
 /** Where warnings go; pino's child loggers and the default (process warnings) both fit. */
 export interface LeaseLogger {

@@ -5,21 +5,22 @@
 
 import { hostname } from "node:os";
 import type pg from "pg";
-import type { CandidateOptions } from "./candidacy/candidacy.ts";
-import { openCandidacy } from "./candidacy/open.ts";
-import type { HandoverRequest, HandoverResult } from "./candidacy/plan.ts";
-import type { CrashWitness } from "./election/crash-witness.ts";
-import { type Elector, type ElectorOptions, electorWith } from "./election/elector.ts";
-import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "./election/identity.ts";
-import type { ReleaseFeed } from "./election/ports.ts";
-import { TimingError, timingOrThrow } from "./election/timing.ts";
-import {
-  DEFAULT_STATEMENT_TIMEOUT_MS,
-  DEFAULT_SUCCESSOR_RESERVATION_MS,
-  type LeaseLogger,
-  type OpenLeasesOptions,
-  processWarnings,
-} from "./open-leases-options.ts";
+import type { CandidateOptions } from "../candidacy/candidacy.ts";
+import { openCandidacy } from "../candidacy/open.ts";
+import type { HandoverRequest, HandoverResult } from "../candidacy/plan.ts";
+import type { CrashWitness } from "../election/crash-witness.ts";
+import { type Elector, type ElectorOptions, electorWith } from "../election/elector.ts";
+import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "../election/identity.ts";
+import type { ReleaseFeed } from "../election/ports.ts";
+import { TimingError, timingOrThrow } from "../election/timing.ts";
+import { BatchedRenewals } from "../postgres/batched-renewals.ts";
+import type { Candidate } from "../postgres/candidates.ts";
+import { HistoryPruner } from "../postgres/history-pruner.ts";
+import { DEFAULT_RETENTION } from "../postgres/history-store.ts";
+import { assertTablePresent, migrate } from "../postgres/migrate.ts";
+import type { PgReleaseFeed } from "../postgres/release-feed.ts";
+import type { RestartLock } from "../postgres/restart-lock.ts";
+import type { PgLeaseStore } from "../postgres/store.ts";
 import {
   inspectServer,
   leasePool,
@@ -28,17 +29,16 @@ import {
   restartLockFor,
   withStartRetry,
 } from "./open-steps.ts";
-import { BatchedRenewals } from "./postgres/batched-renewals.ts";
-import type { Candidate } from "./postgres/candidates.ts";
-import { HistoryPruner } from "./postgres/history-pruner.ts";
-import { DEFAULT_RETENTION } from "./postgres/history-store.ts";
-import { assertTablePresent, migrate } from "./postgres/migrate.ts";
-import type { PgReleaseFeed } from "./postgres/release-feed.ts";
-import type { RestartLock } from "./postgres/restart-lock.ts";
-import type { PgLeaseStore } from "./postgres/store.ts";
+import {
+  DEFAULT_STATEMENT_TIMEOUT_MS,
+  DEFAULT_SUCCESSOR_RESERVATION_MS,
+  type LeaseLogger,
+  type OpenLeasesOptions,
+  processWarnings,
+} from "./options.ts";
 
-export type { LeaseLogger, OpenLeasesOptions } from "./open-leases-options.ts";
 export { ServerRefused, SessionTakeoverUnavailable, StartAborted } from "./open-steps.ts";
+export type { LeaseLogger, OpenLeasesOptions } from "./options.ts";
 
 export type CampaignOptions = Omit<ElectorOptions, "key" | "holder" | "store" | "releases"> &
   CandidateOptions;
