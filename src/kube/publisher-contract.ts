@@ -40,7 +40,7 @@ export const DEFAULT_TIMING: PublishTiming = {
 };
 
 export interface PodPublisherOptions {
-  /** Where the API server is and how to authenticate (kube-config.ts loads it). */
+  /** Where the API server is and how to authenticate (client/load-connection.ts loads it). */
   connection: KubeConnection;
   config: PublishConfig;
   logger: Logger;

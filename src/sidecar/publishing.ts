@@ -45,7 +45,7 @@ export async function startPublisher(
   if ("problems" in validated) throw new Error(`pod publishing settings: ${validated.problems.join("; ")}`);
   const [{ createPodPublisher }, { loadKubeConnection }] = await Promise.all([
     import("../kube/pod-publisher.ts"),
-    import("../kube/kube-config.ts"),
+    import("../kube/client/load-connection.ts"),
   ]);
   const publisher = createPodPublisher({
     connection: await loadKubeConnection(decision.source),
