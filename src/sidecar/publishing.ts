@@ -9,20 +9,32 @@ import { PublishConfigError, validatePublishConfig } from "../kube/publish-confi
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import type { SidecarMetrics } from "../observability/metrics.ts";
 
-export async function startPublisher(
-  config: RunConfig,
-  log: Logger,
-  metrics: SidecarMetrics,
-  onShown: () => void,
+export interface PublisherWiring {
+  config: RunConfig;
+  log: Logger;
+  metrics: SidecarMetrics;
+  /** The pod shows its role: the start's publish, or a later one that landed. */
+  onShown: () => void;
   /** Asked between listing peers and patching them: does this process still lead that term? */
-  stillLeads: (term: LeadershipState) => boolean,
+  stillLeads: (term: LeadershipState) => boolean;
   /** Each version of this pod seen: the health gate's input. */
-  onPod: (pod: Pod) => void,
+  onPod: (pod: Pod) => void;
   /** How many claims and renews of `term` succeeded (null: not this process's term): see PodPublisherOptions. */
-  renewals: (term: LeadershipState) => number | null,
+  renewals: (term: LeadershipState) => number | null;
   /** Crash takeover: the peers, after each change the peer view takes in. */
-  onPeers?: (peers: Pod[]) => void,
-): Promise<PodPublisher | null> {
+  onPeers?: (peers: Pod[]) => void;
+}
+
+export async function startPublisher({
+  config,
+  log,
+  metrics,
+  onShown,
+  stillLeads,
+  onPod,
+  renewals,
+  onPeers,
+}: PublisherWiring): Promise<PodPublisher | null> {
   const decision = config.publishing;
   if (!decision.enabled) {
     log.info(decision.reason);

@@ -15,9 +15,9 @@ import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
 import { type TransitionFields, transitionFields } from "../observability/transition-log.ts";
 import { type AppHealth, startAppHealth } from "./app-health.ts";
-import { type HealthView, notReadyReason, stallBound, stalledReason } from "./health.ts";
 import { startHttpServer } from "./http-server.ts";
 import { startPublisher } from "./publishing.ts";
+import { SidecarView, stallBound } from "./sidecar-view.ts";
 
 export interface Sidecar {
   holder: string;
@@ -42,27 +42,14 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   let holder = holderIdentity(config.pod.name, config.clusterName);
   let log = logger.child({ holder });
   const metrics = new SidecarMetrics({ version: await packageVersion() }, config.leases);
-  const view: HealthView = {
-    electors: null,
-    lastTick: new Map(),
-    campaigningSince: 0,
-    podShown: null,
-    readyOnce: false,
-    campaignEnded: false,
-  };
+  const view = new SidecarView();
   let health: AppHealth | null = null;
-  const http = await serveHttp(
-    config,
-    () => holder,
-    view,
-    metrics,
-    () => health,
-  );
+  const http = await serveHttp(config, { holder: () => holder, view, metrics, appHealth: () => health });
   // Only once the port is ours: a failed start must leave no probe timer keeping the process up.
   const appHealth = startAppHealth(
     config.health,
     logger.child({ component: "health" }),
-    () => (view.electors ?? []).some((e) => e.isLeader()),
+    () => view.leadsAny(),
     { annotation: config.publish.leaseAnnotation, name: config.publishLease },
   );
   health = appHealth;
@@ -70,7 +57,6 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   const closeHttp = () => closeServer(http.server);
   let leases: Leases | null = null;
   let publisher: PodPublisher | null = null;
-  const renewals: Renewals = new Map();
   // The pod as its own watch (or a patch's answer) shows it: marked for deletion yet? See onDeletion.
   let deleting = false;
   let onDeletion = () => {};
@@ -86,47 +72,41 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     log = logger.child({ holder });
     // Before the first claim: a term of this process must be one the kubelet's report can name.
     if (crashes) await announceForCrashReports(config, holder, log);
-    view.podShown = config.publishing.enabled ? false : null;
-    publisher = await startPublisher(
+    view.opened(config.publishing.enabled);
+    publisher = await startPublisher({
       config,
       log,
       metrics,
-      () => {
-        view.podShown = true;
-      },
-      (term) => {
-        const elector = view.electors?.find((e) => e.key === term.lease);
-        return elector?.isLeader() === true && elector.status().fence === term.fence;
-      },
-      (pod) => {
+      onShown: () => view.podShown(),
+      stillLeads: (term) => view.stillLeads(term),
+      onPod: (pod) => {
         appHealth?.onPod(pod);
         if (!pod.metadata?.deletionTimestamp || deleting) return;
         deleting = true;
         onDeletion();
       },
-      (term) => {
-        const confirmed = renewals.get(term.lease);
-        return confirmed !== undefined && confirmed.fence === term.fence ? confirmed.count : null;
-      },
-      crashes
-        ? (peers) => {
-            for (const peer of peers) {
-              for (const dead of holdersReportedDead(
-                peer,
-                config.clusterName,
-                config.health.sidecarContainer,
-              )) {
-                if (crashes.add(dead)) {
-                  log.info(
-                    { pod: peer.metadata?.name, dead },
-                    `the kubelet reported holder ${dead} terminated: claiming the leases it holds`,
-                  );
+      renewals: (term) => view.renewals(term),
+      ...(crashes
+        ? {
+            onPeers: (peers) => {
+              for (const peer of peers) {
+                for (const dead of holdersReportedDead(
+                  peer,
+                  config.clusterName,
+                  config.health.sidecarContainer,
+                )) {
+                  if (crashes.add(dead)) {
+                    log.info(
+                      { pod: peer.metadata?.name, dead },
+                      `the kubelet reported holder ${dead} terminated: claiming the leases it holds`,
+                    );
+                  }
                 }
               }
-            }
+            },
           }
-        : undefined,
-    );
+        : {}),
+    });
     appHealth?.usePublisher(publisher);
   } catch (error) {
     appHealth?.stop();
@@ -136,7 +116,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   }
   leases.releases?.subscribe((key) => metrics.observeNotice(key));
   const shutdown: Shutdown = { started: false, demotion: null };
-  const electors = campaign(config, log, leases, { publisher, appHealth, shutdown, renewals }, metrics, view);
+  const electors = campaign({ config, log, leases, publisher, appHealth, shutdown, metrics, view });
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
     `campaigning for ${config.leases.join(", ")} as ${holder}`,
@@ -147,7 +127,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   let campaignEnd: Promise<void> | null = null;
   const endCampaigns = () => {
     shutdown.started = true;
-    view.campaignEnded = true;
+    view.campaignEnded();
     campaignEnd ??= opened.close();
     return campaignEnd;
   };
@@ -249,10 +229,19 @@ function leaseOptions(
 
 function serveHttp(
   config: RunConfig,
-  holder: () => string,
-  view: HealthView,
-  metrics: SidecarMetrics,
-  appHealth: () => AppHealth | null,
+  {
+    holder,
+    view,
+    metrics,
+    appHealth,
+  }: {
+    /** Changes once, when the lease stack opens. */
+    holder: () => string;
+    view: SidecarView;
+    metrics: SidecarMetrics;
+    /** Null until the gate starts (just after the port is bound), and without a gate. */
+    appHealth: () => AppHealth | null;
+  },
 ) {
   const stallAfterMs = stallBound(config.timing);
   return startHttpServer(config.http, {
@@ -260,24 +249,21 @@ function serveHttp(
       const health = appHealth();
       return health ? { source: config.health.source, ...health.gate.view() } : null;
     },
-    electors: () => view.electors ?? [],
+    electors: () => view.electors(),
     holder,
     cluster: config.clusterName,
     pod:
       config.pod.name && config.pod.namespace
         ? { namespace: config.pod.namespace, name: config.pod.name }
         : null,
-    stalled: () => stalledReason(view, stallAfterMs, performance.now()),
-    notReady: async () => notReadyReason(view),
+    stalled: () => view.stalled(stallAfterMs, performance.now()),
+    notReady: async () => view.notReady(),
     metrics: async () => ({
       contentType: metrics.registry.contentType,
       body: await metrics.registry.metrics(),
     }),
   });
 }
-
-/** Per lease, the fence of this process's current term and how many of its claims and renews succeeded. */
-type Renewals = Map<string, { fence: number; count: number }>;
 
 interface Shutdown {
   started: boolean;
@@ -289,19 +275,25 @@ interface Shutdown {
  * One elector per lease, each wired to metrics, logs, the health gate and (for the published
  * lease) the pod.
  */
-function campaign(
-  config: RunConfig,
-  log: Logger,
-  leases: Leases,
-  {
-    publisher,
-    appHealth,
-    shutdown,
-    renewals,
-  }: { publisher: PodPublisher | null; appHealth: AppHealth | null; shutdown: Shutdown; renewals: Renewals },
-  metrics: SidecarMetrics,
-  view: HealthView,
-): Elector[] {
+function campaign({
+  config,
+  log,
+  leases,
+  publisher,
+  appHealth,
+  shutdown,
+  metrics,
+  view,
+}: {
+  config: RunConfig;
+  log: Logger;
+  leases: Leases;
+  publisher: PodPublisher | null;
+  appHealth: AppHealth | null;
+  shutdown: Shutdown;
+  metrics: SidecarMetrics;
+  view: SidecarView;
+}): Elector[] {
   const stepBudget = Math.floor(config.gracePeriodMs / 4);
   // Gap, never overlap, kept by the new leader: with peer demotion in one cluster it reads its peers
   // from the API server (a quorum list) and fences off or demotes each before it labels itself, so
@@ -309,7 +301,7 @@ function campaign(
   // across clusters (the new leader cannot reach these pods), nobody else takes this pod's label
   // off: the demotion comes first. The setting is the workload's: every pod of a lease shares it.
   const newLeaderFencesOff = config.publish.peerDemotion && config.clusterName === null;
-  view.campaigningSince = performance.now();
+  const since = performance.now();
   const electors = config.leases.map((key) => {
     const published = publisher !== null && key === config.publishLease;
     let self: Elector | undefined;
@@ -334,13 +326,7 @@ function campaign(
     // Listeners go on before the first tick, which runs on a timer after campaign() returns.
     observe(elector, log, metrics, view);
     if (published) {
-      // Counted before the transition's publish runs: the publisher's stale-fence proof reads it.
-      elector.on("tick", (tick) => {
-        const fence = tick.state.term?.fence;
-        if (fence === undefined || (tick.outcome !== "acquired" && tick.outcome !== "renewed")) return;
-        const previous = renewals.get(tick.key);
-        renewals.set(tick.key, { fence, count: previous?.fence === fence ? previous.count + 1 : 1 });
-      });
+      elector.on("tick", (tick) => view.countRenewal(tick));
       const publish = () => {
         const s = elector.status();
         // Once shutting down (the pod is being demoted), nothing may label it leader again.
@@ -356,14 +342,14 @@ function campaign(
     }
     return elector;
   });
-  view.electors = electors;
+  view.campaigning(electors, since);
   return electors;
 }
 
-function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: HealthView): void {
+function observe(elector: Elector, log: Logger, metrics: SidecarMetrics, view: SidecarView): void {
   metrics.watch(elector);
   elector.on("tick", (tick) => {
-    view.lastTick.set(tick.key, performance.now());
+    view.ticked(tick.key, performance.now());
     log.debug(
       { lease: tick.key, outcome: tick.outcome, action: tick.action, durationMs: tick.durationMs },
       tick.sentence,

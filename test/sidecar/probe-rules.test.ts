@@ -4,29 +4,26 @@
 // exited: up to their grace period, far past the stall bound.
 import { describe, expect, it } from "vitest";
 import type { Elector } from "../../src/election/elector.ts";
-import { type HealthView, stalledReason } from "../../src/sidecar/health.ts";
+import { SidecarView } from "../../src/sidecar/sidecar-view.ts";
 
 const STALL_MS = 10_000;
 
-function view(campaignEnded: boolean): HealthView {
-  return {
-    electors: [{ key: "orders" } as Elector],
-    lastTick: new Map([["orders", 1_000]]),
-    campaigningSince: 0,
-    podShown: true,
-    readyOnce: true,
-    campaignEnded,
-  };
+function view(campaignEnded: boolean): SidecarView {
+  const v = new SidecarView();
+  v.campaigning([{ key: "orders" } as Elector], 0);
+  v.ticked("orders", 1_000);
+  if (campaignEnded) v.campaignEnded();
+  return v;
 }
 
-describe("stalledReason", () => {
+describe("SidecarView.stalled", () => {
   it("calls a loop without a tick for longer than the bound stuck", () => {
-    expect(stalledReason(view(false), STALL_MS, 1_000 + STALL_MS + 1)).toBe(
+    expect(view(false).stalled(STALL_MS, 1_000 + STALL_MS + 1)).toBe(
       `no election tick for orders in ${STALL_MS} ms`,
     );
   });
 
   it("does not call the loop of a sidecar that ended its campaigns (its pod being deleted) stuck", () => {
-    expect(stalledReason(view(true), STALL_MS, 1_000 + 60 * STALL_MS)).toBeNull();
+    expect(view(true).stalled(STALL_MS, 1_000 + 60 * STALL_MS)).toBeNull();
   });
 });
