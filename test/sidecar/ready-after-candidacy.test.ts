@@ -1,0 +1,71 @@
+// Readiness waits for the pod's candidacy: a new pod of a rollout that turned Ready before its row
+// was in the candidates table let the Deployment controller delete an old leader, which then
+// reserved its lease for another OLD pod (the only live candidates it could see), so leadership
+// moved twice in one rollout (test/sidecar/rollout.test.ts, under load). Here the announcement is
+// held back by a lock on the candidates table, as a slow first statement would hold it.
+import pg from "pg";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { migrate } from "../../src/postgres/migrate.ts";
+import { leaseTable } from "../../src/postgres/table.ts";
+import { type Running, startLeaseRun } from "../support/cli.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+let db: TestDatabase;
+const table = leaseTable();
+const running: Running[] = [];
+const clients: pg.Client[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+  await migrate(pool, table);
+  await pool.end();
+});
+afterEach(async () => {
+  for (const r of running.splice(0)) await r.stop("SIGKILL");
+  for (const c of clients.splice(0)) await c.end().catch(() => {});
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+async function connect(): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  clients.push(client);
+  return client;
+}
+
+const rowsOf = async (client: pg.Client, holder: string) =>
+  (await client.query(`SELECT pod FROM ${table.candidates} WHERE key = 'gate' AND holder = $1`, [holder]))
+    .rows.length;
+
+it("is not ready before the pod is recorded as a candidate, and ready once it is", async () => {
+  const blocker = await connect();
+  // Blocks the announcement's INSERT (ROW EXCLUSIVE), not the lease statements nor reads.
+  await blocker.query("BEGIN");
+  await blocker.query(`LOCK TABLE ${table.candidates} IN SHARE ROW EXCLUSIVE MODE`);
+  // A 15 s lease: readiness gives up waiting for a candidacy that keeps failing after one lease
+  // duration, far longer than this test holds the lock.
+  const { run, port } = await startLeaseRun("gate", "15s", { DATABASE_URL: db.url });
+  running.push(run);
+  const acquired = await run.waitForLog(/^acquired lease gate with fence \d+$/);
+  const holder = String(acquired.holder);
+  const readyz = async () => {
+    const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+    return { status: res.status, body: (await res.json()) as { status: string; reason?: string } };
+  };
+  // The lease store has answered (the claim landed): the only thing readiness may wait for now is
+  // the candidacy. Before the fix /readyz answered 200 here, with no row for this pod.
+  await expect.poll(async () => (await readyz()).body.reason ?? (await readyz()).body.status).not.toMatch(
+    /lease store/,
+  );
+  const waiting = await readyz();
+  expect(await rowsOf(blocker, holder)).toBe(0);
+  expect(waiting.status).toBe(503);
+  expect(waiting.body.reason).toMatch(/^starting: not yet recorded as a candidate/);
+
+  await blocker.query("COMMIT");
+  await expect.poll(async () => (await readyz()).status, { timeout: 10_000 }).toBe(200);
+  expect(await rowsOf(await connect(), holder)).toBe(1);
+});
