@@ -23,6 +23,12 @@ export interface CandidacyOptions {
   subscribeHandovers?: (listener: (key: string) => void) => () => void;
   /** Bound on what stopping adds to a shutdown (the statements that reserve for a successor). */
   statementTimeoutMs: number;
+  /**
+   * Each answer to an announcement until the first that settles it: "recorded" (the rows are
+   * stored), "refused" (the role lacks privileges: trying again will not help) or "failed"
+   * (transient; tried again after a retry interval until it settles). The sidecar's readiness waits for it.
+   */
+  onAnnounced?: (answer: AnnounceAnswer) => void;
   warn(message: string, fields?: Record<string, unknown>): void;
   info(message: string, fields?: Record<string, unknown>): void;
 }
@@ -36,12 +42,15 @@ export interface CandidateOptions {
   noLead?: boolean;
 }
 
+export type AnnounceAnswer = "recorded" | "refused" | "failed";
+
 /** The reason no-lead mode gives, in the log line and in status().notCampaigning. */
 export const NO_LEAD = "no-lead mode";
 
 interface Joined {
   entry: CandidateEntry;
   durationMs: number;
+  retryMs: number;
   preempt: boolean;
   handover: CampaignSwitch;
   priority: PriorityGate;
@@ -55,6 +64,8 @@ export class Candidacy {
   #refresh: NodeJS.Timeout | null = null;
   #announcing: Promise<void> | null = null;
   #announceAfterTick = false;
+  /** An announcement was answered for good (stored, or refused for lack of privileges). */
+  #settled = false;
   #unsubscribe: (() => void) | null = null;
   #closed = false;
   /** Stopping reserves for successors: this process's own notice is then not a request to it. */
@@ -87,6 +98,7 @@ export class Candidacy {
     this.#keys.set(key, {
       entry,
       durationMs: timing.leaseDurationMs,
+      retryMs: timing.retryIntervalMs,
       preempt,
       handover,
       priority: byPriority,
@@ -146,19 +158,38 @@ export class Candidacy {
       .catch((error: Error) => {
         // Leadership does not depend on it: without the row this process is only no handover's target.
         const denied = (error as { code?: string }).code === "42501";
+        // Until the first row is stored, a transient failure is tried again after a retry interval:
+        // until then this pod is no stopping leader's successor, and a sidecar is not ready.
+        const soon = !denied && !this.#settled;
         this.#o.warn(
           denied
             ? `could not record this process as a candidate: its role lacks privileges on the candidates table; as the table's owner: GRANT SELECT, INSERT, UPDATE, DELETE ON ${this.#o.candidates.table} TO <the lease role>`
-            : "could not record this process as a candidate; trying again at the next refresh",
+            : `could not record this process as a candidate; trying again ${soon ? "shortly" : "at the next refresh"}`,
           { err: error.message },
         );
+        if (soon && this.#refresh) {
+          clearTimeout(this.#refresh);
+          this.#refresh = setTimeout(
+            () => this.#announceSoon(),
+            Math.min(...[...this.#keys.values()].map((k) => k.retryMs)),
+          );
+          this.#refresh.unref();
+        }
+        this.#answered(denied ? "refused" : "failed");
         return null;
       });
+    if (standings) this.#answered("recorded");
     for (const [key, standing] of standings ?? []) {
       const joined = this.#keys.get(key);
       joined?.priority.othersBest(standing.othersBest);
       if (joined?.preempt) await this.#preempt(joined, standing);
     }
+  }
+
+  #answered(answer: AnnounceAnswer): void {
+    if (this.#settled || this.#closed) return;
+    this.#settled = answer !== "failed";
+    this.#o.onAnnounced?.(answer);
   }
 
   /** A live leader of lower priority is asked to hand over to this process, as an operator would. */

@@ -4,7 +4,7 @@ import type pg from "pg";
 import { type Candidate, CandidateStore } from "../postgres/candidates.ts";
 import { HandoverStore } from "../postgres/handover.ts";
 import type { LeaseTable } from "../postgres/table.ts";
-import { Candidacy } from "./candidacy.ts";
+import { type AnnounceAnswer, Candidacy } from "./candidacy.ts";
 import { type HandoverRequest, type HandoverResult, handOver } from "./plan.ts";
 
 export interface CandidacyWiring {
@@ -15,6 +15,7 @@ export interface CandidacyWiring {
   revision: string | null;
   feed: { subscribeHandovers(listener: (key: string) => void): () => void } | undefined;
   statementTimeoutMs: number;
+  onAnnounced?: ((answer: AnnounceAnswer) => void) | undefined;
   log: {
     info(message: string, fields?: Record<string, unknown>): void;
     warn(message: string, fields?: Record<string, unknown>): void;
@@ -41,6 +42,7 @@ export function openCandidacy(w: CandidacyWiring): OpenCandidacy {
       ? { subscribeHandovers: (listener: (key: string) => void) => feed.subscribeHandovers(listener) }
       : {}),
     statementTimeoutMs: w.statementTimeoutMs,
+    ...(w.onAnnounced ? { onAnnounced: w.onAnnounced } : {}),
     warn: (message, fields) => w.log.warn(message, fields),
     info: (message, fields) => w.log.info(message, fields),
   });

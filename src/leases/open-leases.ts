@@ -5,7 +5,7 @@
 
 import { hostname } from "node:os";
 import type pg from "pg";
-import type { CandidateOptions } from "../candidacy/candidacy.ts";
+import type { AnnounceAnswer, CandidateOptions } from "../candidacy/candidacy.ts";
 import { openCandidacy } from "../candidacy/open.ts";
 import type { HandoverRequest, HandoverResult } from "../candidacy/plan.ts";
 import type { CrashWitness } from "../election/crash-witness.ts";
@@ -78,6 +78,8 @@ export interface RunWiring {
    * claim may take their live terms, and each report makes the followers claim at once.
    */
   crashWitness?: CrashWitness;
+  /** Each answer to this process's candidacy announcement until it is stored or refused (readiness waits for it). */
+  onAnnounced?: (answer: AnnounceAnswer) => void;
 }
 
 export async function openLeasesWith(options: OpenLeasesOptions, wiring: RunWiring): Promise<Leases> {
@@ -141,7 +143,7 @@ async function openOnce(
     else await assertTablePresent(pool, store.table);
     feed = options.notify === false ? undefined : await listen(pool, store, log, options);
     if (feed) closers.push(() => feed.close());
-    return leasesOn(options, store, feed, wiring.crashWitness, restartLock, closeAll, log);
+    return leasesOn(options, store, feed, wiring, restartLock, closeAll, log);
   } catch (error) {
     await closeAll();
     throw error;
@@ -186,7 +188,7 @@ function leasesOn(
   options: OpenLeasesOptions,
   store: PgLeaseStore,
   feed: PgReleaseFeed | undefined,
-  crashWitness: CrashWitness | undefined,
+  { crashWitness, onAnnounced }: RunWiring,
   restartLock: RestartLock | null,
   closeAll: () => Promise<void>,
   log: LeaseLogger,
@@ -215,6 +217,7 @@ function leasesOn(
     revision: options.revision === undefined ? (process.env.POD_REVISION ?? null) : options.revision,
     feed,
     statementTimeoutMs,
+    onAnnounced,
     log,
   });
   const successorMs = options.successorReservationMs ?? DEFAULT_SUCCESSOR_RESERVATION_MS;

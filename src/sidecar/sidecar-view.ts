@@ -2,6 +2,7 @@
 // electors, each tick, each accepted claim or renew of the published lease), the publisher marks
 // the pod shown; the probes (/healthz, /readyz: their rules are here, each answer a sentence, null
 // when healthy or ready), the health gate and the publisher read it.
+import type { AnnounceAnswer } from "../candidacy/candidacy.ts";
 import type { Elector, TickReport } from "../election/elector.ts";
 import type { Timing } from "../election/timing.ts";
 import type { LeadershipState } from "../kube/desired-state.ts";
@@ -12,6 +13,8 @@ export function stallBound(timing: Timing): number {
 }
 
 export class SidecarView {
+  /** How long readiness waits at most for a candidacy announcement that keeps failing (one lease duration). */
+  readonly #candidacyWaitMs: number;
   /** Null until the lease stack is open: the sidecar is still starting. */
   #electors: readonly Elector[] | null = null;
   /** Monotonic time of each lease's last election tick. */
@@ -30,6 +33,14 @@ export class SidecarView {
    * application's containers exited) is not stuck.
    */
   #campaignEnded = false;
+  /** The first announcement that settled this process's candidacy (stored, or refused for good); null before. */
+  #candidacy: "recorded" | "refused" | null = null;
+  /** The last announcement failed, transiently: its next try is due after a retry interval. */
+  #candidacyFailed = false;
+
+  constructor({ candidacyWaitMs }: { candidacyWaitMs: number }) {
+    this.#candidacyWaitMs = candidacyWaitMs;
+  }
 
   /** The lease stack is open; with publishing on, the pod has still to show its role. */
   opened(publishing: boolean): void {
@@ -39,6 +50,12 @@ export class SidecarView {
   /** The pod shows its role (the publisher's start, or a publish that landed). */
   podShown(): void {
     this.#podShown = true;
+  }
+
+  /** An answer to this process's candidacy announcement (the rows a stopping leader picks its successor from). */
+  announced(answer: AnnounceAnswer): void {
+    if (answer === "failed") this.#candidacyFailed = true;
+    else this.#candidacy ??= answer;
   }
 
   /** The electors start campaigning now. */
@@ -101,13 +118,20 @@ export class SidecarView {
   }
 
   /**
-   * Readiness gates only the start: the lease store answered every lease once and the pod shows its
-   * role. After that the sidecar stays ready, through a lease-database outage too: readiness is
-   * the whole pod's (every container's), and an outage must not take followers or a healthy
-   * application out of their Services. Leadership itself is shown by the label and condition,
-   * which an outage does change (the leader steps down at its deadline).
+   * Readiness gates only the start: the lease store answered every lease once, the pod shows its
+   * role, and this process is recorded as a candidate. After that the sidecar stays ready, through a
+   * lease-database outage too: readiness is the whole pod's (every container's), and an outage must
+   * not take followers or a healthy application out of their Services. Leadership itself is shown
+   * by the label and condition, which an outage does change (the leader steps down at its deadline).
+   *
+   * The candidacy because a Deployment deletes an old pod once a new one is ready: the old leader
+   * then reserves its lease for the best live candidate of the candidates table, which must
+   * already show the new pod (or leadership goes to another old pod, and moves again). A role
+   * refused the table's privileges is warned about and not waited for; an announcement that keeps
+   * failing (tried again every retry interval) is waited for at most `candidacyWaitMs` after the
+   * campaign began, so a database hiccup at start does not hold a rollout.
    */
-  notReady(): string | null {
+  notReady(now: number): string | null {
     if (this.#readyOnce) return null;
     if (this.#electors === null) return "starting: the lease store is not open yet";
     const unanswered = this.#electors.filter((e) => {
@@ -117,6 +141,11 @@ export class SidecarView {
     if (unanswered.length > 0)
       return `starting: the lease store has not answered yet for ${unanswered.map((e) => e.key).join(", ")}`;
     if (this.#podShown === false) return "starting: the pod has not shown its role yet";
+    if (this.#candidacy === null && now - this.#campaigningSince < this.#candidacyWaitMs) {
+      return this.#candidacyFailed
+        ? `starting: not yet recorded as a candidate (its last try failed; ready without it ${this.#candidacyWaitMs} ms after the campaign began)`
+        : "starting: not yet recorded as a candidate (a stopping leader picks its successor among the candidates)";
+    }
     this.#readyOnce = true;
     return null;
   }

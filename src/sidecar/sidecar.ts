@@ -42,7 +42,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   let holder = holderIdentity(config.pod.name, config.clusterName);
   let log = logger.child({ holder });
   const metrics = new SidecarMetrics({ version: await packageVersion() }, config.leases);
-  const view = new SidecarView();
+  const view = new SidecarView({ candidacyWaitMs: config.timing.leaseDurationMs });
   let health: AppHealth | null = null;
   const http = await serveHttp(config, { holder: () => holder, view, metrics, appHealth: () => health });
   // Only once the port is ours: a failed start must leave no probe timer keeping the process up.
@@ -65,7 +65,7 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     const crashes = config.crashTakeover.enabled ? new WitnessedCrashes() : null;
     leases = await openLeasesWith(
       leaseOptions(config, holder, () => log, signal),
-      crashes ? { crashWitness: crashes } : {},
+      { ...(crashes ? { crashWitness: crashes } : {}), onAnnounced: (answer) => view.announced(answer) },
     );
     holder = leases.holder;
     // holder is this process on every line; a transition names who holds after it heldBy.
@@ -257,7 +257,7 @@ function serveHttp(
         ? { namespace: config.pod.namespace, name: config.pod.name }
         : null,
     stalled: () => view.stalled(stallAfterMs, performance.now()),
-    notReady: async () => view.notReady(),
+    notReady: async () => view.notReady(performance.now()),
     metrics: async () => ({
       contentType: metrics.registry.contentType,
       body: await metrics.registry.metrics(),
