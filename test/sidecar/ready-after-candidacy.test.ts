@@ -67,3 +67,31 @@ it("is not ready before the pod is recorded as a candidate, and ready once it is
   await expect.poll(async () => (await readyz()).status, { timeout: 10_000 }).toBe(200);
   expect(await rowsOf(await connect(), holder)).toBe(1);
 });
+
+it("tries a failed first recording again after a retry interval, still not ready meanwhile", async () => {
+  const blocker = await connect();
+  await blocker.query("BEGIN");
+  await blocker.query(`LOCK TABLE ${table.candidates} IN SHARE ROW EXCLUSIVE MODE`);
+  const { run, port } = await startLeaseRun("retried", "15s", { DATABASE_URL: db.url });
+  running.push(run);
+  const acquired = await run.waitForLog(/^acquired lease retried with fence \d+$/);
+  // The announcement gave up at its lock timeout (the call timeout, 2.5 s here).
+  await run.waitForLog(/^could not record this process as a candidate; trying again/);
+  const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+  expect(res.status).toBe(503);
+  expect(((await res.json()) as { reason: string }).reason).toMatch(
+    /^starting: not yet recorded as a candidate \(its last try failed/,
+  );
+
+  await blocker.query("COMMIT");
+  // The next try comes a retry interval (200 ms) later, not at the refresh one lease duration
+  // (15 s) later, which is also when readiness would stop waiting without the row.
+  await expect
+    .poll(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status, { timeout: 8_000 })
+    .toBe(200);
+  const rows = await (await connect()).query(
+    `SELECT 1 FROM ${table.candidates} WHERE key = 'retried' AND holder = $1`,
+    [String(acquired.holder)],
+  );
+  expect(rows.rowCount).toBe(1);
+});
