@@ -95,3 +95,26 @@ it("tries a failed first recording again after a retry interval, still not ready
   );
   expect(rows.rowCount).toBe(1);
 });
+
+it("does not wait for a candidacy its role is refused: it warns with the GRANT and is ready", async () => {
+  const owner = await connect();
+  const role = `pglease_no_candidacy_${process.pid}`;
+  await owner.query(`CREATE ROLE ${role} LOGIN PASSWORD 'refused'`);
+  await owner.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
+  await owner.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO ${role}`);
+  await owner.query(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO ${role}`);
+  await owner.query(`REVOKE INSERT, UPDATE, DELETE ON ${table.candidates} FROM ${role}`);
+  const url = new URL(db.url);
+  url.username = role;
+  url.password = "refused";
+  const { run, port } = await startLeaseRun("refused", "15s", { DATABASE_URL: url.toString() });
+  running.push(run);
+  await run.waitForLog(/^could not record this process as a candidate: its role lacks privileges/);
+  // Long before the 15 s a failing recording is waited for: the refusal is an answer.
+  await expect
+    .poll(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status, { timeout: 5_000 })
+    .toBe(200);
+  await run.stop("SIGKILL");
+  await owner.query(`DROP OWNED BY ${role}`);
+  await owner.query(`DROP ROLE ${role}`);
+});
