@@ -1,10 +1,7 @@
 // The ready pods behind a Service over time, from a watch on its EndpointSlices (what kube-proxy
 // itself follows): every change stamped with the local clock, so the time with no ready endpoint
 // and the time with two can be read off afterwards.
-import { readFile } from "node:fs/promises";
-import { request } from "node:https";
-import { API_SERVER } from "./layout.ts";
-import { pki } from "./pki.ts";
+import { watch } from "./api.ts";
 
 interface Slice {
   metadata: { name: string };
@@ -26,20 +23,10 @@ export interface EndpointTimeline {
 }
 
 export async function watchEndpoints(namespace: string, service: string): Promise<EndpointTimeline> {
-  const [ca, cert, key] = await Promise.all(
-    [pki.caCert, pki.cert("admin"), pki.key("admin")].map((f) => readFile(f)),
-  );
   const slices = new Map<string, string[]>();
   const changes: Change[] = [];
   const waiters = new Set<() => void>();
   const union = () => [...new Set([...slices.values()].flat())].sort();
-  let synced: () => void = () => undefined;
-  let failed: (error: Error) => void = () => undefined;
-  const firstEvent = new Promise<void>((resolve, reject) => {
-    synced = resolve;
-    failed = reject;
-  });
-  let ended: string | null = null;
   const onEvent = (type: string, slice: Slice) => {
     const ready = (slice.endpoints ?? [])
       .filter((e) => e.conditions?.ready !== false)
@@ -49,40 +36,15 @@ export async function watchEndpoints(namespace: string, service: string): Promis
     const now = union();
     const last = changes.at(-1)?.ready;
     if (!last || last.join() !== now.join()) changes.push({ atMs: performance.now(), ready: now });
-    synced();
     for (const waiter of waiters) waiter();
   };
-  // A plain watch over HTTPS, newline-delimited JSON events, as kube-proxy's informer reads them.
+  // What kube-proxy itself follows.
   const selector = encodeURIComponent(`kubernetes.io/service-name=${service}`);
-  const req = request(
-    `${API_SERVER}/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices?watch=1&labelSelector=${selector}`,
-    { ca, cert, key },
-    (res) => {
-      if (res.statusCode !== 200) failed(new Error(`endpointslices watch: HTTP ${res.statusCode}`));
-      let buffer = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
-        buffer += chunk;
-        for (let nl = buffer.indexOf("\n"); nl >= 0; nl = buffer.indexOf("\n")) {
-          const line = buffer.slice(0, nl);
-          buffer = buffer.slice(nl + 1);
-          if (line.trim()) {
-            const event = JSON.parse(line) as { type: string; object: Slice };
-            onEvent(event.type, event.object);
-          }
-        }
-      });
-      res.on("end", () => {
-        ended = "the API server ended the watch";
-      });
-    },
+  const stream = await watch<Slice>(
+    `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices?labelSelector=${selector}`,
+    onEvent,
   );
-  req.on("error", (error) => {
-    ended = error.message;
-    failed(error);
-  });
-  req.end();
-  await firstEvent;
+  await stream.started;
   return {
     changes,
     durationWhere(when, fromMs, toMs) {
@@ -110,7 +72,7 @@ export async function watchEndpoints(namespace: string, service: string): Promis
           waiters.delete(check);
           reject(
             new Error(
-              `${ended ? `(watch ended: ${ended}) ` : ""}` +
+              `${stream.ended() ? `(watch ended: ${stream.ended()}) ` : ""}` +
                 `endpoints: not as expected after ${timeoutMs} ms; last ${JSON.stringify(changes.at(-1))}`,
             ),
           );
@@ -119,6 +81,6 @@ export async function watchEndpoints(namespace: string, service: string): Promis
         check();
       });
     },
-    stop: () => req.destroy(),
+    stop: () => stream.stop(),
   };
 }

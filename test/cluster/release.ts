@@ -8,11 +8,17 @@ import { type ClusterSession, helmInstall } from "./session.ts";
 
 export const APP_PORT = 8080;
 /**
- * Answers every request with the pod's name. It exits on SIGTERM itself: as a container's PID 1,
- * Node without a handler would ignore it and hold the pod for the whole grace period.
+ * Answers every request with the pod's name, and /ready (its readiness probe's path, where a suite
+ * sets one) with 200 until a GET /unready turns it to 503, until a GET /ready-again. It exits on
+ * SIGTERM itself: as a container's PID 1, Node without a handler would ignore it and hold the pod
+ * for the whole grace period.
  */
 const APP_SERVER = [
-  `require("node:http").createServer((q, s) => s.end(process.env.POD_NAME)).listen(${APP_PORT});`,
+  "let ready = true;",
+  `require("node:http").createServer((q, s) => {`,
+  `if (q.url === "/ready") { s.statusCode = ready ? 200 : 503; return s.end(); }`,
+  `if (q.url === "/unready" || q.url === "/ready-again") { ready = q.url === "/ready-again"; return s.end(); }`,
+  `s.end(process.env.POD_NAME); }).listen(${APP_PORT});`,
   `process.on("SIGTERM", () => process.exit(0));`,
 ].join(" ");
 
@@ -22,6 +28,8 @@ export interface Release {
   /** The workload's pods (the chart's selector labels). */
   selector: string;
   leaderService: string;
+  /** The chart's Deployment (and PodDisruptionBudget): the release's full name. */
+  workload: string;
 }
 
 export function releaseValues(session: ClusterSession, databaseUrl: string, replicas: number) {
@@ -56,15 +64,19 @@ export async function installRelease(
     namespace,
     selector: `app.kubernetes.io/name=pglease,app.kubernetes.io/instance=${name}`,
     leaderService: `${name}-pglease-leader`,
+    workload: `${name}-pglease`,
   };
 }
 
 export type Answer = { ok: true; body: string } | { ok: false; error: string };
 
-/** One GET to ip:port from the host, through the node's kube-proxy rules; a refusal is an answer too. */
-export function get(ip: string, port: number, timeoutMs = 2_000): Promise<Answer> {
+/**
+ * One GET to ip:port from the host (a ClusterIP through the node's kube-proxy rules, or a pod's
+ * address); a refusal is an answer too.
+ */
+export function get(ip: string, port: number, timeoutMs = 2_000, path = "/"): Promise<Answer> {
   return new Promise((resolve) => {
-    const req = request({ host: ip, port, path: "/", timeout: timeoutMs, agent: false }, (res) => {
+    const req = request({ host: ip, port, path, timeout: timeoutMs, agent: false }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => resolve({ ok: true, body: Buffer.concat(chunks).toString() }));
