@@ -17,6 +17,24 @@ export interface PodState {
   fence: number | null;
   /** The pod-template-hash label: which ReplicaSet (rollout revision) it belongs to. */
   revision: string | null;
+  /** Each container's state as the kubelet reports it, a native sidecar's included. */
+  containers: Record<string, ContainerState>;
+}
+
+export interface ContainerState {
+  running: boolean;
+  /** Its startup probe passed (or it has none). */
+  started: boolean;
+  ready: boolean;
+  restarts: number;
+}
+
+interface ContainerStatusJson {
+  name: string;
+  ready: boolean;
+  started?: boolean;
+  restartCount: number;
+  state?: { running?: unknown };
 }
 
 export interface PodEvent {
@@ -31,7 +49,11 @@ interface PodJson {
     annotations?: Record<string, string>;
     deletionTimestamp?: string;
   };
-  status?: { conditions?: { type: string; status: string }[] };
+  status?: {
+    conditions?: { type: string; status: string }[];
+    containerStatuses?: ContainerStatusJson[];
+    initContainerStatuses?: ContainerStatusJson[];
+  };
 }
 
 export interface PodTimeline {
@@ -65,6 +87,17 @@ export async function watchPods(namespace: string, selector: string): Promise<Po
         ? Number(pod.metadata.annotations["pglease.io/fence"])
         : null,
       revision: pod.metadata.labels?.["pod-template-hash"] ?? null,
+      containers: Object.fromEntries(
+        [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((c) => [
+          c.name,
+          {
+            running: c.state?.running !== undefined,
+            started: c.started ?? false,
+            ready: c.ready,
+            restarts: c.restartCount,
+          },
+        ]),
+      ),
     };
     pods.set(state.name, state);
     events.push({ atMs: performance.now(), pod: state });
