@@ -1,0 +1,241 @@
+// A frozen leader (a stuck node, a long GC or VM pause): its pod's processes frozen whole by the
+// cgroup v1 freezer, the sidecar and the application together. The other pod takes the lease
+// once it expires, takes the frozen pod's leader label off before labelling itself, and the
+// leader Service never lists two ready pods. The application is the project's own example,
+// deploy/examples/fenced-reconciler, reading leadership from the downward API as the chart mounts
+// it and writing through the fence guard: once thawed, the frozen pod still believes what its
+// files said, and its write with the old fence is refused by PostgreSQL, never committed.
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { readdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { watchEndpoints } from "./endpoint-timeline.ts";
+import { guardDrops } from "./network.ts";
+import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
+import { type PodState, watchPods } from "./pod-timeline.ts";
+import { installRelease, type Release, releaseValues } from "./release.ts";
+import { type ClusterSession, clusterSkipReason, describePods, openCluster, until } from "./session.ts";
+import { clusterTools } from "./tools.ts";
+
+const SUITE = "cluster frozen leader";
+const skip = (await clusterSkipReason(SUITE)) !== null;
+const REPLICAS = 2;
+const RESOURCE = "orders-sync";
+const example = join(import.meta.dirname, "..", "..", "deploy", "examples", "fenced-reconciler", "main.ts");
+const FREEZER = "/sys/fs/cgroup/freezer/kubepods";
+
+// The reconciler's committed work: the row its guarded transaction writes.
+const READ_STATE = "SELECT fence, runs FROM fenced_reconciler_state WHERE resource = $1";
+
+describe.skipIf(skip)("a frozen leader in a real cluster", () => {
+  let session: ClusterSession;
+  let database: TestDatabase;
+  let bridge: PgBridge;
+  let release: Release;
+  let selector: string;
+  let db: pg.Client;
+  const figures: Record<string, unknown> = {};
+
+  beforeAll(async () => {
+    session = await openCluster(await clusterTools());
+    database = await createTestDatabase();
+    db = new pg.Client({ connectionString: database.url });
+    await db.connect();
+    bridge = await bridgePostgres(database.url);
+    const namespace = `e2e-${randomBytes(3).toString("hex")}`;
+    await session.kubectl(["create", "namespace", namespace]);
+    // The example as a user's program imports it: the package by its name (the image's /app is
+    // the package, so the import resolves to its own build), not the repository's source.
+    const source = (await readFile(example, "utf8")).replace('"../../../src/index.ts"', '"pglease"');
+    await session.kubectl(
+      ["create", "configmap", "fenced-reconciler", "-n", namespace, "--from-file=main.ts=/dev/stdin"],
+      source,
+    );
+    const values = releaseValues(session, bridge.podUrl, REPLICAS);
+    release = await installRelease(session, "orders", namespace, {
+      ...values,
+      workload: {
+        ...values.workload,
+        volumes: [{ name: "reconciler", configMap: { name: "fenced-reconciler" } }],
+      },
+      app: {
+        ...values.app,
+        command: ["node", "/app/reconciler/main.ts"],
+        env: [
+          { name: "DATABASE_URL", value: bridge.podUrl },
+          // The downward API folder the chart mounts (LEADER_INFO_DIR): what a paused pod last saw.
+          { name: "FENCE_SOURCE", value: "downward-api" },
+          { name: "RECONCILE_INTERVAL_MS", value: "250" },
+        ],
+        volumeMounts: [{ name: "reconciler", mountPath: "/app/reconciler" }],
+      },
+      sidecar: {
+        ...values.sidecar,
+        // A frozen sidecar fails its liveness probe; the kubelet's restart would be a different
+        // scenario (the crash one): here the pod thaws as it froze.
+        livenessProbe: {
+          httpGet: { path: "/healthz", port: "pglease" },
+          periodSeconds: 10,
+          timeoutSeconds: 2,
+          failureThreshold: 30,
+        },
+      },
+    });
+    selector = `${release.selector},app.kubernetes.io/component!=test`;
+  }, 900_000);
+
+  afterAll(async () => {
+    console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
+    if (process.env.PGLEASE_CLUSTER_KEEP === "1") return;
+    if (release) {
+      await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
+      await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
+    }
+    await db?.end();
+    await bridge?.close();
+    await database?.drop();
+    const closed = await session?.close();
+    console.log(`[${SUITE}] teardown: ${JSON.stringify(closed)}`);
+    if (closed?.guardDrops)
+      throw new Error(`the host guard dropped ${closed.guardDrops} packets of the cluster's range`);
+    if (closed?.sysctlsChanged.length)
+      throw new Error(`host settings not restored: ${closed.sysctlsChanged.join(", ")}`);
+  }, 180_000);
+
+  const committed = async () => {
+    const { rows } = await db.query(READ_STATE, [RESOURCE]);
+    return rows[0] ? { fence: Number(rows[0].fence), runs: Number(rows[0].runs) } : null;
+  };
+
+  it("replaces a frozen leader at the expiry, takes its label, and refuses its fenced writes after the thaw", async () => {
+    const pods = await watchPods(release.namespace, selector);
+    const endpoints = await watchEndpoints(release.namespace, release.leaderService);
+    let freezer: string | undefined;
+    try {
+      const steady = await pods
+        .waitFor((list) => {
+          const up = list.filter((p) => !p.gone);
+          return (
+            up.length === REPLICAS &&
+            up.every((p) => p.ready) &&
+            up.filter((p) => p.role === "leader").length === 1
+          );
+        }, 180_000)
+        .catch(async (error: Error) => {
+          throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
+        });
+      const frozen = steady.pods.find((p) => p.role === "leader") as PodState;
+      const oldFence = frozen.fence ?? 0;
+      // The leader's reconciler writes with its fence once its downward API files say it leads.
+      await until("the leader's reconciler writing", 180_000, committed, (c) => c?.fence === oldFence);
+      await endpoints.waitFor((r) => r.join() === frozen.name, 60_000);
+
+      const uid = await session.kubectl([
+        "get",
+        "pod",
+        frozen.name,
+        "-n",
+        release.namespace,
+        "-o",
+        "jsonpath={.metadata.uid}",
+      ]);
+      freezer = await podFreezer(uid);
+      const frozenAt = performance.now();
+      await setFreezer(freezer, "FROZEN");
+
+      // Nothing of the frozen pod runs: the lease expires (lease.duration 15 s) and the other pod claims it.
+      const taken = await pods.waitFor(
+        (list) =>
+          list.some((p) => p.name !== frozen.name && p.role === "leader" && (p.fence ?? 0) > oldFence),
+        120_000,
+      );
+      const successor = taken.pods.find((p) => p.name !== frozen.name) as PodState;
+      const labelledAt =
+        pods.first((p) => p.name === successor.name && p.role === "leader", frozenAt)?.atMs ?? 0;
+      const unlabelledAt = pods.first((p) => p.name === frozen.name && p.role !== "leader", frozenAt)?.atMs;
+      // The frozen pod's stale label came off (the new leader did it: the frozen sidecar cannot) first.
+      expect(unlabelledAt).toBeDefined();
+      expect(unlabelledAt as number).toBeLessThanOrEqual(labelledAt);
+      // The new leader's reconciler writes with the new fence.
+      const newFence = successor.fence ?? 0;
+      await until("the new leader's reconciler writing", 180_000, committed, (c) => c?.fence === newFence);
+      const newWriteAt = performance.now();
+      const runsBeforeThaw = (await committed())?.runs ?? 0;
+
+      const thawedAt = performance.now();
+      await setFreezer(freezer, "THAWED");
+      freezer = undefined;
+      // The thawed reconciler ticks on what it last read (leader, the old fence): the guard refuses it.
+      const refused = await until(
+        "the thawed pod's reconciler logging its refused write or its follower role",
+        60_000,
+        () => session.kubectl(["logs", "-n", release.namespace, frozen.name, "-c", "app", "--since=2m"]),
+        (log) =>
+          afterThaw(log).some((l) => l.message === "refused" || l.message === "follower: not reconciling"),
+      );
+      const thawLines = afterThaw(refused);
+      // Every write committed since the new leader's first is the new leader's, with its fence.
+      const end = await committed();
+      expect(end?.fence).toBe(newFence);
+      expect(thawLines.filter((l) => l.message === "wrote")).toEqual([]);
+      // The thawed sidecar never labels its pod leader again.
+      await endpoints.waitFor((r) => r.join() === successor.name, 30_000);
+      const endAt = performance.now();
+      expect(pods.newLeaders(thawedAt)).toEqual([]);
+      expect(endpoints.durationWhere((r) => r.length >= 2, frozenAt, endAt)).toBe(0);
+      figures.frozenLeader = {
+        takeoverMs: Math.round(labelledAt - frozenAt),
+        frozenPodUnlabelledBeforeNewLabelMs: Math.round(labelledAt - (unlabelledAt ?? labelledAt)),
+        newLeaderWroteMs: Math.round(newWriteAt - frozenAt),
+        leaderlessMs: Math.round(endpoints.durationWhere((r) => r.length === 0, frozenAt, endAt)),
+        twoReadyMs: Math.round(endpoints.durationWhere((r) => r.length >= 2, frozenAt, endAt)),
+        fences: `${oldFence} -> ${newFence}`,
+        thawedPodLog: thawLines.map((l) => l.message).slice(0, 4),
+        runs: `${runsBeforeThaw} -> ${end?.runs}`,
+      };
+      expect(thawLines.some((l) => l.message === "refused")).toBe(true);
+
+      function afterThaw(log: string) {
+        // The log's own clock: lines written after the thaw (the container's stdout, time-stamped by the program).
+        const thawWall = Date.now() - (performance.now() - thawedAt);
+        return log
+          .split("\n")
+          .filter((l) => l.startsWith("{"))
+          .map((l) => JSON.parse(l) as { time: string; message: string })
+          .filter((l) => Date.parse(l.time) >= thawWall - 1_000);
+      }
+    } finally {
+      if (freezer) await setFreezer(freezer, "THAWED");
+      pods.stop();
+      endpoints.stop();
+    }
+  }, 600_000);
+
+  it("sent nothing of the cluster's addresses out of the machine (the host guard dropped nothing)", async () => {
+    expect(await guardDrops()).toBe(0);
+  });
+});
+
+/** The pod's cgroup in the v1 freezer hierarchy (cgroupfs driver: kubepods[/<qos>]/pod<uid>). */
+async function podFreezer(uid: string): Promise<string> {
+  for (const dir of [FREEZER, ...(await readdir(FREEZER)).map((d) => join(FREEZER, d))]) {
+    const candidate = join(dir, `pod${uid}`);
+    if (existsSync(join(candidate, "freezer.state"))) return candidate;
+  }
+  throw new Error(`no freezer cgroup for pod ${uid} under ${FREEZER}`);
+}
+
+/** Writes the state and waits until the kernel reports it (FREEZING passes once every task stopped). */
+async function setFreezer(cgroup: string, state: "FROZEN" | "THAWED"): Promise<void> {
+  await writeFile(join(cgroup, "freezer.state"), state);
+  await until(
+    "the freezer's state",
+    30_000,
+    () => readFile(join(cgroup, "freezer.state"), "utf8"),
+    (s) => s.trim() === state,
+    50,
+  );
+}
