@@ -158,6 +158,7 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
           const end = performance.now();
           const moves = pods.newLeaders(startedAt);
           const firstGone = pods.first((p) => p.gone, startedAt);
+          const leaderDeleting = pods.first((p) => p.name === before.leader.name && p.deleting, startedAt);
           return {
             leaderMoves: moves.length,
             fences: `${before.leader.fence} -> ${moves.map((m) => m.fence).join(", ")}`,
@@ -168,6 +169,8 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
             // When the one move came, from the rollout's start and from the first old pod gone.
             moveAtMs: Math.round((moves[0]?.atMs ?? end) - startedAt),
             firstOldPodGoneAtMs: Math.round((firstGone?.atMs ?? end) - startedAt),
+            // The old leader's deletion (its endpoint not ready from then) to the new leader labelled.
+            leaderDeletedToNewLabelMs: Math.round((moves[0]?.atMs ?? end) - (leaderDeleting?.atMs ?? end)),
           };
         }),
       );
