@@ -11,13 +11,21 @@ import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chartDir } from "../support/chart.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { watchEndpoints } from "./endpoint-timeline.ts";
 import { guardDrops } from "./network.ts";
 import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type PodState, watchPods } from "./pod-timeline.ts";
-import { installRelease, type Release, releaseValues } from "./release.ts";
-import { type ClusterSession, clusterSkipReason, describePods, openCluster, until } from "./session.ts";
+import { type Release, releaseIn, releaseValues } from "./release.ts";
+import {
+  type ClusterSession,
+  clusterSkipReason,
+  describePods,
+  helmInstall,
+  openCluster,
+  until,
+} from "./session.ts";
 import { clusterTools } from "./tools.ts";
 
 const SUITE = "cluster frozen leader";
@@ -50,12 +58,16 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
     // The example as a user's program imports it: the package by its name (the image's /app is
     // the package, so the import resolves to its own build), not the repository's source.
     const source = (await readFile(example, "utf8")).replace('"../../../src/index.ts"', '"pglease"');
-    await session.kubectl(
-      ["create", "configmap", "fenced-reconciler", "-n", namespace, "--from-file=main.ts=/dev/stdin"],
-      source,
-    );
+    const configMap = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "fenced-reconciler" },
+      data: { "main.ts": source },
+    };
+    await session.kubectl(["apply", "-n", namespace, "-f", "-"], JSON.stringify(configMap));
     const values = releaseValues(session, bridge.podUrl, REPLICAS);
-    release = await installRelease(session, "orders", namespace, {
+    release = releaseIn("orders", namespace);
+    await helmInstall(session, release.name, namespace, chartDir, {
       ...values,
       workload: {
         ...values.workload,

@@ -59,6 +59,11 @@ export async function installRelease(
 ): Promise<Release> {
   await session.kubectl(["create", "namespace", namespace]);
   await helmInstall(session, name, namespace, chartDir, values);
+  return releaseIn(name, namespace);
+}
+
+/** The names of a release of charts/pglease installed as `name` in `namespace`. */
+export function releaseIn(name: string, namespace: string): Release {
   return {
     name,
     namespace,
