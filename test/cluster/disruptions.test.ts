@@ -14,7 +14,7 @@ import { guardDrops } from "./network.ts";
 import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type PodState, type PodTimeline, watchPods } from "./pod-timeline.ts";
 import { APP_PORT, get, installRelease, type Release, releaseValues } from "./release.ts";
-import { type ClusterSession, clusterSkipReason, describePods, openCluster } from "./session.ts";
+import { type ClusterSession, clusterSkipReason, describePods, openCluster, until } from "./session.ts";
 import { clusterTools } from "./tools.ts";
 
 const SUITE = "cluster disruptions";
@@ -187,11 +187,7 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
     const { leader, pods: before } = await steady(180_000);
     const follower = before.find((p) => p.name !== leader.name) as PodState;
     // The disruption controller counts the pods first: one disruption allowed (maxUnavailable 1).
-    const deadline = Date.now() + 60_000;
-    while ((await disruptionsAllowed()) !== 1) {
-      if (Date.now() > deadline) throw new Error("the PDB never allowed a disruption");
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    await until("the PDB allowing a disruption", 60_000, disruptionsAllowed, (n) => n === 1);
     figures.eviction = await observe(async (pods, endpoints) => {
       const evictedAt = performance.now();
       const first = await evict(release.namespace, leader.name);
@@ -214,13 +210,13 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
       expect(labelled?.atMs ?? Number.POSITIVE_INFINITY).toBeLessThan(goneAt);
 
       // As `kubectl drain` retries a refused eviction: once the replacement is Ready, the follower's goes.
-      const retryDeadline = Date.now() + 180_000;
-      let retried = await evict(release.namespace, follower.name);
-      while (retried.status === 429 && Date.now() < retryDeadline) {
-        // drain retries every 5 s; a quarter second keeps the wait short without hammering.
-        await new Promise((r) => setTimeout(r, 250));
-        retried = await evict(release.namespace, follower.name);
-      }
+      // drain retries every 5 s; `until` polls a quarter second, to see when the budget allows it.
+      const retried = await until(
+        "the follower's eviction accepted once the replacement is Ready",
+        180_000,
+        () => evict(release.namespace, follower.name),
+        (answer) => answer.status !== 429,
+      );
       expect(retried.status, retried.message).toBe(201);
       const followerEvictedAt = performance.now();
       await pods.waitFor((list) => list.some((p) => p.name === follower.name && p.gone), 120_000);
@@ -243,7 +239,7 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
 
   it("hands over when the leader's application fails its readiness probe (the health gate), never with two ready endpoints", async () => {
     const { leader } = await steady(180_000);
-    const ip = (await session.kubectl([
+    const ip = await session.kubectl([
       "get",
       "pod",
       leader.name,
@@ -251,7 +247,7 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
       release.namespace,
       "-o",
       "jsonpath={.status.podIP}",
-    ])) as string;
+    ]);
     figures.appUnready = await observe(async (pods, endpoints) => {
       // From now on the application answers its probe with 503: the kubelet's probe fails twice
       // (periodSeconds 1, failureThreshold 2), the container turns unready, and the sidecar sees it
