@@ -14,7 +14,14 @@ import { guardDrops } from "./network.ts";
 import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type PodState, type PodTimeline, watchPods } from "./pod-timeline.ts";
 import { APP_PORT, get, installRelease, type Release, releaseValues } from "./release.ts";
-import { type ClusterSession, clusterSkipReason, describePods, openCluster, until } from "./session.ts";
+import {
+  type ClusterSession,
+  closeSuite,
+  clusterSkipReason,
+  describePods,
+  openCluster,
+  until,
+} from "./session.ts";
 import { clusterTools } from "./tools.ts";
 
 const SUITE = "cluster disruptions";
@@ -52,18 +59,15 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
   afterAll(async () => {
     console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
     if (process.env.PGLEASE_CLUSTER_KEEP === "1") return;
-    if (release) {
-      await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
-      await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
-    }
-    await bridge?.close();
-    await database?.drop();
-    const closed = await session?.close();
-    console.log(`[${SUITE}] teardown: ${JSON.stringify(closed)}`);
-    if (closed?.guardDrops)
-      throw new Error(`the host guard dropped ${closed.guardDrops} packets of the cluster's range`);
-    if (closed?.sysctlsChanged.length)
-      throw new Error(`host settings not restored: ${closed.sysctlsChanged.join(", ")}`);
+    await closeSuite(SUITE, session, [
+      async () => {
+        if (!release) return;
+        await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
+        await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
+      },
+      async () => bridge?.close(),
+      async () => database?.drop(),
+    ]);
   }, 180_000);
 
   const live = (list: PodState[]) => list.filter((p) => !p.gone);

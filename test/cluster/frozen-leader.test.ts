@@ -20,6 +20,7 @@ import { type PodState, watchPods } from "./pod-timeline.ts";
 import { type Release, releaseIn, releaseValues } from "./release.ts";
 import {
   type ClusterSession,
+  closeSuite,
   clusterSkipReason,
   describePods,
   helmInstall,
@@ -102,19 +103,16 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
   afterAll(async () => {
     console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
     if (process.env.PGLEASE_CLUSTER_KEEP === "1") return;
-    if (release) {
-      await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
-      await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
-    }
-    await db?.end();
-    await bridge?.close();
-    await database?.drop();
-    const closed = await session?.close();
-    console.log(`[${SUITE}] teardown: ${JSON.stringify(closed)}`);
-    if (closed?.guardDrops)
-      throw new Error(`the host guard dropped ${closed.guardDrops} packets of the cluster's range`);
-    if (closed?.sysctlsChanged.length)
-      throw new Error(`host settings not restored: ${closed.sysctlsChanged.join(", ")}`);
+    await closeSuite(SUITE, session, [
+      async () => {
+        if (!release) return;
+        await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
+        await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
+      },
+      async () => db?.end(),
+      async () => bridge?.close(),
+      async () => database?.drop(),
+    ]);
   }, 180_000);
 
   const committed = async () => {
