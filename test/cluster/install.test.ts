@@ -216,7 +216,11 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
     for (const t of trials) expect(t.twoReadyMs).toBe(0);
   }, 900_000);
 
-  it("restarts a killed leader sidecar in place and takes over in restart time, never with two ready endpoints", async () => {
+  // Two mechanisms race for a killed leader's lease, both safe: the sidecar restarted in place
+  // claims through the restart takeover (its pod's restart lock), and with crash takeover (on in
+  // the chart) a peer claims as soon as the kubelet reports the killed run terminated. Whichever
+  // commits first leads; the other sees it held. Either way: one new leader, never two endpoints.
+  it("replaces a killed leader sidecar in restart time or sooner (restart or crash takeover), never with two ready endpoints", async () => {
     const list = await until(
       "every pod Ready with one leader",
       180_000,
@@ -237,41 +241,46 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
       process.kill(pid, "SIGKILL");
       const restarted = (p: PodState) =>
         p.name === leader.name && (p.containers.pglease?.restarts ?? 0) > restarts;
+      const newTerm = (p: PodState) => (p.fence ?? 0) > fence && p.role === "leader";
       const after = await podWatch
         .waitFor(
-          (list) =>
-            list.some((p) => restarted(p) && (p.fence ?? 0) > fence && p.role === "leader" && p.ready),
+          (list) => list.some((p) => restarted(p) && p.ready) && list.some((p) => newTerm(p) && p.ready),
           120_000,
         )
         .catch(async (error: Error) => {
           throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
         });
-      await timeline.waitFor((ready) => ready.join() === leader.name, 60_000);
+      const successor = after.pods.find((p) => newTerm(p) && p.ready);
+      if (!successor) throw new Error("no new leader");
+      await timeline.waitFor((ready) => ready.join() === successor.name, 60_000);
       const end = performance.now();
       // Where the time goes, each from the kill: the kubelet sees the exit (the pod NotReady),
-      // restarts the container, its startup probe passes, the restart takeover's new term, its
-      // readiness probe passes, the pod Ready, the EndpointSlice lists it again.
+      // restarts the container, its startup probe passes, the new term (the restarted sidecar's or
+      // a peer's), the sidecar's readiness, the pod Ready, the EndpointSlice lists the leader.
       const at = (match: (p: PodState) => boolean) => {
-        const event = podWatch.first((p) => p.name === leader.name && match(p), killedAt);
+        const event = podWatch.first(match, killedAt);
         return event ? Math.round(event.atMs - killedAt) : null;
       };
-      const notReadyMs = at((p) => !p.ready);
+      const own = (match: (p: PodState) => boolean) => (p: PodState) => p.name === leader.name && match(p);
       figures.sidecarKilled = {
-        podNotReadyMs: notReadyMs,
-        sidecarRunningAgainMs: at((p) => restarted(p) && p.containers.pglease?.running === true),
-        sidecarStartedMs: at((p) => restarted(p) && p.containers.pglease?.started === true),
-        newTermMs: at((p) => (p.fence ?? 0) > fence && p.role === "leader"),
-        sidecarReadyMs: at((p) => restarted(p) && p.containers.pglease?.ready === true),
-        podReadyAgainMs: at((p) => restarted(p) && p.ready),
+        takenOverBy:
+          successor.name === leader.name ? "restart takeover (same pod)" : "crash takeover (a peer)",
+        podNotReadyMs: at(own((p) => !p.ready)),
+        sidecarRunningAgainMs: at(own((p) => restarted(p) && p.containers.pglease?.running === true)),
+        sidecarStartedMs: at(own((p) => restarted(p) && p.containers.pglease?.started === true)),
+        newTermMs: at(newTerm),
+        sidecarReadyMs: at(own((p) => restarted(p) && p.containers.pglease?.ready === true)),
+        podReadyAgainMs: at(own((p) => restarted(p) && p.ready)),
         endpointBackMs: Math.round((timeline.changes.at(-1)?.atMs ?? end) - killedAt),
-        fence: `${fence} -> ${after.pods.find((p) => p.name === leader.name)?.fence}`,
+        fence: `${fence} -> ${successor.fence}`,
         leaderlessMs: Math.round(timeline.durationWhere((r) => r.length === 0, killedAt, end)),
         twoReadyMs: Math.round(timeline.durationWhere((r) => r.length >= 2, killedAt, end)),
       };
       expect(timeline.durationWhere((r) => r.length >= 2, killedAt, end)).toBe(0);
-      // Only this pod led throughout: no other pod was ever the leader Service's endpoint.
-      expect(new Set(timeline.changes.flatMap((c) => c.ready))).toEqual(new Set([leader.name]));
-      expect(podWatch.newLeaders(killedAt).map((m) => m.name)).toEqual([leader.name]);
+      // Only the old leader and its one successor were ever the leader Service's endpoint.
+      const routed = new Set(timeline.changes.flatMap((c) => c.ready));
+      expect([...routed].every((name) => name === leader.name || name === successor.name)).toBe(true);
+      expect(podWatch.newLeaders(killedAt).map((m) => m.name)).toEqual([successor.name]);
     } finally {
       timeline.stop();
       podWatch.stop();
