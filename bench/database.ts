@@ -3,8 +3,8 @@
 // The bench then works in a fresh database of its own and drops it at the end.
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { containerRuntimeAnswers } from "../test/support/container-runtime.ts";
-import { startEmbeddedPostgres } from "../test/support/embedded-postgres.ts";
+import { containerRuntimeAnswers } from "../test/support/postgres/container-runtime.ts";
+import { startEmbeddedPostgres } from "../test/support/postgres/embedded-postgres.ts";
 import type { DatabaseInfo } from "./results.ts";
 
 export interface BenchServer {

@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { PGLEASE_ENTRY } from "../../test/support/demo-helpers.ts";
+import { PGLEASE_ENTRY } from "../../test/support/processes/demo-helpers.ts";
 
 export type PeerKind = "pglease" | "client-go" | "advisory-lock";
 

@@ -1,7 +1,7 @@
 // One failover trial of a lane: its leader stopped (SIGKILL or SIGTERM) at a random phase of its
 // renew cycle, the handover timed on the servers' clocks, the stopped pod's process restarted.
 import { setTimeout as delay } from "node:timers/promises";
-import type { FailoverTimer } from "../../test/support/demo-helpers.ts";
+import type { FailoverTimer } from "../../test/support/processes/demo-helpers.ts";
 import type { Lane } from "./lane.ts";
 import { leaseNamesNewHolder, podLabelled, podLabelledLeader } from "./request-log.ts";
 import { pgleaseRenewMs } from "./systems.ts";

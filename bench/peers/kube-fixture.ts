@@ -9,17 +9,17 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
-import { repoRoot } from "../../test/support/chart.ts";
-import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
+import type { RecordedRequest } from "../../test/support/kube/apiserver/index.ts";
+import { repoRoot } from "../../test/support/kube/chart.ts";
 import {
   chartRules,
   inProcessKubeServer,
   type KubeServerKind,
   realKubeServer,
   type TestKube,
-} from "../../test/support/kube-servers.ts";
-import { setAppReady, workloadPodSpec } from "../../test/support/kubelet.ts";
-import { realKubeApiServerAvailable } from "../../test/support/real-kube-apiserver.ts";
+} from "../../test/support/kube/kube-servers.ts";
+import { setAppReady, workloadPodSpec } from "../../test/support/kube/kubelet.ts";
+import { realKubeApiServerAvailable } from "../../test/support/kube/real-kube-apiserver.ts";
 
 const NAMESPACE = "bench";
 

@@ -2,8 +2,8 @@
 // server of their own (so what they cost is counted for them alone). The trials that stop its
 // leader are in failover-trial.ts, restart-trial.ts and health-trial.ts.
 import pg from "pg";
-import { FailoverTimer } from "../../test/support/demo-helpers.ts";
-import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
+import type { RecordedRequest } from "../../test/support/kube/apiserver/index.ts";
+import { FailoverTimer } from "../../test/support/processes/demo-helpers.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";
 import { type KubeFixture, startKubeFixture } from "./kube-fixture.ts";

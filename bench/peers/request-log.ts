@@ -1,8 +1,8 @@
 // What the bench reads from the API server's request log (the recording proxy's in front of the
 // real server, or the in-process server's): the moment a change was accepted, by the arrival time
 // of the request that made it.
-import type { RecordedRequest } from "../../test/support/kube-apiserver/index.ts";
-import { roleIn } from "../../test/support/leader-timeline.ts";
+import type { RecordedRequest } from "../../test/support/kube/apiserver/index.ts";
+import { roleIn } from "../../test/support/kube/leader-timeline.ts";
 
 /**
  * An accepted write of the Lease naming one of `contenders` (a release names nobody). Real

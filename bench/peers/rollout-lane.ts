@@ -1,5 +1,5 @@
 // One Deployment rolled again and again: the chart's Deployment of 3 replicas, its pods created
-// and deleted as the Deployment controller does (test/support/rolling-update.ts), each pod's
+// and deleted as the Deployment controller does (test/support/kube/rolling-update.ts), each pod's
 // election a real process (`pglease run` with the chart's environment, or the real client-go
 // elector with ReleaseOnCancel), each old pod's deletion a SIGTERM. Who leads is read from what
 // the candidates sent the API server: pglease's role labels, client-go's Lease writes.
@@ -8,9 +8,13 @@ import {
   type ChartDeployment,
   renderChartDeployment,
   sidecarEnvironment,
-} from "../../test/support/chart-deployment.ts";
-import { labelEvents, leaseEvents, type Shown, timeline } from "../../test/support/leader-timeline.ts";
-import { type DeploymentPod, DeploymentPods, type PodProcess } from "../../test/support/rolling-update.ts";
+} from "../../test/support/kube/chart-deployment.ts";
+import { labelEvents, leaseEvents, type Shown, timeline } from "../../test/support/kube/leader-timeline.ts";
+import {
+  type DeploymentPod,
+  DeploymentPods,
+  type PodProcess,
+} from "../../test/support/kube/rolling-update.ts";
 import { type BenchDatabase, createBenchDatabase } from "../database.ts";
 import { Candidate } from "./candidates.ts";
 import { type KubeFixture, startKubeFixture } from "./kube-fixture.ts";

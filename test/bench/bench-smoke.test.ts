@@ -22,7 +22,7 @@ import { stopKubeFixtures } from "../../bench/peers/kube-fixture.ts";
 import { ratioText, renderTable } from "../../bench/report.ts";
 import { type ResultsDocument, resultsDocument, writeResults } from "../../bench/results.ts";
 import { TARGETS } from "../../bench/targets.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 const TINY: Budget = {
   warmup: 2,

@@ -10,7 +10,7 @@ import { regionNames, rewriteRegions } from "../../bench/docs/markers.ts";
 import { figureAt } from "../../bench/figures.ts";
 import { mergeResults, type ResultsDocument, type RunInfo } from "../../bench/results.ts";
 import { evaluateTargets, type TargetSpec } from "../../bench/targets.ts";
-import { repoRoot } from "../support/chart.ts";
+import { repoRoot } from "../support/kube/chart.ts";
 
 describe("the committed docs", () => {
   it("are what npm run bench:docs makes of bench/reference/results.json", async () => {

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { podLabelled, podLabelledLeader } from "../../bench/peers/request-log.ts";
 import type { Pod } from "../../src/kube/client/api-types.ts";
 import { guardedPatch } from "../../src/kube/guarded-patch.ts";
-import type { RecordedRequest } from "../support/kube-apiserver/index.ts";
+import type { RecordedRequest } from "../support/kube/apiserver/index.ts";
 
 const ROLE = "pglease.io/role";
 const SUPERSEDED = "pglease.io/superseded-by";

@@ -6,7 +6,7 @@ import { QUICK_BUDGET } from "../../bench/group.ts";
 import { runRollout } from "../../bench/groups/rollout.ts";
 import { liveCandidates } from "../../bench/peers/candidates.ts";
 import { stopKubeFixtures } from "../../bench/peers/kube-fixture.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 const TINY: Budget = {
   ...QUICK_BUDGET,

@@ -4,7 +4,7 @@
 // ready flag (and the pod's Ready and ContainersReady conditions with it), which is all the health
 // gate reads.
 import type { V1Pod, V1PodSpec } from "@kubernetes/client-node";
-import { type ContainerReport, kubeletPodStatus } from "../support/kubelet-status.ts";
+import { type ContainerReport, kubeletPodStatus } from "../support/kube/kubelet-status.ts";
 
 export const CHAOS_POD_SPEC: V1PodSpec = {
   initContainers: [{ name: "pglease", image: "registry.invalid/pglease:1", restartPolicy: "Always" }],

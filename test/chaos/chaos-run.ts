@@ -2,7 +2,7 @@
 // slot: its faults, then quiet until recovery is certain to be visible), stop, read the database's
 // change logs, and judge the history. Cleans up on every path, an abort (Ctrl-C) included.
 import { setTimeout as sleep } from "node:timers/promises";
-import type { Replication } from "../support/failover-pair.ts";
+import type { Replication } from "../support/postgres/failover-pair.ts";
 import { type CheckOptions, type CheckResult, checkHistory } from "./checker.ts";
 import { ChaosCluster } from "./cluster.ts";
 import { runFault } from "./faults.ts";

@@ -3,7 +3,7 @@
 import { access } from "node:fs/promises";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { EmbeddedPostgresMissing, startEmbeddedPostgres } from "../support/embedded-postgres.ts";
+import { EmbeddedPostgresMissing, startEmbeddedPostgres } from "../support/postgres/embedded-postgres.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const server = await startEmbeddedPostgres({ exitHooks: false }).catch((error: unknown) => {

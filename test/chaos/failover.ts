@@ -1,5 +1,5 @@
 // The PostgreSQL failover faults (`--failover sync|async`): the database is a primary with a
-// streaming standby behind a proxy that moves to the new primary (test/support/failover-pair.ts).
+// streaming standby behind a proxy that moves to the new primary (test/support/postgres/failover-pair.ts).
 //
 // - pg-failover: the primary stops like a crash; after the seeded downtime (failure detection) the
 //   standby is promoted, the proxy moves, and a new standby is built from the new primary.
@@ -8,7 +8,7 @@
 //   on the primary alone), at most twice the lease. Asynchronous replication acknowledges that
 //   claim and the failover loses it; synchronous replication never acknowledges it.
 import { setTimeout as sleep } from "node:timers/promises";
-import type { FailoverPair, FailoverSteps } from "../support/failover-pair.ts";
+import type { FailoverPair, FailoverSteps } from "../support/postgres/failover-pair.ts";
 import type { ChaosCluster } from "./cluster.ts";
 import type { Replica } from "./replica.ts";
 import type { PlannedFault } from "./schedule.ts";

@@ -10,7 +10,11 @@ import { chmod, chown, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { arch, platform, tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { freePort, type RestartableServer, startEmbeddedPostgres } from "../support/embedded-postgres.ts";
+import {
+  freePort,
+  type RestartableServer,
+  startEmbeddedPostgres,
+} from "../support/postgres/embedded-postgres.ts";
 import { exited, signal, track } from "./processes.ts";
 
 const MULTIARCH = `${arch() === "arm64" ? "aarch64" : "x86_64"}-linux-gnu`;

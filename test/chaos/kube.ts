@@ -6,12 +6,12 @@
 import { readFile } from "node:fs/promises";
 import type { V1Pod } from "@kubernetes/client-node";
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { kubeTools } from "../support/chart.ts";
-import { type FaultControl, startKubeApiServer } from "../support/kube-apiserver/index.ts";
-import type { ContainerReport } from "../support/kubelet-status.ts";
-import { realKubeApiServerAvailable, startRealKubeApiServer } from "../support/real-kube-apiserver.ts";
-import { createRunningPod, installChartRbac, mutateRealPod } from "../support/real-kube-cluster.ts";
-import { startKubeProxy } from "../support/real-kube-proxy.ts";
+import { type FaultControl, startKubeApiServer } from "../support/kube/apiserver/index.ts";
+import { kubeTools } from "../support/kube/chart.ts";
+import type { ContainerReport } from "../support/kube/kubelet-status.ts";
+import { realKubeApiServerAvailable, startRealKubeApiServer } from "../support/kube/real-kube-apiserver.ts";
+import { createRunningPod, installChartRbac, mutateRealPod } from "../support/kube/real-kube-cluster.ts";
+import { startKubeProxy } from "../support/kube/real-kube-proxy.ts";
 import { CHAOS_POD_SPEC, setAppReady, setSidecarStatus } from "./app-status.ts";
 import { type LabelWatch, watchRoleLabels } from "./label-watch.ts";
 

@@ -7,18 +7,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMISSION_POLICY_API, kubeTools, renderChart, repoRoot } from "../support/chart.ts";
+import { ADMISSION_POLICY_API, kubeTools, renderChart, repoRoot } from "../support/kube/chart.ts";
 import {
   type RealKubeApiServer,
   realKubeApiServerAvailable,
   startRealKubeApiServer,
-} from "../support/real-kube-apiserver.ts";
+} from "../support/kube/real-kube-apiserver.ts";
 import {
   type ChartIdentity,
   createRunningPod,
   installChartRbac,
   readPod,
-} from "../support/real-kube-cluster.ts";
+} from "../support/kube/real-kube-cluster.ts";
 import { skipBecause } from "../support/skip.ts";
 import { renderChartDir } from "./helm.ts";
 import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";

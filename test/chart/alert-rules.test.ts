@@ -10,7 +10,7 @@ import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
 import { MARGIN_BUCKETS } from "../../src/observability/lease-timing-metrics.ts";
-import { type ChartValues, chartDir, kubeTools, renderChart, repoRoot } from "../support/chart.ts";
+import { type ChartValues, chartDir, kubeTools, renderChart, repoRoot } from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 import { exportedMetrics, TARGET_LABELS } from "./exported-metrics.ts";
 

@@ -3,7 +3,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, it } from "vitest";
 import { parse } from "yaml";
-import { chartDir } from "../support/chart.ts";
+import { chartDir } from "../support/kube/chart.ts";
 
 interface Schema {
   properties?: Record<string, Schema>;

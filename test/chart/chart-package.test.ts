@@ -8,12 +8,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BASE_VALUES, chartDir, helmPath, kubectlPath, kubeTools, repoRoot } from "../support/chart.ts";
+import { BASE_VALUES, chartDir, helmPath, kubectlPath, kubeTools, repoRoot } from "../support/kube/chart.ts";
 import {
   type RealKubeApiServer,
   realKubeApiServerAvailable,
   startRealKubeApiServer,
-} from "../support/real-kube-apiserver.ts";
+} from "../support/kube/real-kube-apiserver.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const run = promisify(execFile);

@@ -15,7 +15,7 @@ import {
   kubeTools,
   renderChart,
   repoRoot,
-} from "../support/chart.ts";
+} from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 import { type Manifest, parseManifests, schemaProblems } from "./kubernetes-schemas.ts";
 import { unknownFieldProblems } from "./unknown-fields.ts";

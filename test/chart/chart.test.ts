@@ -19,7 +19,7 @@ import {
   renderChart,
   renderChartRole,
   repoRoot,
-} from "../support/chart.ts";
+} from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";
 

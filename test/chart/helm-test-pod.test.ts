@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isHelmHook, kubeTools, renderChart } from "../support/chart.ts";
+import { isHelmHook, kubeTools, renderChart } from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 import type { Manifest } from "./kubernetes-schemas.ts";
 

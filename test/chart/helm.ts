@@ -1,11 +1,11 @@
 // `helm template` for any chart directory (charts/pglease has its own helpers in
-// test/support/chart.ts): the example chart under deploy/examples and charts that use the library.
+// test/support/kube/chart.ts): the example chart under deploy/examples and charts that use the library.
 import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { helmPath, kubeTools } from "../support/chart.ts";
+import { helmPath, kubeTools } from "../support/kube/chart.ts";
 import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";
 
 const run = promisify(execFile);

@@ -6,7 +6,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { isHelmHook, kubeTools, renderChart, repoRoot } from "../support/chart.ts";
+import { isHelmHook, kubeTools, renderChart, repoRoot } from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 import { renderChartDir, templateChart } from "./helm.ts";
 import { type Manifest, schemaProblems } from "./kubernetes-schemas.ts";

@@ -2,7 +2,7 @@
 // (from appFrom, else anywhere) and to the sidecar's port from the scraper (metricsFrom) alone.
 // What it selects and admits is asserted on helm's render; no network plugin runs here.
 import { describe, expect, it } from "vitest";
-import { type ChartValues, helmTemplate, kubeTools, renderChart } from "../support/chart.ts";
+import { type ChartValues, helmTemplate, kubeTools, renderChart } from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const tools = await kubeTools();

@@ -2,7 +2,7 @@
 // node fails. Soft (ScheduleAnyway), so fewer nodes than replicas still schedule; a user's own
 // constraints replace it, and it can be turned off.
 import { describe, expect, it } from "vitest";
-import { type ChartValues, kubeTools, renderChart } from "../support/chart.ts";
+import { type ChartValues, kubeTools, renderChart } from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const tools = await kubeTools();

@@ -5,9 +5,9 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { type ChartValues, helmTemplate, kubeTools, renderChart, repoRoot } from "../support/chart.ts";
-import { startPglease } from "../support/cli.ts";
-import { freePort } from "../support/embedded-postgres.ts";
+import { type ChartValues, helmTemplate, kubeTools, renderChart, repoRoot } from "../support/kube/chart.ts";
+import { freePort } from "../support/postgres/embedded-postgres.ts";
+import { startPglease } from "../support/processes/cli.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const tools = await kubeTools();

@@ -3,10 +3,10 @@
 // with them the process leads, answers its probes, and on SIGTERM releases the lease and exits.
 // (Outside a cluster, without POD_NAME, it publishes nothing; the pod side is tested elsewhere.)
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { kubeTools, renderChart } from "../support/chart.ts";
-import { type Running, startPglease } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { freePort } from "../support/embedded-postgres.ts";
+import { kubeTools, renderChart } from "../support/kube/chart.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { freePort } from "../support/postgres/embedded-postgres.ts";
+import { type Running, startPglease } from "../support/processes/cli.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const tools = await kubeTools();

@@ -10,11 +10,11 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kubeTools, renderChart, renderChartRole, repoRoot } from "../support/chart.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { freePort } from "../support/embedded-postgres.ts";
-import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
-import { workloadPodSpec } from "../support/kubelet.ts";
+import { type KubeApiServer, startKubeApiServer } from "../support/kube/apiserver/index.ts";
+import { kubeTools, renderChart, renderChartRole, repoRoot } from "../support/kube/chart.ts";
+import { workloadPodSpec } from "../support/kube/kubelet.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { freePort } from "../support/postgres/embedded-postgres.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const run = promisify(execFile);

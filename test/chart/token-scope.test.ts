@@ -14,7 +14,7 @@ import {
   kubeTools,
   renderChart,
   repoRoot,
-} from "../support/chart.ts";
+} from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 import { renderChartDir } from "./helm.ts";
 import { type Manifest, parseManifests } from "./kubernetes-schemas.ts";

@@ -4,9 +4,9 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { PGLEASE, runPglease, startPglease } from "../support/cli.ts";
-import { cliSuite } from "../support/cli-suite.ts";
-import { freePort } from "../support/embedded-postgres.ts";
+import { freePort } from "../support/postgres/embedded-postgres.ts";
+import { PGLEASE, runPglease, startPglease } from "../support/processes/cli.ts";
+import { cliSuite } from "../support/processes/cli-suite.ts";
 
 const suite = cliSuite();
 const env = () => ({ DATABASE_URL: suite.db.url });

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));

@@ -2,10 +2,10 @@
 // once started, and still ready while PostgreSQL is unreachable, so the pod stays in its
 // Services; leadership is what the outage takes away), and a dual-stack listener.
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { type Running, startPglease, startShortLeaseRun } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { freePort } from "../support/embedded-postgres.ts";
-import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { freePort } from "../support/postgres/embedded-postgres.ts";
+import { type FaultProxy, startFaultProxy } from "../support/postgres/fault-proxy.ts";
+import { type Running, startPglease, startShortLeaseRun } from "../support/processes/cli.ts";
 
 let db: TestDatabase;
 let proxy: FaultProxy;

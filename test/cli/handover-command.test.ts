@@ -2,8 +2,8 @@
 // PostgreSQL: who campaigns, a handover to a named pod, refusals that name the live candidates,
 // and a SIGTERM that hands over to the best successor.
 import { expect, it } from "vitest";
-import { fatalText, runPglease, startShortLeaseRun } from "../support/cli.ts";
-import { cliSuite } from "../support/cli-suite.ts";
+import { fatalText, runPglease, startShortLeaseRun } from "../support/processes/cli.ts";
+import { cliSuite } from "../support/processes/cli-suite.ts";
 
 const suite = cliSuite();
 

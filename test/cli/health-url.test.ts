@@ -5,8 +5,8 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, expect, it } from "vitest";
-import { runPglease, startLeaseRun } from "../support/cli.ts";
-import { cliSuite } from "../support/cli-suite.ts";
+import { runPglease, startLeaseRun } from "../support/processes/cli.ts";
+import { cliSuite } from "../support/processes/cli-suite.ts";
 
 const suite = cliSuite();
 let app: Server | undefined;

@@ -3,8 +3,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { runPglease } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { runPglease } from "../support/processes/cli.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;

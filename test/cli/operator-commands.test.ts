@@ -2,8 +2,8 @@
 // real command as a child process against a real PostgreSQL.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { runPglease } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { runPglease } from "../support/processes/cli.ts";
 
 let db: TestDatabase;
 let admin: pg.Pool;

@@ -3,8 +3,8 @@
 // restart lock has proven its predecessor dead and takes the live lease at once; anything that
 // cannot prove it (a second process beside a live one, a pod recreated under the same name) waits.
 import { describe, expect, it } from "vitest";
-import { type Running, startLeaseRun } from "../support/cli.ts";
-import { cliSuite } from "../support/cli-suite.ts";
+import { type Running, startLeaseRun } from "../support/processes/cli.ts";
+import { cliSuite } from "../support/processes/cli-suite.ts";
 
 const suite = cliSuite();
 

@@ -3,8 +3,8 @@
 // the stopping leader hands over to a pod of the newest revision, so leadership changes hands
 // once per rollout, not once per old pod stopped.
 import { expect, it } from "vitest";
-import { type Running, runPglease, startShortLeaseRun } from "../support/cli.ts";
-import { cliSuite } from "../support/cli-suite.ts";
+import { type Running, runPglease, startShortLeaseRun } from "../support/processes/cli.ts";
+import { cliSuite } from "../support/processes/cli-suite.ts";
 
 const suite = cliSuite();
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { fatalText, runPglease, startPglease, startShortLeaseRun } from "../support/cli.ts";
-import { cliSuite } from "../support/cli-suite.ts";
-import { freePort } from "../support/embedded-postgres.ts";
-import { startFaultProxy } from "../support/fault-proxy.ts";
+import { freePort } from "../support/postgres/embedded-postgres.ts";
+import { startFaultProxy } from "../support/postgres/fault-proxy.ts";
+import { fatalText, runPglease, startPglease, startShortLeaseRun } from "../support/processes/cli.ts";
+import { cliSuite } from "../support/processes/cli-suite.ts";
 
 const suite = cliSuite();
 

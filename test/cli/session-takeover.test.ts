@@ -3,8 +3,8 @@
 // session while the process lives, a follower takes the lease long before its expiry, and the
 // old leader (if alive) has already stepped down.
 import { describe, expect, it } from "vitest";
-import { startLeaseRun } from "../support/cli.ts";
-import { cliSuite } from "../support/cli-suite.ts";
+import { startLeaseRun } from "../support/processes/cli.ts";
+import { cliSuite } from "../support/processes/cli-suite.ts";
 
 const suite = cliSuite();
 

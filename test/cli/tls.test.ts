@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Running, runPglease, startShortLeaseRun } from "../support/cli.ts";
-import { createTestDatabase, serverUrl, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, serverUrl, type TestDatabase } from "../support/postgres/database.ts";
+import { type Running, runPglease, startShortLeaseRun } from "../support/processes/cli.ts";
 
 const run = promisify(execFile);
 // Enabling TLS means changing the server's configuration: only on the suite's own server.

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { runPglease } from "../support/cli.ts";
+import { runPglease } from "../support/processes/cli.ts";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "../..");

@@ -6,8 +6,8 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { renderChart } from "../support/chart.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { renderChart } from "../support/kube/chart.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import { skipBecause } from "../support/skip.ts";
 import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type Prometheus, prometheusMissing, startPrometheus } from "./prometheus.ts";

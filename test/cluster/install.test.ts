@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import { watchEndpoints } from "./endpoint-timeline.ts";
 import { guardDrops } from "./network.ts";
 import { memoryMiB } from "./node.ts";

@@ -3,7 +3,7 @@
 // application container is a tiny HTTP server in the same image that answers with its pod's name,
 // so a request through the leader Service says which pod it reached.
 import { request } from "node:http";
-import { chartDir } from "../support/chart.ts";
+import { chartDir } from "../support/kube/chart.ts";
 import { type ClusterSession, helmInstall } from "./session.ts";
 
 export const APP_PORT = 8080;

@@ -10,7 +10,7 @@ import {
   restartProof,
   withRestartProof,
 } from "../../src/election/identity.ts";
-import { NO_DIAL_DATABASE, runConfigProblems } from "../support/run-config.ts";
+import { NO_DIAL_DATABASE, runConfigProblems } from "../support/processes/run-config.ts";
 
 const db = NO_DIAL_DATABASE;
 const problemsOf = runConfigProblems;

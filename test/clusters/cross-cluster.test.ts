@@ -4,9 +4,9 @@
 // every campaigning pod names the cluster that leads.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { crossClusterLabels } from "../chaos/cluster-labels.ts";
-import { kubeTools } from "../support/chart.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { realKubeApiServerAvailable } from "../support/real-kube-apiserver.ts";
+import { kubeTools } from "../support/kube/chart.ts";
+import { realKubeApiServerAvailable } from "../support/kube/real-kube-apiserver.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import { skipBecause } from "../support/skip.ts";
 import {
   type Cluster,

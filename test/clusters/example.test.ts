@@ -4,7 +4,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { kubeTools, renderChart, repoRoot } from "../support/chart.ts";
+import { kubeTools, renderChart, repoRoot } from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const tools = await kubeTools();

@@ -13,7 +13,7 @@ import {
   startHarness,
   until,
 } from "../kube/publisher-harness.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
 
 let h: Harness;
 afterEach(async () => {

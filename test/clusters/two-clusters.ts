@@ -12,11 +12,11 @@ import { holderCluster } from "../../src/election/identity.ts";
 import type { ClusterLabels, HandOver } from "../chaos/cluster-labels.ts";
 import { type LabelWatch, watchRoleLabels } from "../chaos/label-watch.ts";
 import type { Interval } from "../chaos/timeline.ts";
-import { type Running, startPglease } from "../support/cli.ts";
-import { freePort } from "../support/embedded-postgres.ts";
-import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { type RealKubeApiServer, startRealKubeApiServer } from "../support/real-kube-apiserver.ts";
-import { type ChartIdentity, createRunningPod, installChartRbac } from "../support/real-kube-cluster.ts";
+import { type RealKubeApiServer, startRealKubeApiServer } from "../support/kube/real-kube-apiserver.ts";
+import { type ChartIdentity, createRunningPod, installChartRbac } from "../support/kube/real-kube-cluster.ts";
+import { freePort } from "../support/postgres/embedded-postgres.ts";
+import { type FaultProxy, startFaultProxy } from "../support/postgres/fault-proxy.ts";
+import { type Running, startPglease } from "../support/processes/cli.ts";
 
 export const ROLE_LABEL = "pglease.io/role";
 export const LEADER_CLUSTER = "pglease.io/leader-cluster";

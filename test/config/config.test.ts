@@ -7,7 +7,7 @@ import { optionHelp, readOptions } from "../../src/config/options.ts";
 import { readRunConfig } from "../../src/config/run-config.ts";
 import { RUN_OPTIONS } from "../../src/config/run-options.ts";
 import { parseAddress, parseDuration, parseLeaseNames } from "../../src/config/values.ts";
-import { NO_DIAL_DATABASE, runConfigProblems } from "../support/run-config.ts";
+import { NO_DIAL_DATABASE, runConfigProblems } from "../support/processes/run-config.ts";
 
 const db = NO_DIAL_DATABASE;
 const problemsOf = runConfigProblems;

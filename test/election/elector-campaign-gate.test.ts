@@ -4,8 +4,8 @@
 import { describe, expect, it } from "vitest";
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
 import type { LeaderTerm } from "../../src/election/elector.ts";
-import { electorHarness, settle, until } from "../support/elector-harness.ts";
-import { HoldingStore } from "../support/holding-store.ts";
+import { electorHarness, settle, until } from "../support/election/elector-harness.ts";
+import { HoldingStore } from "../support/election/holding-store.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();

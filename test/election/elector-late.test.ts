@@ -4,10 +4,10 @@
 import { describe, expect, it } from "vitest";
 import type { ClockStepReport, LeaderSeen } from "../../src/election/elector.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { electorHarness, settle, until } from "../support/elector-harness.ts";
-import { HoldingStore } from "../support/holding-store.ts";
+import { electorHarness, settle, until } from "../support/election/elector-harness.ts";
+import { HoldingStore } from "../support/election/holding-store.ts";
 import { ManualClock } from "../support/manual-clock.ts";
-import { shiftedServerClock } from "../support/shifted-server-clock.ts";
+import { installServerClock } from "../support/postgres/server-clock.ts";
 
 const h = electorHarness();
 
@@ -104,8 +104,8 @@ describe("no answer received after the local deadline counts", () => {
 
 describe("steps of the database server's clock", () => {
   it("a forward step beyond the margin is reported and ends leadership at once", async () => {
-    const shifted = await shiftedServerClock(h.db.url);
-    h.cleanup(() => shifted.pool.end());
+    const shifted = await installServerClock(h.db.url);
+    h.cleanup(() => shifted.end());
     h.cleanup(() => shifted.shift(0));
     const store = new PgLeaseStore({ pool: shifted.pool, statementTimeoutMs: 30_000 });
     const clock = new ManualClock();
@@ -137,8 +137,8 @@ describe("steps of the database server's clock", () => {
   });
 
   it("a backward step is reported and leaves a healthy term alone", async () => {
-    const shifted = await shiftedServerClock(h.db.url);
-    h.cleanup(() => shifted.pool.end());
+    const shifted = await installServerClock(h.db.url);
+    h.cleanup(() => shifted.end());
     h.cleanup(() => shifted.shift(0));
     const store = new PgLeaseStore({ pool: shifted.pool, statementTimeoutMs: 30_000 });
     const clock = new ManualClock();

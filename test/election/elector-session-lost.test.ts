@@ -9,10 +9,10 @@ import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
 import { Elector } from "../../src/election/elector.ts";
 import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
-import { HoldingStore } from "../support/holding-store.ts";
-import { dropListeners } from "../support/listen-sessions.ts";
+import { electorHarness, nextTurn, settle, until } from "../support/election/elector-harness.ts";
+import { HoldingStore } from "../support/election/holding-store.ts";
 import { ManualClock } from "../support/manual-clock.ts";
+import { dropListeners } from "../support/postgres/listen-sessions.ts";
 
 const h = electorHarness();
 

@@ -5,11 +5,11 @@ import { describe, expect, it } from "vitest";
 import type { LeaderTerm } from "../../src/election/elector.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { electorHarness, nextTurn, settle, until } from "../support/elector-harness.ts";
-import { startFaultProxy } from "../support/fault-proxy.ts";
-import { HoldingStore } from "../support/holding-store.ts";
+import { electorHarness, nextTurn, settle, until } from "../support/election/elector-harness.ts";
+import { HoldingStore } from "../support/election/holding-store.ts";
 import { ManualClock } from "../support/manual-clock.ts";
-import { lockRow } from "../support/row-lock.ts";
+import { startFaultProxy } from "../support/postgres/fault-proxy.ts";
+import { lockRow } from "../support/postgres/row-lock.ts";
 
 const h = electorHarness();
 
@@ -140,8 +140,8 @@ describe("stop while a renew is in flight", () => {
 
   it("failed: the term stands until the release", async () => {
     const { clock, held, a } = await leading("stop-renew-error");
-    const lock = await lockRow(h.db.url, h.store.table, "stop-renew-error");
-    h.cleanup(() => lock.release());
+    const lock = await lockRow(h.db.url, h.store.table.qualified, "stop-renew-error");
+    h.cleanup(() => lock.commit());
     clock.advance(5_000);
     await settle(() => held.calls.renew === 1, "the renew goes out");
     await settleWaiting(lock, 1);
@@ -154,7 +154,7 @@ describe("stop while a renew is in flight", () => {
       outcome: "transient-error",
       state: { role: "leader" },
     });
-    await lock.release();
+    await lock.commit();
     await nextTurn();
     expect(held.calls.release).toBe(0); // a failed write may still commit: stop waits it out
     clock.advance(a.e.timing.callTimeoutMs + 1_000);
@@ -226,8 +226,8 @@ describe("stop while a claim is in flight", () => {
     const clock = new ManualClock();
     const held = new HoldingStore(h.store);
     await freeRow("stop-claim-error");
-    const lock = await lockRow(h.db.url, h.store.table, "stop-claim-error");
-    h.cleanup(() => lock.release());
+    const lock = await lockRow(h.db.url, h.store.table.qualified, "stop-claim-error");
+    h.cleanup(() => lock.commit());
     const a = h.elector(clock, { key: "stop-claim-error", holder: "a", store: held });
     a.e.start();
     await until(clock, () => held.calls.claim === 1, "the claim goes out");
@@ -250,8 +250,8 @@ describe("stop while a claim is in flight", () => {
     const clock = new ManualClock();
     const held = new HoldingStore(h.store);
     const earlier = await freeRow("stop-claim-queued");
-    const lock = await lockRow(h.db.url, h.store.table, "stop-claim-queued");
-    h.cleanup(() => lock.release());
+    const lock = await lockRow(h.db.url, h.store.table.qualified, "stop-claim-queued");
+    h.cleanup(() => lock.commit());
     const a = h.elector(clock, { key: "stop-claim-queued", holder: "a", store: held });
     a.e.start();
     await until(clock, () => held.calls.claim === 1, "the claim goes out");
@@ -262,7 +262,7 @@ describe("stop while a claim is in flight", () => {
     const stop = stopping(a.e);
     await nextTurn();
     expect(held.calls.read).toBe(0); // it waits: the claim may still commit
-    await lock.release(); // the claim commits now, long after its call gave up
+    await lock.commit(); // the claim commits now, long after its call gave up
     await until(clock, () => stop.done, "stop");
     expect(a.outcomes()).toEqual(["transient-error", "refused"]);
     const row = await h.store.read("stop-claim-queued");
@@ -287,8 +287,8 @@ describe("stop while a claim is in flight", () => {
     await cutPool.query("SELECT 1"); // connected before the claim, so it is on the server at once
     const held = new HoldingStore(new PgLeaseStore({ pool: cutPool, statementTimeoutMs: 60_000 }));
     const earlier = await freeRow("stop-claim-cut");
-    const lock = await lockRow(h.db.url, h.store.table, "stop-claim-cut");
-    h.cleanup(() => lock.release());
+    const lock = await lockRow(h.db.url, h.store.table.qualified, "stop-claim-cut");
+    h.cleanup(() => lock.commit());
     const a = h.elector(clock, { key: "stop-claim-cut", holder: "a", store: held });
     a.e.start();
     await until(clock, () => held.calls.claim === 1, "the claim goes out");
@@ -300,7 +300,7 @@ describe("stop while a claim is in flight", () => {
     const stop = stopping(a.e);
     await nextTurn();
     expect(held.calls.read).toBe(0); // it waits: the claim may still commit
-    await lock.release(); // the claim commits now, its client long gone
+    await lock.commit(); // the claim commits now, its client long gone
     await committedFor("stop-claim-cut", "a");
     clock.advance(a.e.timing.callTimeoutMs + 1_000);
     await until(clock, () => stop.done, "stop, after looking at the row");
@@ -316,8 +316,8 @@ describe("stop while a claim is in flight", () => {
     const clock = new ManualClock();
     const held = new HoldingStore(h.store);
     await freeRow("stop-claim-stuck");
-    const lock = await lockRow(h.db.url, h.store.table, "stop-claim-stuck");
-    h.cleanup(() => lock.release());
+    const lock = await lockRow(h.db.url, h.store.table.qualified, "stop-claim-stuck");
+    h.cleanup(() => lock.commit());
     const a = h.elector(clock, { key: "stop-claim-stuck", holder: "a", store: held });
     a.e.start();
     await until(clock, () => held.calls.claim === 1, "the claim goes out");

@@ -3,8 +3,8 @@
 // (ManualClock.stepWall), as a resume after a suspension shows it, and fires what falls due.
 import { describe, expect, it } from "vitest";
 import type { Timer } from "../../src/shared/clock.ts";
-import { electorHarness, until } from "../support/elector-harness.ts";
-import { HoldingStore } from "../support/holding-store.ts";
+import { electorHarness, until } from "../support/election/elector-harness.ts";
+import { HoldingStore } from "../support/election/holding-store.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();

@@ -4,10 +4,10 @@
 import { describe, expect, it } from "vitest";
 import type { LeaderTerm } from "../../src/election/elector.ts";
 import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
-import { electorHarness, nextTurn, until } from "../support/elector-harness.ts";
-import { HoldingStore } from "../support/holding-store.ts";
-import { dropListeners } from "../support/listen-sessions.ts";
+import { electorHarness, nextTurn, until } from "../support/election/elector-harness.ts";
+import { HoldingStore } from "../support/election/holding-store.ts";
 import { ManualClock } from "../support/manual-clock.ts";
+import { dropListeners } from "../support/postgres/listen-sessions.ts";
 
 const h = electorHarness();
 

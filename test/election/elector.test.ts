@@ -5,9 +5,9 @@ import { Elector, type LeaderTerm } from "../../src/election/elector.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { electorHarness, until } from "../support/elector-harness.ts";
-import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { electorHarness, until } from "../support/election/elector-harness.ts";
 import { ManualClock } from "../support/manual-clock.ts";
+import { type FaultProxy, startFaultProxy } from "../support/postgres/fault-proxy.ts";
 
 const h = electorHarness();
 const elector = (clock: ManualClock, options: Parameters<typeof h.elector>[1]) =>

@@ -8,9 +8,9 @@ import { type StatementCounter, startStatementCounter } from "../../bench/peers/
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { electorHarness, until } from "../support/elector-harness.ts";
-import { dropListeners } from "../support/listen-sessions.ts";
+import { electorHarness, until } from "../support/election/elector-harness.ts";
 import { ManualClock } from "../support/manual-clock.ts";
+import { dropListeners } from "../support/postgres/listen-sessions.ts";
 
 const h = electorHarness();
 let counter: StatementCounter;

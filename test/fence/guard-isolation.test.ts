@@ -4,8 +4,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFenceGuard, StaleFenceError } from "../../src/fence/index.ts";
-import { waitForLockWaiters } from "../lease/row-lock.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { waitForLockWaiters } from "../support/postgres/row-lock.ts";
 import { deferred, endPool, expectNoClientCheckedOut } from "./pool-fixture.ts";
 
 let db: TestDatabase;

@@ -2,7 +2,7 @@
 // checked out, nobody waiting for one.
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 export interface PoolFixture {
   db: TestDatabase;

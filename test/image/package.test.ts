@@ -14,9 +14,9 @@ import { dirname, join } from "node:path";
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readmeLibraryExample } from "../docs/markdown.ts";
-import { renderChartRole } from "../support/chart.ts";
-import { createTestDatabase } from "../support/database.ts";
-import { startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { startKubeApiServer } from "../support/kube/apiserver/index.ts";
+import { renderChartRole } from "../support/kube/chart.ts";
+import { createTestDatabase } from "../support/postgres/database.ts";
 import { pack, packageVersion, pathWithNode, root, run } from "./pack.ts";
 
 const tsc = join(dirname(createRequire(import.meta.url).resolve("typescript/package.json")), "bin", "tsc");

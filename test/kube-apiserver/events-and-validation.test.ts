@@ -6,8 +6,8 @@ import {
   setHeaderOptions,
 } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { failureOf } from "../support/kube-apiserver/client.ts";
-import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { failureOf } from "../support/kube/apiserver/client.ts";
+import { type KubeApiServer, startKubeApiServer } from "../support/kube/apiserver/index.ts";
 
 let server: KubeApiServer;
 let core: CoreV1Api;

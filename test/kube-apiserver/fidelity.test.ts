@@ -12,8 +12,8 @@ import {
   Watch,
 } from "@kubernetes/client-node";
 import { afterAll, describe, expect, it } from "vitest";
-import { failureOf } from "../support/kube-apiserver/client.ts";
-import { type KubeServerKind, kubeServers, type TestKube } from "../support/kube-servers.ts";
+import { failureOf } from "../support/kube/apiserver/client.ts";
+import { type KubeServerKind, kubeServers, type TestKube } from "../support/kube/kube-servers.ts";
 
 const NS = "fidelity";
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);

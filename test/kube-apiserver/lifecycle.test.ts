@@ -1,6 +1,6 @@
 import { CoreV1Api, Watch } from "@kubernetes/client-node";
 import { expect, it } from "vitest";
-import { startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { startKubeApiServer } from "../support/kube/apiserver/index.ts";
 
 function tcpHandles(): number {
   return process.getActiveResourcesInfo().filter((r) => r === "TCPSocketWrap" || r === "TCPServerWrap")

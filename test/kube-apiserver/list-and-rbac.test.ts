@@ -1,7 +1,7 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Role } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { failureOf } from "../support/kube-apiserver/client.ts";
-import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { failureOf } from "../support/kube/apiserver/client.ts";
+import { type KubeApiServer, startKubeApiServer } from "../support/kube/apiserver/index.ts";
 
 let server: KubeApiServer;
 let api: CoreV1Api;

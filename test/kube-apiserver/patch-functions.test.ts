@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { applyJsonPatch, JsonPatchError } from "../support/kube-apiserver/patch/json-patch.ts";
-import { applyMergePatch } from "../support/kube-apiserver/patch/merge-patch.ts";
+import { applyJsonPatch, JsonPatchError } from "../support/kube/apiserver/patch/json-patch.ts";
+import { applyMergePatch } from "../support/kube/apiserver/patch/merge-patch.ts";
 import {
   applyPodStrategicMergePatch,
   StrategicMergePatchError,
-} from "../support/kube-apiserver/patch/strategic-merge-patch.ts";
+} from "../support/kube/apiserver/patch/strategic-merge-patch.ts";
 
 describe("merge patch (RFC 7386)", () => {
   it("merges nested objects, deletes on null, replaces arrays and scalars", () => {

@@ -1,6 +1,6 @@
 import { CoreV1Api, makeInformer, type V1Pod, Watch } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { type KubeApiServer, startKubeApiServer } from "../support/kube/apiserver/index.ts";
 
 let server: KubeApiServer;
 let controllers: AbortController[];

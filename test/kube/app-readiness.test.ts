@@ -5,8 +5,8 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { beforeAll, describe, expect, it } from "vitest";
 import { applicationReadiness, containersReady, isHealthyCandidate } from "../../src/kube/app-readiness.ts";
 import type { Pod } from "../../src/kube/client/api-types.ts";
-import { renderChart } from "../support/chart.ts";
-import { type ContainerReport, kubeletPodStatus } from "../support/kubelet-status.ts";
+import { renderChart } from "../support/kube/chart.ts";
+import { type ContainerReport, kubeletPodStatus } from "../support/kube/kubelet-status.ts";
 
 function peer(conditions: Record<string, "True" | "False">, annotations: Record<string, string> = {}): Pod {
   return {

@@ -14,8 +14,8 @@ import type { Pod } from "../../src/kube/client/api-types.ts";
 import { createKubeClient, KubeApiError, type KubeConnection } from "../../src/kube/client/connection.ts";
 import { authority, inClusterConnection } from "../../src/kube/client/in-cluster.ts";
 import { kubeconfigConnection, kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
-import type { TestKube } from "../support/kube-servers.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
+import type { TestKube } from "../support/kube/kube-servers.ts";
 
 const NAMESPACE = "client";
 const POD = "client-0";

@@ -10,7 +10,7 @@ import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
 import { createPodApi } from "../../src/kube/pod-api.ts";
 import { type PodWatch, watchOwnPod } from "../../src/kube/pod-watch.ts";
 import { monotonicClock } from "../../src/shared/clock.ts";
-import { type KubeApiServer, startKubeApiServer } from "../support/kube-apiserver/index.ts";
+import { type KubeApiServer, startKubeApiServer } from "../support/kube/apiserver/index.ts";
 import { until } from "./publisher-harness.ts";
 
 const NS = "shop";

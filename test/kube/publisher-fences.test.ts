@@ -4,7 +4,7 @@
 // whenever its peer watch shows one; the old holder does not label itself over a newer term.
 import { afterEach, describe, expect, it } from "vitest";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
 import {
   APP_LABELS,
   follower,

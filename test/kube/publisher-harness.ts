@@ -1,4 +1,4 @@
-// One test API server (real or in-process, see test/support/kube-servers.ts), one seeded pod with
+// One test API server (real or in-process, see test/support/kube/kube-servers.ts), one seeded pod with
 // the kubelet's conditions, and a publisher with fast, injectable timings; logs and hook calls are
 // captured so tests can assert on them.
 import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
@@ -15,7 +15,7 @@ import type {
   PublishTiming,
 } from "../../src/kube/publisher-contract.ts";
 import type { Clock } from "../../src/shared/clock.ts";
-import type { KubeServerKind, TestKube } from "../support/kube-servers.ts";
+import type { KubeServerKind, TestKube } from "../support/kube/kube-servers.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
 export const NAMESPACE = "shop";

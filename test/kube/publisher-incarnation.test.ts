@@ -11,7 +11,7 @@ import { demoteStalePeers } from "../../src/kube/peer-demotion.ts";
 import { createPodApi, KubeRequestError } from "../../src/kube/pod-api.ts";
 import { validatePublishConfig } from "../../src/kube/publish-config.ts";
 import { monotonicClock } from "../../src/shared/clock.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
 import {
   APP_LABELS,
   follower,

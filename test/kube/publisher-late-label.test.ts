@@ -8,8 +8,8 @@ import { type V1Pod, Watch } from "@kubernetes/client-node";
 import { afterEach, expect, it } from "vitest";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import type { PodPublisher } from "../../src/kube/publisher-contract.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
-import type { TestKube } from "../support/kube-servers.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
+import type { TestKube } from "../support/kube/kube-servers.ts";
 import {
   APP_LABELS,
   follower,

@@ -5,7 +5,7 @@
 // answer to the leader's own label patch, older, said ready again; the leader never handed over.
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, expect, it } from "vitest";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
 import { follower, type Harness, leader, NAMESPACE, POD, startHarness, until } from "./publisher-harness.ts";
 
 let h: Harness;

@@ -3,7 +3,7 @@
 // they stream.
 import { afterEach, describe, expect, it } from "vitest";
 import { PUBLISH_DEFAULTS } from "../../src/kube/publish-config.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 import {
   follower,

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
-import { chartRules } from "../support/kube-servers.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
+import { chartRules } from "../support/kube/kube-servers.ts";
 import { follower, type Harness, leaderCondition, role, startHarness } from "./publisher-harness.ts";
 
 let h: Harness;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
-import type { KubeServerKind } from "../support/kube-servers.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
+import type { KubeServerKind } from "../support/kube/kube-servers.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 import {
   follower,

@@ -7,7 +7,7 @@
 // staleFenceProven); a term whose renew count does not move after the read never labels itself.
 import { afterEach, describe, expect, it } from "vitest";
 import { POD_CONTRACT } from "../../src/shared/pod-contract.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
 import {
   follower,
   type Harness,

@@ -6,8 +6,8 @@ import { BatchedRenewals } from "../../src/postgres/batched-renewals.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { ManualClock } from "../support/manual-clock.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 /** The real store, counting the statements the batcher sends through it. */
 class CountingStore extends PgLeaseStore {

@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { lockRow, waitForLockWaiters } from "./row-lock.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { lockRow, waitForLockWaiters } from "../support/postgres/row-lock.ts";
 
 const APP = "pglease-expiry-order";
 let db: TestDatabase;

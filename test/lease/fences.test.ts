@@ -8,7 +8,7 @@ import { createFenceGuard, StaleFenceError } from "../../src/fence/index.ts";
 import { assertTablePresent, migrate } from "../../src/postgres/migrate.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { type LeaseTable, leaseTable } from "../../src/postgres/table.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;

@@ -12,7 +12,7 @@ import { assertTablePresent, LeaseTableMissingError, migrate } from "../../src/p
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { leaseTable } from "../../src/postgres/table.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;

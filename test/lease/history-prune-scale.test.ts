@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { HistoryPruner } from "../../src/postgres/history-pruner.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { type LeaseTable, leaseTable } from "../../src/postgres/table.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 const KEYS = 10_000;
 const PER_KEY = 50;

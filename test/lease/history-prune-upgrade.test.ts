@@ -7,7 +7,7 @@ import { readHistory } from "../../src/postgres/history-store.ts";
 import { assertTablePresent, HistoryMissingError, migrate } from "../../src/postgres/migrate.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { leaseTable } from "../../src/postgres/table.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import { pruneAll } from "./prune-all.ts";
 
 let db: TestDatabase;

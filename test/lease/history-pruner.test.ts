@@ -5,7 +5,7 @@ import { HistoryPruner } from "../../src/postgres/history-pruner.ts";
 import { readHistory } from "../../src/postgres/history-store.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;

@@ -8,7 +8,7 @@ import { assertTablePresent, HistoryMissingError, migrate } from "../../src/post
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { leaseTable } from "../../src/postgres/table.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import { pruneAll } from "./prune-all.ts";
 
 let db: TestDatabase;

@@ -11,7 +11,7 @@ import { assertTablePresent, HistoryMissingError, migrate } from "../../src/post
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
 import { type LeaseTable, leaseTable } from "../../src/postgres/table.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;

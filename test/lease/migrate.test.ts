@@ -7,7 +7,7 @@ import {
   migrate,
 } from "../../src/postgres/migrate.ts";
 import { leaseTable } from "../../src/postgres/table.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 beforeAll(async () => {

@@ -7,8 +7,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgLeaseStore, StatementNotSent } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { waitForLockWaiters } from "./row-lock.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { waitForLockWaiters } from "../support/postgres/row-lock.ts";
 
 let db: TestDatabase;
 let admin: pg.Pool;

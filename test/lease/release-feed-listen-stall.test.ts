@@ -12,8 +12,8 @@ import { openLeases } from "../../src/leases/open-leases.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { dropListeners } from "../support/listen-sessions.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { dropListeners } from "../support/postgres/listen-sessions.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;

@@ -5,8 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { PgReleaseFeed, type PgReleaseFeedOptions, reconnectDelay } from "../../src/postgres/release-feed.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { startFaultProxy } from "../support/fault-proxy.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { startFaultProxy } from "../support/postgres/fault-proxy.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;

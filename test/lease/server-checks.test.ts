@@ -7,8 +7,8 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { checkServer } from "../../src/postgres/server-checks.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { type ReplicaPair, startReplicaPair } from "../support/replica-pair.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { type ReplicaPair, startReplicaPair } from "../support/postgres/replica-pair.ts";
 
 let db: TestDatabase;
 const pools: pg.Pool[] = [];

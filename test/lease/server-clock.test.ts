@@ -1,12 +1,12 @@
-// The store against a server clock the test sets (./server-clock.ts): the exact expiry boundary,
+// The store against a server clock the test sets (test/support/postgres/server-clock.ts): the exact expiry boundary,
 // decided without sleeping, and what a backward step of the server's clock does to a live term.
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ClaimAnswer } from "../../src/election/ports.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { installServerClock, type ServerClock } from "./server-clock.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { installServerClock, type ServerClock } from "../support/postgres/server-clock.ts";
 
 let db: TestDatabase;
 let admin: pg.Pool;
@@ -16,7 +16,7 @@ let store: PgLeaseStore;
 beforeAll(async () => {
   db = await createTestDatabase();
   admin = new pg.Pool({ connectionString: db.url, max: 1 });
-  clock = await installServerClock(db.url, admin);
+  clock = await installServerClock(db.url);
   store = new PgLeaseStore({ pool: clock.pool, statementTimeoutMs: 5_000 });
   await migrate(admin, store.table);
 });
@@ -26,7 +26,7 @@ beforeEach(async () => {
 });
 
 afterAll(async () => {
-  await clock.pool.end();
+  await clock.end();
   await admin.end();
   await db.drop();
 });
@@ -39,8 +39,8 @@ function won(answer: ClaimAnswer): number {
 /** Puts the row's expiry `offsetUs` microseconds after the server clock (its start one second before). */
 async function expireAt(key: string, offsetUs: number): Promise<void> {
   const { rowCount } = await admin.query(
-    `UPDATE pglease_leases SET acquired_at = (SELECT t FROM pglease_test_clock.now) - interval '1 second',
-            expires_at = (SELECT t FROM pglease_test_clock.now) + $2 * interval '1 microsecond' WHERE key = $1`,
+    `UPDATE pglease_leases SET acquired_at = pglease_test_clock.clock_timestamp() - interval '1 second',
+            expires_at = pglease_test_clock.clock_timestamp() + $2 * interval '1 microsecond' WHERE key = $1`,
     [key, offsetUs],
   );
   expect(rowCount).toBe(1);

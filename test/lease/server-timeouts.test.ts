@@ -7,9 +7,9 @@ import { migrate } from "../../src/postgres/migrate.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { checkServer } from "../../src/postgres/server-checks.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
-import { lockRow, lockWaiters } from "./row-lock.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/postgres/pgbouncer.ts";
+import { lockRow, lockWaiters } from "../support/postgres/row-lock.ts";
 
 const TIMEOUT_MS = 300;
 let db: TestDatabase;

@@ -8,7 +8,7 @@ import type { ClaimAnswer } from "../../src/election/ports.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import type { HolderSession } from "../../src/postgres/release-feed.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;

@@ -2,7 +2,7 @@
 // time and one sent late, and how much of the local deadline was left when each was answered.
 import { expect, it } from "vitest";
 import { SidecarMetrics } from "../../src/observability/metrics.ts";
-import { electorHarness, until } from "../support/elector-harness.ts";
+import { electorHarness, until } from "../support/election/elector-harness.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();

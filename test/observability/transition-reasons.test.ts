@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type Leases, openLeases } from "../../src/leases/open-leases.ts";
 import { SidecarMetrics } from "../../src/observability/metrics.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 beforeAll(async () => {

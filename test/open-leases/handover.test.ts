@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { HandoverRefused } from "../../src/candidacy/plan.ts";
 import { type Leases, openLeases } from "../../src/leases/open-leases.ts";
 import { readHistory } from "../../src/postgres/history-store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 beforeAll(async () => {

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type StatementCounter, startStatementCounter } from "../../bench/peers/statement-counter.ts";
 import { openLeases } from "../../src/index.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 let counter: StatementCounter;

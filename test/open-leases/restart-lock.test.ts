@@ -8,10 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { restartProof } from "../../src/election/identity.ts";
 import { type LeaseLogger, openLeases } from "../../src/index.ts";
 import { networkNamespace, restartToken } from "../../src/postgres/restart-lock.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 const run = promisify(execFile);
-const LOCK_PROBE = fileURLToPath(new URL("../support/restart-lock-probe.ts", import.meta.url));
+const LOCK_PROBE = fileURLToPath(new URL("../support/processes/restart-lock-probe.ts", import.meta.url));
 
 let db: TestDatabase;
 

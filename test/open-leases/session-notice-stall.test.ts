@@ -11,7 +11,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Elector } from "../../src/election/elector.ts";
 import { type Leases, openLeases } from "../../src/leases/open-leases.ts";
 import type { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
 beforeAll(async () => {

@@ -7,8 +7,8 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type LeaseLogger, openLeases, StartAborted } from "../../src/index.ts";
 import { MIGRATION_LOCK_ID } from "../../src/postgres/migrate.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { type FaultProxy, startFaultProxy } from "../support/postgres/fault-proxy.ts";
 
 let db: TestDatabase;
 let admin: pg.Pool;
@@ -261,7 +261,7 @@ it("gives lease connections the server-side timeouts: a claim stuck behind a row
 });
 
 it("refuses a standby in recovery, naming the fix, without retrying", async () => {
-  const { startReplicaPair } = await import("../support/replica-pair.ts");
+  const { startReplicaPair } = await import("../support/postgres/replica-pair.ts");
   const pair = await startReplicaPair();
   cleanup.push(() => pair.stop());
   await expect(

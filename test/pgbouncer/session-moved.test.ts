@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { PgReleaseFeed } from "../../src/postgres/release-feed.ts";
 import { leaseTable } from "../../src/postgres/table.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/postgres/pgbouncer.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const MISSING = "pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)";

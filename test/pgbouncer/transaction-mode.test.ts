@@ -7,10 +7,10 @@ import { createFenceGuard, StaleFenceError } from "../../src/fence/index.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgLeaseStore } from "../../src/postgres/store.ts";
-import { fatalText, runPglease, startPglease } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { freePort } from "../support/embedded-postgres.ts";
-import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/pgbouncer.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { freePort } from "../support/postgres/embedded-postgres.ts";
+import { type Bouncer, PGBOUNCER, startPgBouncer } from "../support/postgres/pgbouncer.ts";
+import { fatalText, runPglease, startPglease } from "../support/processes/cli.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const MISSING = "pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)";

@@ -7,10 +7,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Running } from "../support/cli.ts";
-import { seedWorkloadPod } from "../support/kubelet.ts";
-import { type ContainerReport, kubeletPodStatus } from "../support/kubelet-status.ts";
-import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+import { seedWorkloadPod } from "../support/kube/kubelet.ts";
+import { type ContainerReport, kubeletPodStatus } from "../support/kube/kubelet-status.ts";
+import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
+import type { Running } from "../support/processes/cli.ts";
 
 const NS = "crash";
 const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "crash" };

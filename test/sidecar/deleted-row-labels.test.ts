@@ -9,11 +9,11 @@ import { join } from "node:path";
 import type { V1Pod } from "@kubernetes/client-node";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { type Running, startLeaseRun } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
-import type { TestKube } from "../support/kube-servers.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
+import type { TestKube } from "../support/kube/kube-servers.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { type FaultProxy, startFaultProxy } from "../support/postgres/fault-proxy.ts";
+import { type Running, startLeaseRun } from "../support/processes/cli.ts";
 
 const NS = "rows";
 const LEASE = "deleted-row";

@@ -7,8 +7,8 @@
 // does not lead gets the leader Service's traffic. A patch pinned to the uid it first saw (a
 // merge patch carrying metadata.uid is refused with 409 on another uid) would leave it alone.
 import { expect, it } from "vitest";
-import { seedWorkloadPod } from "../support/kubelet.ts";
-import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+import { seedWorkloadPod } from "../support/kube/kubelet.ts";
+import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
 
 const NS = "incarnation";
 const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };

@@ -3,8 +3,8 @@
 // sidecar took a handover's demotion for the shutdown's, and never labelled the pod leader again).
 import type { V1Pod } from "@kubernetes/client-node";
 import { expect, it } from "vitest";
-import { runPglease } from "../support/cli.ts";
-import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
+import { runPglease } from "../support/processes/cli.ts";
 
 const NS = "moves";
 

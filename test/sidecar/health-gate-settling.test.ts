@@ -6,8 +6,8 @@
 // writes the application container's `ready` as the kubelet would.
 import { expect, it } from "vitest";
 import type { StatusDocument } from "../../src/sidecar/http-server.ts";
-import { seedWorkloadPod, setAppReady } from "../support/kubelet.ts";
-import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+import { seedWorkloadPod, setAppReady } from "../support/kube/kubelet.ts";
+import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
 
 const NS = "shop";
 // A settle period much longer than the lease (3 s): a leaderless lease lasts that long.

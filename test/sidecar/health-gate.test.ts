@@ -4,8 +4,8 @@
 // sidecar's status where a kubelet does (a native sidecar's in initContainerStatuses).
 import { expect, it } from "vitest";
 import type { StatusDocument } from "../../src/sidecar/http-server.ts";
-import { seedWorkloadPod, setAppReady } from "../support/kubelet.ts";
-import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+import { seedWorkloadPod, setAppReady } from "../support/kube/kubelet.ts";
+import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
 
 const NS = "shop";
 const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };

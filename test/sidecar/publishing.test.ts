@@ -8,11 +8,11 @@ import { join } from "node:path";
 import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { fatalText, type Running, runPglease, startShortLeaseRun } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
-import { chartRules, type TestKube } from "../support/kube-servers.ts";
-import { roleIn } from "../support/leader-timeline.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
+import { chartRules, type TestKube } from "../support/kube/kube-servers.ts";
+import { roleIn } from "../support/kube/leader-timeline.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { fatalText, type Running, runPglease, startShortLeaseRun } from "../support/processes/cli.ts";
 
 const NS = "shop";
 let db: TestDatabase;

@@ -1,5 +1,5 @@
 // The chart's Deployment of 3 replicas rolled to a new revision on the API server, the test
-// playing the Deployment controller and the kubelet (test/support/rolling-update.ts): each pod's
+// playing the Deployment controller and the kubelet (test/support/kube/rolling-update.ts): each pod's
 // sidecar is a real `pglease run` with the environment the chart gives it, and an old pod's
 // deletion is its SIGTERM. The old pods go leader first, the order that would move leadership
 // once per old pod; the stopping leader hands over to a pod of the new revision, so leadership
@@ -12,13 +12,13 @@ import {
   type ChartDeployment,
   renderChartDeployment,
   sidecarEnvironment,
-} from "../support/chart-deployment.ts";
-import { type Running, runPglease, startLeaseRun } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { onEachKubeServer } from "../support/kube-server-suites.ts";
-import type { TestKube } from "../support/kube-servers.ts";
-import { labelEvents, timeline } from "../support/leader-timeline.ts";
-import { type DeploymentPod, DeploymentPods } from "../support/rolling-update.ts";
+} from "../support/kube/chart-deployment.ts";
+import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
+import type { TestKube } from "../support/kube/kube-servers.ts";
+import { labelEvents, timeline } from "../support/kube/leader-timeline.ts";
+import { type DeploymentPod, DeploymentPods } from "../support/kube/rolling-update.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { type Running, runPglease, startLeaseRun } from "../support/processes/cli.ts";
 
 const NS = "rollout";
 const ROLLOUT_BUDGET_MS = 90_000;

@@ -6,8 +6,8 @@
 // as before; with peer demotion the leader never waits for its own demotion (the new leader
 // demotes it first, issue 30), and a new leader refused too never labels itself.
 import { expect, it } from "vitest";
-import { chartRules } from "../support/kube-servers.ts";
-import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+import { chartRules } from "../support/kube/kube-servers.ts";
+import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
 
 const NS = "uninstall";
 const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };

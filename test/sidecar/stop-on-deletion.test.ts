@@ -7,9 +7,9 @@
 // sends no SIGTERM at all. Then the SIGTERM: the same shutdown, once, exit 0, no new campaign.
 import pg from "pg";
 import { expect, it } from "vitest";
-import type { RecordedRequest } from "../support/kube-apiserver/index.ts";
-import { labelEvents, roleIn } from "../support/leader-timeline.ts";
-import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+import type { RecordedRequest } from "../support/kube/apiserver/index.ts";
+import { labelEvents, roleIn } from "../support/kube/leader-timeline.ts";
+import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
 
 const NS = "deletion";
 const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };

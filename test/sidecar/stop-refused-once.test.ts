@@ -7,8 +7,8 @@
 // label was off; now one 403 on a terminating pod releases the lease with the leader label still
 // on it, and the follower labels itself: two pods labelled leader until the old pod is gone.
 import { expect, it } from "vitest";
-import { labelEvents } from "../support/leader-timeline.ts";
-import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+import { labelEvents } from "../support/kube/leader-timeline.ts";
+import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
 
 const NS = "refused-once";
 const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };

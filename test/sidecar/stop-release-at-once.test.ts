@@ -5,8 +5,8 @@
 // lease at once, demote the old pod itself, and only then label its own. Without peer demotion
 // nobody else takes the old label off, so the release still waits for the demotion.
 import { expect, it } from "vitest";
-import { labelEvents } from "../support/leader-timeline.ts";
-import { onEachSidecarKubeServer } from "../support/sidecar-kube-suite.ts";
+import { labelEvents } from "../support/kube/leader-timeline.ts";
+import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
 
 const NS = "release-at-once";
 const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance": "prod" };

@@ -9,7 +9,7 @@ import { HandoverStore } from "../../src/postgres/handover.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
 import { PgLeaseStore, StatementNotSent } from "../../src/postgres/store.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import {
   admitsQueued,
   branch,

@@ -2,7 +2,7 @@
 // an idle connection, closes the proxy, then must exit on its own at once. A socket, timer
 // or listener the proxy left behind would keep this process alive.
 import { connect, createServer, type Socket } from "node:net";
-import { startFaultProxy } from "../support/fault-proxy.ts";
+import { startFaultProxy } from "../support/postgres/fault-proxy.ts";
 
 const target = createServer((socket) => {
   socket.on("error", () => {});

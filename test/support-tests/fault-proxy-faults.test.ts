@@ -1,6 +1,6 @@
 // The fault proxy's cut and blackhole over plain TCP, where every reset can be observed.
 import { afterEach, beforeEach, expect, it, vi } from "vitest";
-import { type FaultProxy, resetSocket, startFaultProxy } from "../support/fault-proxy.ts";
+import { type FaultProxy, resetSocket, startFaultProxy } from "../support/postgres/fault-proxy.ts";
 import {
   destroyClients,
   openClient,

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, expect, it, vi } from "vitest";
-import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { type FaultProxy, startFaultProxy } from "../support/postgres/fault-proxy.ts";
 import {
   destroyClients,
   openClient,

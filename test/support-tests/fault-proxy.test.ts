@@ -2,8 +2,8 @@
 // cut or blackholed, and that it recovers after heal.
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { type FaultProxy, startFaultProxy } from "../support/postgres/fault-proxy.ts";
 
 // A broken proxy tends to hang rather than fail: keep that from costing the default minute.
 vi.setConfig({ testTimeout: 5_000 });

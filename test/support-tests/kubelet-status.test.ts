@@ -2,7 +2,7 @@
 // status/generate.go, prober/prober_manager.go): the rules pglease's readers depend on, pinned.
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { kubeletPodStatus } from "../support/kubelet-status.ts";
+import { kubeletPodStatus } from "../support/kube/kubelet-status.ts";
 
 const NOW = new Date("2026-12-01T12:00:00Z");
 const LATER = new Date("2026-12-01T12:00:05Z");

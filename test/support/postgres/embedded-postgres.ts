@@ -5,7 +5,7 @@ import {
   type EmbeddedServer,
   freePort,
   startEmbeddedPostgres as startDemoPostgres,
-} from "../../src/cli/demo/embedded-postgres.ts";
+} from "../../../src/cli/demo/embedded-postgres.ts";
 
 export { EmbeddedPostgresMissing, type EmbeddedServer, freePort };
 

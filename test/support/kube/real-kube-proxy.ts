@@ -5,13 +5,13 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Agent, request as httpsRequest } from "node:https";
 import type { Socket } from "node:net";
-import { Abandoned, FaultPlan, type FaultRequest, matcherFor } from "./kube-apiserver/faults.ts";
-import type { FaultControl } from "./kube-apiserver/index.ts";
-import { Listener } from "./kube-apiserver/listener.ts";
-import type { RecordedRequest } from "./kube-apiserver/request-pipeline.ts";
-import { isWatch, resolveResource } from "./kube-apiserver/routes.ts";
-import { ApiError } from "./kube-apiserver/status-errors.ts";
-import type { DropMode } from "./kube-apiserver/watch.ts";
+import { Abandoned, FaultPlan, type FaultRequest, matcherFor } from "./apiserver/faults.ts";
+import type { FaultControl } from "./apiserver/index.ts";
+import { Listener } from "./apiserver/listener.ts";
+import { type RecordedRequest, recordOf } from "./apiserver/request-pipeline.ts";
+import { isWatch, resolveResource } from "./apiserver/routes.ts";
+import { ApiError } from "./apiserver/status-errors.ts";
+import type { DropMode } from "./apiserver/watch.ts";
 
 export interface KubeProxy {
   /** https://127.0.0.1:PORT, serving the API server's own certificate (valid for 127.0.0.1). */
@@ -207,15 +207,7 @@ async function handle(
 function handler(to: Forwarding, log: RecordedRequest[]) {
   return (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", "https://127.0.0.1");
-    const record: RecordedRequest = {
-      method: req.method ?? "GET",
-      path: url.pathname,
-      query: Object.fromEntries(url.searchParams),
-      contentType: req.headers["content-type"],
-      status: 0,
-      at: Date.now(),
-      body: undefined,
-    };
+    const record = recordOf(req, url);
     log.push(record);
     handle(to, req, res, record, url).catch((error: unknown) => {
       if (error instanceof ApiError) return sendError(res, record, error);

@@ -1,7 +1,7 @@
 // Reading `pglease run`'s configuration in tests: the problems a command line is refused with
 // (none when it is accepted), and a database environment that is never dialled.
-import { UsageError } from "../../src/config/options.ts";
-import { readRunConfig } from "../../src/config/run-config.ts";
+import { UsageError } from "../../../src/config/options.ts";
+import { readRunConfig } from "../../../src/config/run-config.ts";
 
 export const NO_DIAL_DATABASE = { DATABASE_URL: "postgres://app:pw@db:5432/app" };
 

@@ -2,7 +2,7 @@
 // test lets it through. PostgreSQL still runs, commits and answers every statement at once;
 // only the answer's arrival at the elector waits, which is what a slow link, a stalled event
 // loop or a reply stuck behind other traffic looks like from the elector. Never a made-up answer.
-import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
+import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../../../src/election/ports.ts";
 
 export type StoreCall = "claim" | "renew" | "release" | "read";
 

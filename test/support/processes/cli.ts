@@ -1,9 +1,9 @@
 // Runs the real `pglease` entry point as a child process, the way a user or a pod does.
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { freePort } from "./embedded-postgres.ts";
+import { freePort } from "../postgres/embedded-postgres.ts";
 
-export const PGLEASE = fileURLToPath(new URL("../../cmd/pglease.ts", import.meta.url));
+export const PGLEASE = fileURLToPath(new URL("../../../cmd/pglease.ts", import.meta.url));
 
 export interface Finished {
   code: number | null;

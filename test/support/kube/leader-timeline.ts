@@ -1,7 +1,7 @@
 // Who was shown as leader, and when, read from what the candidates sent the API server (the
 // request log's arrival times): pglease's role-label patches, or client-go's Lease writes. From
 // it: how often leadership changed hands and how long no one was shown leading.
-import type { RecordedRequest } from "./kube-apiserver/index.ts";
+import type { RecordedRequest } from "./apiserver/index.ts";
 
 export interface Shown {
   at: number;

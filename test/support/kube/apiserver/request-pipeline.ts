@@ -34,6 +34,19 @@ export interface RecordedRequest {
   name?: string;
 }
 
+/** A request as it arrived, before any answer: the log entry both servers' tests read. */
+export function recordOf(req: IncomingMessage, url: URL): RecordedRequest {
+  return {
+    method: req.method ?? "GET",
+    path: url.pathname,
+    query: Object.fromEntries(url.searchParams),
+    contentType: req.headers["content-type"],
+    status: 0,
+    at: Date.now(),
+    body: undefined,
+  };
+}
+
 export interface PipelineContext {
   store: ObjectStore;
   hub: WatchHub;
@@ -160,15 +173,7 @@ export function createRequestHandler(
 
   return (req, res) => {
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
-    const record: RecordedRequest = {
-      method: req.method ?? "GET",
-      path: url.pathname,
-      query: Object.fromEntries(url.searchParams),
-      contentType: req.headers["content-type"],
-      status: 0,
-      at: Date.now(),
-      body: undefined,
-    };
+    const record = recordOf(req, url);
     ctx.log.push(record);
     handle(req, res, record, url).catch((error: unknown) => {
       if (error instanceof Abandoned) {

@@ -13,9 +13,9 @@ import {
   type V1PolicyRule,
   type V1Role,
 } from "@kubernetes/client-node";
+import type { FaultControl, RecordedRequest } from "./apiserver/index.ts";
+import { startKubeApiServer } from "./apiserver/index.ts";
 import { type ChartValues, kubeTools, renderChartRole } from "./chart.ts";
-import type { FaultControl, RecordedRequest } from "./kube-apiserver/index.ts";
-import { startKubeApiServer } from "./kube-apiserver/index.ts";
 import {
   type RealKubeApiServer,
   realKubeApiServerAvailable,

@@ -8,11 +8,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { V1Role } from "@kubernetes/client-node";
-import { type Manifest, parseManifests } from "../chart/kubernetes-schemas.ts";
+import { type Manifest, parseManifests } from "../../chart/kubernetes-schemas.ts";
 
 const run = promisify(execFile);
 
-export const repoRoot = join(import.meta.dirname, "..", "..");
+export const repoRoot = join(import.meta.dirname, "..", "..", "..");
 export const chartDir = join(repoRoot, "charts", "pglease");
 export const helmPath = join(repoRoot, ".tools", "helm", "helm");
 export const kubectlPath = join(repoRoot, ".tools", "kubectl", "kubectl");

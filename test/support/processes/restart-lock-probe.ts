@@ -3,7 +3,7 @@
 // that listens on the same address, unless the listen is exclusive.
 import cluster from "node:cluster";
 import { isMainThread, Worker } from "node:worker_threads";
-import { takeRestartLock } from "../../src/postgres/restart-lock.ts";
+import { takeRestartLock } from "../../../src/postgres/restart-lock.ts";
 
 const scope = { podUid: "probe", podName: `probe-${process.ppid}`, database: "h:5432/d", table: "t" };
 

@@ -2,8 +2,8 @@
 // lease table, and every process it starts killed after each test.
 import pg from "pg";
 import { afterAll, afterEach, beforeAll } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../postgres/database.ts";
 import type { Running } from "./cli.ts";
-import { createTestDatabase, type TestDatabase } from "./database.ts";
 
 export interface CliSuite {
   /** Set in beforeAll. */

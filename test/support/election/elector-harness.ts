@@ -9,12 +9,12 @@ import {
   type ElectorOptions,
   type LeaderTerm,
   type TickReport,
-} from "../../src/election/elector.ts";
-import { migrate } from "../../src/postgres/migrate.ts";
-import { createLeasePool } from "../../src/postgres/pool.ts";
-import { PgLeaseStore } from "../../src/postgres/store.ts";
-import type { Clock } from "../../src/shared/clock.ts";
-import { createTestDatabase, type TestDatabase } from "./database.ts";
+} from "../../../src/election/elector.ts";
+import { migrate } from "../../../src/postgres/migrate.ts";
+import { createLeasePool } from "../../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../../src/postgres/store.ts";
+import type { Clock } from "../../../src/shared/clock.ts";
+import { createTestDatabase, type TestDatabase } from "../postgres/database.ts";
 
 export type TestClock = Clock & { advance(ms: number): void; pendingTimers(): number };
 
