@@ -100,16 +100,21 @@ export function readDatabaseConfig(
   };
 }
 
+const HIDDEN = "(unparsable URL, hidden)";
+
 /** A connection string safe to print: the password, if any, replaced. */
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
+    // Another scheme puts no password where postgres:// does: `user:secret@db` parses as a
+    // scheme and a path, the secret in plain sight.
+    if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") return HIDDEN;
     if (parsed.password) parsed.password = "***";
     for (const key of [...parsed.searchParams.keys()]) {
       if (/pass|secret|key/i.test(key)) parsed.searchParams.set(key, "***");
     }
     return parsed.toString();
   } catch {
-    return "(unparsable URL, hidden)";
+    return HIDDEN;
   }
 }
