@@ -10,7 +10,6 @@ import {
   readOptions,
   UsageError,
 } from "../../src/config/options.ts";
-import { RUN_OPTIONS } from "../../src/config/run-options.ts";
 import { parseInteger } from "../../src/config/values.ts";
 
 const SPECS: OptionSpec[] = [
@@ -138,14 +137,6 @@ describe("optionHelp", () => {
     ]);
     // A flag that is itself a negation has no --no-no- form.
     expect(optionHelp([SPECS[3] as OptionSpec])).toBe("  --no-lead  [T_NO_LEAD]");
-  });
-
-  it("states each default of pglease run once, and a boolean's --no- form only in its left column", () => {
-    for (const line of optionHelp(RUN_OPTIONS).split("\n")) {
-      expect(line.match(/\bdefault\b/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
-      expect(line.match(/--no-[a-z-]+/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
-      expect(line, line).not.toMatch(/\(default [^)]*\(/);
-    }
   });
 });
 
