@@ -23,6 +23,8 @@ export const BASE_VALUES = { database: { existingSecret: "pglease-database" } };
 export type ChartValues = Record<string, unknown>;
 
 export interface RenderOptions {
+  /** Another chart's directory (an example, a chart that uses the library); charts/pglease by default. */
+  chart?: string;
   release?: string;
   namespace?: string;
   /** Kubernetes version for .Capabilities (helm's default otherwise). */
@@ -64,7 +66,7 @@ export async function helmTemplate(
       await writeFile(join(dir, name), JSON.stringify(content));
       files.push("--values", join(dir, name));
     }
-    const args = ["template", options.release ?? "pglease", chartDir, ...files];
+    const args = ["template", options.release ?? "pglease", options.chart ?? chartDir, ...files];
     args.push("--namespace", options.namespace ?? "pglease-test");
     if (options.kubeVersion) args.push("--kube-version", options.kubeVersion);
     for (const version of options.apiVersions ?? []) args.push("--api-versions", version);
