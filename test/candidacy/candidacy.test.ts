@@ -5,9 +5,8 @@
 import { describe, expect, it } from "vitest";
 import { Candidacy, NO_LEAD } from "../../src/candidacy/candidacy.ts";
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
-import { ManualClock } from "../../src/election/clock.ts";
-import { CandidateStore } from "../../src/lease/candidates.ts";
-import { HandoverStore } from "../../src/lease/handover.ts";
+import { CandidateStore } from "../../src/postgres/candidates.ts";
+import { HandoverStore } from "../../src/postgres/handover.ts";
 import {
   electorHarness,
   settle,
@@ -15,6 +14,7 @@ import {
   until,
   type Watched,
 } from "../support/election/elector-harness.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const h = electorHarness();
 const TIMEOUT_MS = 5_000;

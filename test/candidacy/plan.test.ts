@@ -2,7 +2,7 @@
 // take a lease from its holder, and whom a `--to` names, with the refusals an operator reads.
 import { describe, expect, it } from "vitest";
 import { chooseTarget, eligible, HandoverRefused, rankCandidates } from "../../src/candidacy/plan.ts";
-import type { Candidate } from "../../src/lease/candidates.ts";
+import type { Candidate } from "../../src/postgres/candidates.ts";
 
 const T0 = Date.parse("2030-01-01T00:00:00Z");
 
