@@ -7,8 +7,8 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { leaseTable } from "../../src/postgres/table.ts";
-import { type Running, startLeaseRun } from "../support/cli.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { type Running, startLeaseRun } from "../support/processes/cli.ts";
 
 let db: TestDatabase;
 const table = leaseTable();
