@@ -7,7 +7,7 @@
 // the leader label when.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import { evict } from "./api.ts";
 import { type EndpointTimeline, watchEndpoints } from "./endpoint-timeline.ts";
 import { guardDrops } from "./network.ts";
