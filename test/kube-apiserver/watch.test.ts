@@ -78,7 +78,9 @@ describe("watch", () => {
     expect((await c.count(2))[1]).toEqual({ type: "MODIFIED", name: "p1", labels: {} });
   });
 
-  it("from a resourceVersion replays only later changes, and sees DELETED", async () => {
+  // A pod's DELETE with grace period 0 is, in the real registry, an update that marks the pod
+  // (deletionTimestamp, deletionGracePeriodSeconds 0) and then the removal: two events.
+  it("from a resourceVersion replays only later changes, and sees a deletion as marked (MODIFIED), then DELETED", async () => {
     const rv = server.resourceVersion;
     server.mutatePod("default", "p2", (pod) => {
       pod.metadata = { ...pod.metadata, labels: { app: "web", v: "2" } };
@@ -86,7 +88,11 @@ describe("watch", () => {
     const c = collector();
     await watchPods({ resourceVersion: String(rv) }, c);
     server.deletePod("default", "p1");
-    expect((await c.count(2)).map((e) => `${e.type} ${e.name}`)).toEqual(["MODIFIED p2", "DELETED p1"]);
+    expect((await c.count(3)).map((e) => `${e.type} ${e.name}`)).toEqual([
+      "MODIFIED p2",
+      "MODIFIED p1",
+      "DELETED p1",
+    ]);
   });
 
   it("with a label selector, a pod that stops matching is DELETED and one that starts matching is ADDED", async () => {

@@ -4,7 +4,7 @@ import { kubeletPodStatus } from "../kubelet-status.ts";
 import { presentCoreEvent } from "./events.ts";
 import { isJsonObject, type JsonObject } from "./patch/json-value.ts";
 import { metadataFieldErrors } from "./pod-updates.ts";
-import { podBody } from "./pods.ts";
+import { deleteNow, podBody } from "./pods.ts";
 import type { ObjectStore, StoredObject } from "./store.ts";
 import { normalizeTimes } from "./wire-format.ts";
 
@@ -96,8 +96,9 @@ export function mutatePod(
 }
 
 export function removePod(store: ObjectStore, namespace: string, name: string): void {
-  if (!store.delete("pods", namespace, name))
-    throw new Error(`deletePod: pod ${namespace}/${name} does not exist`);
+  const existing = store.get("pods", namespace, name);
+  if (!existing) throw new Error(`deletePod: pod ${namespace}/${name} does not exist`);
+  deleteNow(store, existing);
 }
 
 export function readEvents(store: ObjectStore, namespace: string): CoreV1Event[] {

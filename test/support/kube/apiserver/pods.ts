@@ -14,7 +14,7 @@ import {
   notFound,
   STALE_OBJECT,
 } from "./status-errors.ts";
-import type { ObjectStore, StoredObject } from "./store.ts";
+import { kubeTime, type ObjectStore, type StoredObject } from "./store.ts";
 import { nameErrors } from "./validation.ts";
 import { normalizeTimes, parseJsonBody, withKind } from "./wire-format.ts";
 
@@ -127,11 +127,31 @@ function deletePod(store: ObjectStore, existing: StoredObject, body: string): Ha
       `Precondition failed: UID in precondition: ${String(preconditions.uid)}, UID in object meta: ${existing.metadata.uid}`,
     );
   }
-  const gone = store.delete("pods", existing.metadata.namespace, name);
+  const gone = deleteNow(store, existing);
   return json(200, podBody(gone ?? existing));
 }
 
-/** core/v1 pods and pods/status. Deletion is immediate: there is no kubelet here to finish a graceful one. */
+/**
+ * A pod's deletion with grace period 0, as the real registry does it (generic Store.Delete: pods
+ * always delete gracefully): first an update that marks the pod, deletionTimestamp now and
+ * deletionGracePeriodSeconds 0 (a MODIFIED event), then the removal (a DELETED event carrying the
+ * mark). A watcher of the pod sees it marked for deletion before it is gone, even on a force delete.
+ */
+export function deleteNow(store: ObjectStore, existing: StoredObject): StoredObject | undefined {
+  const { namespace, name } = existing.metadata;
+  if (existing.metadata.deletionTimestamp === undefined) {
+    const marked = structuredClone(existing);
+    marked.metadata.deletionTimestamp = kubeTime();
+    marked.metadata.deletionGracePeriodSeconds = 0;
+    // The first mark bumps a generation that is set, as rest.BeforeDelete does.
+    const generation = marked.metadata.generation;
+    if (typeof generation === "number" && generation > 0) marked.metadata.generation = generation + 1;
+    store.update("pods", marked);
+  }
+  return store.delete("pods", namespace, name);
+}
+
+/** core/v1 pods and pods/status. Deletion is immediate (see deleteNow): there is no kubelet here to finish a graceful one. */
 export function handlePods(store: ObjectStore, request: HandlerRequest): HandlerResult {
   const { target, query, body } = request;
   const { verb, namespace, name, subresource } = target;
