@@ -2,7 +2,7 @@
 // at the end), the pglease image imported, the run's PostgreSQL bridged to the pods, and
 // kubectl/helm with the admin kubeconfig.
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -45,9 +45,57 @@ export interface ClusterSession {
 /** How long a suite waits for another test run's node (one node per machine) before it fails. */
 const WAIT_FOR_OTHER_RUN_MS = 15 * 60_000;
 
+/**
+ * The machine's one node, held by one suite at a time: a lock directory (mkdir is atomic) naming
+ * its owner's pid. Two suites of one vitest run start in parallel workers; without it both saw no
+ * node and both booted one into the same folders (seen: "containerd.toml: no such file").
+ */
+const SUITE_LOCK = `${paths.base}.lock`;
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+async function lockNode(deadline: number): Promise<() => Promise<void>> {
+  for (;;) {
+    try {
+      await mkdir(SUITE_LOCK);
+      await writeFile(join(SUITE_LOCK, "owner"), String(process.pid));
+      return () => rm(SUITE_LOCK, { recursive: true, force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    const owner = Number(await readFile(join(SUITE_LOCK, "owner"), "utf8").catch(() => ""));
+    // A lock whose owner died is taken over; one being written (no owner yet) is waited for.
+    if (owner > 0 && !running(owner)) await rm(SUITE_LOCK, { recursive: true, force: true });
+    else if (Date.now() > deadline)
+      throw new Error(`the cluster stayed in use by another suite (${SUITE_LOCK})`);
+    else await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
 export async function openCluster(tools: ClusterTools): Promise<ClusterSession> {
   // One node per machine: a node another test run holds is waited for; one a dead run left is torn down.
   const deadline = Date.now() + WAIT_FOR_OTHER_RUN_MS;
+  const unlock = await lockNode(deadline);
+  try {
+    return await openLocked(tools, deadline, unlock);
+  } catch (error) {
+    await unlock();
+    throw error;
+  }
+}
+
+async function openLocked(
+  tools: ClusterTools,
+  deadline: number,
+  unlock: () => Promise<void>,
+): Promise<ClusterSession> {
   while ((await holder()) === "live") {
     if (Date.now() > deadline)
       throw new Error(`the cluster stayed in use by another test run (${paths.state})`);
@@ -81,8 +129,12 @@ export async function openCluster(tools: ClusterTools): Promise<ClusterSession> 
     booted,
     bootMs,
     async close() {
-      if (!booted) return { guardDrops: await guardDrops(), teardownMs: null, sysctlsNotRestored: [] };
-      return await down(() => undefined);
+      try {
+        if (!booted) return { guardDrops: await guardDrops(), teardownMs: null, sysctlsNotRestored: [] };
+        return await down(() => undefined);
+      } finally {
+        await unlock();
+      }
     },
   };
 }
