@@ -55,7 +55,8 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
       session,
       "orders",
       namespace,
-      releaseValues(session, bridge.podUrl, REPLICAS),
+      // Crash takeover is opt-in; on here, so the killed sidecar below races both takeovers.
+      { ...releaseValues(session, bridge.podUrl, REPLICAS), lease: { crashTakeover: true } },
     );
     // The helm test pod carries the workload's labels too; only the workload's pods count here.
     selector = `${release.selector},app.kubernetes.io/component!=test`;
@@ -217,8 +218,8 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
   }, 900_000);
 
   // Two mechanisms race for a killed leader's lease, both safe: the sidecar restarted in place
-  // claims through the restart takeover (its pod's restart lock), and with crash takeover (on in
-  // the chart) a peer claims as soon as the kubelet reports the killed run terminated. Whichever
+  // claims through the restart takeover (its pod's restart lock), and with crash takeover (opt-in,
+  // on in this suite) a peer claims as soon as the kubelet reports the killed run terminated. Whichever
   // commits first leads; the other sees it held. Either way: one new leader, never two endpoints.
   it("replaces a killed leader sidecar in restart time or sooner (restart or crash takeover), never with two ready endpoints", async () => {
     const list = await until(

@@ -68,7 +68,7 @@ lease:
   notify: true
   restartTakeover: true
   sessionTakeover: false
-  crashTakeover: true
+  crashTakeover: false
   priority: 0
   preempt: false
   noLead: false
