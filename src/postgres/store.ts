@@ -26,7 +26,8 @@ export interface PgLeaseStoreOptions {
   holderSession?: () => HolderSession | null;
   /**
    * Crash takeover: the holders (each with a restart proof) the kubelet reported terminated; a
-   * claim may take a live term of one of them. `pglease run --crash-takeover` fills it.
+   * claim may take a live term of one of them. `pglease run --crash-takeover` fills it. Name only
+   * holders a real witness saw die: a live holder named here loses its term while it believes.
    */
   crashedHolders?: () => readonly string[];
 }
