@@ -12,10 +12,13 @@ export interface CrashWitness {
 }
 
 const MAX_DEAD = 32;
+/** Holders ever reported, so one let go is not taken back: the statuses keep showing old reports. */
+const MAX_REPORTED = 1024;
 
 /** A witness fed by its owner: add() a holder reported dead. */
 export class WitnessedCrashes implements CrashWitness {
   readonly #dead = new Set<string>();
+  readonly #reported = new Set<string>();
   readonly #listeners = new Set<() => void>();
 
   dead(): readonly string[] {
@@ -27,7 +30,10 @@ export class WitnessedCrashes implements CrashWitness {
    * was bound) names one process; a holder chosen by hand may be the next process's name too.
    */
   add(holder: string): boolean {
-    if (!holder.includes(RESTART_PROOF_MARKER) || this.#dead.has(holder)) return false;
+    if (!holder.includes(RESTART_PROOF_MARKER) || this.#reported.has(holder)) return false;
+    this.#reported.add(holder);
+    if (this.#reported.size > MAX_REPORTED)
+      this.#reported.delete(this.#reported.values().next().value as string);
     this.#dead.add(holder);
     // Each claim sends the set: the oldest (long expired by now) go first, so it stays one packet.
     if (this.#dead.size > MAX_DEAD) this.#dead.delete(this.#dead.values().next().value as string);

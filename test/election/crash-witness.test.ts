@@ -29,4 +29,16 @@ describe("witnessed crashes", () => {
     expect(witness.dead()).toHaveLength(32);
     expect(witness.dead()[0]).toBe(proven(9));
   });
+
+  // Review: with more reports in the peers' statuses than the set keeps, every peer event re-added
+  // the evicted ones, each a log line and a wake-up of every elector for a claim.
+  it("does not take back a holder it let go: the peers' statuses keep showing old reports", () => {
+    const witness = new WitnessedCrashes();
+    let told = 0;
+    witness.subscribe(() => told++);
+    for (let i = 1; i <= 40; i++) witness.add(proven(i));
+    expect(witness.add(proven(1))).toBe(false);
+    expect(told).toBe(40);
+    expect(witness.dead()[0]).toBe(proven(9));
+  });
 });
