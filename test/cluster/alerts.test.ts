@@ -3,25 +3,13 @@
 // rules rendered with `metrics.prometheusRule.job` naming it). A graceful handover (the leader pod
 // deleted) must fire no alert; a lease nobody leads (the workload scaled to 0) must fire
 // PgleaseNoLeader once it has lasted the rule's `for` (two lease durations by default).
-import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { renderChart } from "../support/kube/chart.ts";
-import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import { skipBecause } from "../support/skip.ts";
-import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type Prometheus, prometheusMissing, startPrometheus } from "./prometheus.ts";
-import { installRelease, type Release, releaseValues } from "./release.ts";
-import {
-  type ClusterSession,
-  closeSuite,
-  clusterSkipReason,
-  describePods,
-  openCluster,
-  pods,
-  until,
-} from "./session.ts";
-import { clusterTools } from "./tools.ts";
+import { releaseSuite } from "./release-suite.ts";
+import { clusterSkipReason, describePods, pods, until } from "./session.ts";
 
 const SUITE = "cluster alerts";
 const clusterReason = await clusterSkipReason(SUITE);
@@ -39,73 +27,57 @@ const INTERVAL_S = 1;
 const INTERVAL = `${INTERVAL_S}s`;
 
 describe.skipIf(skip)("the chart's alerts on a real Prometheus", () => {
-  let session: ClusterSession;
-  let database: TestDatabase;
-  let bridge: PgBridge;
-  let release: Release;
   let prometheus: Prometheus;
-  let selector: string;
+  let rule: { spec: { groups: unknown[] } };
   let target: string;
   let started: number;
-  const figures: Record<string, unknown> = {};
-
-  beforeAll(async () => {
-    session = await openCluster(await clusterTools());
-    database = await createTestDatabase();
-    bridge = await bridgePostgres(database.url);
-    const namespace = `alerts-${randomBytes(3).toString("hex")}`;
-    const values = releaseValues(session, bridge.podUrl, REPLICAS);
-    const rules = {
-      metrics: { prometheusRule: { enabled: true, job: JOB, scrapeInterval: INTERVAL } },
-    };
-    const rule = (
-      await renderChart({ ...values, ...rules }, { release: "orders", namespace, withoutBaseValues: true })
-    ).find((m) => m.kind === "PrometheusRule") as unknown as { spec: { groups: unknown[] } };
-    // The cluster has no prometheus-operator: the release goes in without the PrometheusRule, whose
-    // rules the Prometheus below loads from a file.
-    release = await installRelease(session, "orders", namespace, values);
-    selector = `${release.selector},app.kubernetes.io/component!=test`;
-    target = `namespace="${namespace}", job="${JOB}"`;
-    prometheus = await startPrometheus({
-      namespace,
-      job: JOB,
-      port: 8484,
-      pods: async () =>
-        (await pods(session, namespace, "app.kubernetes.io/component!=test")).flatMap((pod) =>
-          pod.ip ? [{ name: pod.name, ip: pod.ip }] : [],
-        ),
-      intervalSeconds: INTERVAL_S,
-      groups: rule.spec.groups,
-    });
-    started = Date.now() / 1000;
-    await until(
-      `${REPLICAS} sidecars scraped, one of them leading`,
-      180_000,
-      async () => ({
-        up: (await prometheus.query(`sum(up{${target}})`))[0]?.value[1],
-        leaders: (await prometheus.query(`sum(pglease_leader{${target}})`))[0]?.value[1],
-      }),
-      (seen) => seen.up === String(REPLICAS) && seen.leaders === "1",
-    ).catch(async (error: Error) => {
-      throw new Error(
-        `${error.message}\n${await describePods(session, release.namespace, selector)}\n${await prometheus?.log()}`,
-      );
-    });
-  }, 900_000);
-
-  afterAll(async () => {
-    console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
-    await closeSuite(SUITE, session, [
-      async () => prometheus?.stop(),
-      async () => {
-        if (!release) return;
-        await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
-        await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
-      },
-      async () => bridge?.close(),
-      async () => database?.drop(),
-    ]);
-  }, 180_000);
+  const cluster = releaseSuite({
+    suite: SUITE,
+    replicas: REPLICAS,
+    namespacePrefix: "alerts",
+    async values(base, namespace) {
+      const rules = {
+        metrics: { prometheusRule: { enabled: true, job: JOB, scrapeInterval: INTERVAL } },
+      };
+      rule = (
+        await renderChart({ ...base, ...rules }, { release: "orders", namespace, withoutBaseValues: true })
+      ).find((m) => m.kind === "PrometheusRule") as unknown as { spec: { groups: unknown[] } };
+      // The cluster has no prometheus-operator: the release goes in without the PrometheusRule, whose
+      // rules the Prometheus below loads from a file.
+      return base;
+    },
+    async ready() {
+      const { namespace } = cluster.release;
+      target = `namespace="${namespace}", job="${JOB}"`;
+      prometheus = await startPrometheus({
+        namespace,
+        job: JOB,
+        port: 8484,
+        pods: async () =>
+          (await pods(cluster.session, namespace, "app.kubernetes.io/component!=test")).flatMap((pod) =>
+            pod.ip ? [{ name: pod.name, ip: pod.ip }] : [],
+          ),
+        intervalSeconds: INTERVAL_S,
+        groups: rule.spec.groups,
+      });
+      started = Date.now() / 1000;
+      await until(
+        `${REPLICAS} sidecars scraped, one of them leading`,
+        180_000,
+        async () => ({
+          up: (await prometheus.query(`sum(up{${target}})`))[0]?.value[1],
+          leaders: (await prometheus.query(`sum(pglease_leader{${target}})`))[0]?.value[1],
+        }),
+        (seen) => seen.up === String(REPLICAS) && seen.leaders === "1",
+      ).catch(async (error: Error) => {
+        throw new Error(
+          `${error.message}\n${await describePods(cluster.session, namespace, cluster.selector)}\n${await prometheus?.log()}`,
+        );
+      });
+    },
+    cleanUp: async () => prometheus?.stop(),
+  });
+  const { figures } = cluster;
 
   /** Every alert that was firing at some evaluation since `from` (seconds since the epoch). */
   const firedSince = async (from: number) => {
@@ -121,7 +93,14 @@ describe.skipIf(skip)("the chart's alerts on a real Prometheus", () => {
     const leader = leading ? { name: leading.metric.pod } : undefined;
     expect(leader?.name).toBeDefined();
     const deleted = Date.now();
-    await session.kubectl(["delete", "pod", "-n", release.namespace, leader?.name ?? "", "--wait=false"]);
+    await cluster.session.kubectl([
+      "delete",
+      "pod",
+      "-n",
+      cluster.release.namespace,
+      leader?.name ?? "",
+      "--wait=false",
+    ]);
     // Prometheus sees another pod lead: the handover is over as far as any rule can tell.
     const [next] = await until(
       "Prometheus sees a new leader",
@@ -139,9 +118,16 @@ describe.skipIf(skip)("the chart's alerts on a real Prometheus", () => {
   });
 
   it("fires PgleaseNoLeader when no pod leads (the workload scaled to 0)", async () => {
-    const deployment = release.leaderService.replace(/-leader$/, "");
+    const deployment = cluster.release.leaderService.replace(/-leader$/, "");
     const scaled = Date.now();
-    await session.kubectl(["scale", "deployment", deployment, "-n", release.namespace, "--replicas=0"]);
+    await cluster.session.kubectl([
+      "scale",
+      "deployment",
+      deployment,
+      "-n",
+      cluster.release.namespace,
+      "--replicas=0",
+    ]);
     const [alert] = await until(
       "PgleaseNoLeader firing",
       180_000,
@@ -161,7 +147,7 @@ describe.skipIf(skip)("the chart's alerts on a real Prometheus", () => {
     const lastLed = Math.max(...(leading[0]?.values ?? []).map(([t]) => t));
     figures.noLeaderFiredAfterLastLeaderSeenS = Math.round(firedAt - lastLed);
     expect(alert?.metric).toMatchObject({ alertname: "PgleaseNoLeader", severity: "critical" });
-    expect(alert?.metric.lease).toBe(release.leaderService.replace(/-leader$/, ""));
+    expect(alert?.metric.lease).toBe(cluster.release.leaderService.replace(/-leader$/, ""));
     expect(firedAt - lastLed).toBeGreaterThanOrEqual(30 - 1);
     // Nothing else: a lease without a leader is exactly one alert.
     expect(new Set(await firedSince(started))).toEqual(new Set(["PgleaseNoLeader"]));

@@ -5,24 +5,14 @@
 // under the health gate. In each, the leader Service must never list two ready pods, and the time
 // it lists none is measured from a watch on its EndpointSlices; the pods' watch says who carried
 // the leader label when.
-import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { describe, expect, it } from "vitest";
 import { evict } from "./api.ts";
 import { type EndpointTimeline, watchEndpoints } from "./endpoint-timeline.ts";
 import { guardDrops } from "./network.ts";
-import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type PodState, type PodTimeline, watchPods } from "./pod-timeline.ts";
-import { APP_PORT, get, installRelease, type Release, releaseValues } from "./release.ts";
-import {
-  type ClusterSession,
-  closeSuite,
-  clusterSkipReason,
-  describePods,
-  openCluster,
-  until,
-} from "./session.ts";
-import { clusterTools } from "./tools.ts";
+import { APP_PORT, get } from "./release.ts";
+import { releaseSuite } from "./release-suite.ts";
+import { clusterSkipReason, describePods, until } from "./session.ts";
 
 const SUITE = "cluster disruptions";
 const skip = (await clusterSkipReason(SUITE)) !== null;
@@ -30,53 +20,31 @@ const REPLICAS = 3;
 const ROLLOUTS = Number(process.env.PGLEASE_CLUSTER_TRIALS ?? 2);
 
 describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready application", () => {
-  let session: ClusterSession;
-  let database: TestDatabase;
-  let bridge: PgBridge;
-  let release: Release;
-  let selector: string;
-  const figures: Record<string, unknown> = {};
-
-  beforeAll(async () => {
-    session = await openCluster(await clusterTools());
-    database = await createTestDatabase();
-    bridge = await bridgePostgres(database.url);
-    const values = releaseValues(session, bridge.podUrl, REPLICAS);
+  const cluster = releaseSuite({
+    suite: SUITE,
+    replicas: REPLICAS,
     // The application's own readiness probe, as a user sets one: the health gate (on by default,
     // `health.gate: pod`) follows what the kubelet makes of it.
-    const app = {
-      ...values.app,
-      readinessProbe: { httpGet: { path: "/ready", port: "http" }, periodSeconds: 1, failureThreshold: 2 },
-    };
-    release = await installRelease(session, "orders", `e2e-${randomBytes(3).toString("hex")}`, {
-      ...values,
-      app,
-    });
-    selector = `${release.selector},app.kubernetes.io/component!=test`;
-    await steady(180_000);
-  }, 900_000);
-
-  afterAll(async () => {
-    console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
-    if (process.env.PGLEASE_CLUSTER_KEEP === "1") return;
-    await closeSuite(SUITE, session, [
-      async () => {
-        if (!release) return;
-        await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
-        await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
+    values: (base) => ({
+      ...base,
+      app: {
+        ...base.app,
+        readinessProbe: { httpGet: { path: "/ready", port: "http" }, periodSeconds: 1, failureThreshold: 2 },
       },
-      async () => bridge?.close(),
-      async () => database?.drop(),
-    ]);
-  }, 180_000);
+    }),
+    ready: async () => {
+      await steady(180_000);
+    },
+  });
+  const { figures } = cluster;
 
   const live = (list: PodState[]) => list.filter((p) => !p.gone);
   const leaders = (list: PodState[]) => live(list).filter((p) => p.role === "leader");
 
   /** Every pod Ready, none going, exactly one labelled leader, and the leader Service listing it. */
   async function steady(timeoutMs: number): Promise<{ leader: PodState; pods: PodState[] }> {
-    const podWatch = await watchPods(release.namespace, selector);
-    const endpoints = await watchEndpoints(release.namespace, release.leaderService);
+    const podWatch = await watchPods(cluster.release.namespace, cluster.selector);
+    const endpoints = await watchEndpoints(cluster.release.namespace, cluster.release.leaderService);
     try {
       const { pods } = await podWatch
         .waitFor((list) => {
@@ -86,7 +54,9 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
           );
         }, timeoutMs)
         .catch(async (error: Error) => {
-          throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
+          throw new Error(
+            `${error.message}\n${await describePods(cluster.session, cluster.release.namespace, cluster.selector)}`,
+          );
         });
       const leader = leaders(pods)[0] as PodState;
       await endpoints.waitFor((ready) => ready.join() === leader.name, 60_000);
@@ -99,11 +69,13 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
 
   /** Both watches for one scenario, stopped however it ends. */
   async function observe<T>(scenario: (pods: PodTimeline, endpoints: EndpointTimeline) => Promise<T>) {
-    const pods = await watchPods(release.namespace, selector);
-    const endpoints = await watchEndpoints(release.namespace, release.leaderService);
+    const pods = await watchPods(cluster.release.namespace, cluster.selector);
+    const endpoints = await watchEndpoints(cluster.release.namespace, cluster.release.leaderService);
     try {
       return await scenario(pods, endpoints).catch(async (error: Error) => {
-        throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
+        throw new Error(
+          `${error.message}\n${await describePods(cluster.session, cluster.release.namespace, cluster.selector)}`,
+        );
       });
     } finally {
       pods.stop();
@@ -113,12 +85,12 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
 
   const disruptionsAllowed = async () =>
     Number(
-      await session.kubectl([
+      await cluster.session.kubectl([
         "get",
         "poddisruptionbudget",
-        release.workload,
+        cluster.release.workload,
         "-n",
-        release.namespace,
+        cluster.release.namespace,
         "-o",
         "jsonpath={.status.disruptionsAllowed}",
       ]),
@@ -132,21 +104,21 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
       trials.push(
         await observe(async (pods, endpoints) => {
           const startedAt = performance.now();
-          await session.kubectl([
+          await cluster.session.kubectl([
             "rollout",
             "restart",
-            `deployment/${release.workload}`,
+            `deployment/${cluster.release.workload}`,
             "-n",
-            release.namespace,
+            cluster.release.namespace,
           ]);
           // The real Deployment controller: one pod of surge, none unavailable (the chart leaves
           // Kubernetes' 25 % / 25 %), an old pod deleted once a new one is Ready; the PDB beside it.
-          await session.kubectl([
+          await cluster.session.kubectl([
             "rollout",
             "status",
-            `deployment/${release.workload}`,
+            `deployment/${cluster.release.workload}`,
             "-n",
-            release.namespace,
+            cluster.release.namespace,
             "--timeout=300s",
           ]);
           const done = await pods.waitFor((list) => {
@@ -194,10 +166,10 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
     await until("the PDB allowing a disruption", 60_000, disruptionsAllowed, (n) => n === 1);
     figures.eviction = await observe(async (pods, endpoints) => {
       const evictedAt = performance.now();
-      const first = await evict(release.namespace, leader.name);
+      const first = await evict(cluster.release.namespace, leader.name);
       // Straight after: the API server has already taken the allowed disruption off the PDB's
       // status, and the replacement pod cannot be Ready yet.
-      const second = await evict(release.namespace, follower.name);
+      const second = await evict(cluster.release.namespace, follower.name);
       expect(first.status, first.message).toBe(201);
       expect(second.status, second.message).toBe(429);
       expect(second.message).toMatch(/disruption budget/);
@@ -218,7 +190,7 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
       const retried = await until(
         "the follower's eviction accepted once the replacement is Ready",
         180_000,
-        () => evict(release.namespace, follower.name),
+        () => evict(cluster.release.namespace, follower.name),
         (answer) => answer.status !== 429,
       );
       expect(retried.status, retried.message).toBe(201);
@@ -243,12 +215,12 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
 
   it("hands over when the leader's application fails its readiness probe (the health gate), never with two ready endpoints", async () => {
     const { leader } = await steady(180_000);
-    const ip = await session.kubectl([
+    const ip = await cluster.session.kubectl([
       "get",
       "pod",
       leader.name,
       "-n",
-      release.namespace,
+      cluster.release.namespace,
       "-o",
       "jsonpath={.status.podIP}",
     ]);

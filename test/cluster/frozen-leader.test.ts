@@ -5,29 +5,16 @@
 // deploy/examples/fenced-reconciler, reading leadership from the downward API as the chart mounts
 // it and writing through the fence guard: once thawed, the frozen pod still believes what its
 // files said, and its write with the old fence is refused by PostgreSQL, never committed.
-import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chartDir } from "../support/kube/chart.ts";
-import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { describe, expect, it } from "vitest";
 import { watchEndpoints } from "./endpoint-timeline.ts";
 import { guardDrops } from "./network.ts";
-import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type PodState, watchPods } from "./pod-timeline.ts";
-import { type Release, releaseIn, releaseValues } from "./release.ts";
-import {
-  type ClusterSession,
-  closeSuite,
-  clusterSkipReason,
-  describePods,
-  helmInstall,
-  openCluster,
-  until,
-} from "./session.ts";
-import { clusterTools } from "./tools.ts";
+import { releaseSuite } from "./release-suite.ts";
+import { clusterSkipReason, describePods, until } from "./session.ts";
 
 const SUITE = "cluster frozen leader";
 const skip = (await clusterSkipReason(SUITE)) !== null;
@@ -40,80 +27,56 @@ const FREEZER = "/sys/fs/cgroup/freezer/kubepods";
 const READ_STATE = "SELECT fence, runs FROM fenced_reconciler_state WHERE resource = $1";
 
 describe.skipIf(skip)("a frozen leader in a real cluster", () => {
-  let session: ClusterSession;
-  let database: TestDatabase;
-  let bridge: PgBridge;
-  let release: Release;
-  let selector: string;
   let db: pg.Client;
-  const figures: Record<string, unknown> = {};
-
-  beforeAll(async () => {
-    session = await openCluster(await clusterTools());
-    database = await createTestDatabase();
-    db = new pg.Client({ connectionString: database.url });
-    await db.connect();
-    bridge = await bridgePostgres(database.url);
-    const namespace = `e2e-${randomBytes(3).toString("hex")}`;
-    await session.kubectl(["create", "namespace", namespace]);
-    // The example as a user's program imports it: the package by its name (the image's /app is
-    // the package, so the import resolves to its own build), not the repository's source.
-    const source = (await readFile(example, "utf8")).replace('"../../../src/index.ts"', '"pglease"');
-    const configMap = {
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      metadata: { name: "fenced-reconciler" },
-      data: { "main.ts": source },
-    };
-    await session.kubectl(["apply", "-n", namespace, "-f", "-"], JSON.stringify(configMap));
-    const values = releaseValues(session, bridge.podUrl, REPLICAS);
-    release = releaseIn("orders", namespace);
-    await helmInstall(session, release.name, namespace, chartDir, {
-      ...values,
-      workload: {
-        ...values.workload,
-        volumes: [{ name: "reconciler", configMap: { name: "fenced-reconciler" } }],
-      },
-      app: {
-        ...values.app,
-        command: ["node", "/app/reconciler/main.ts"],
-        env: [
-          { name: "DATABASE_URL", value: bridge.podUrl },
-          // The downward API folder the chart mounts (LEADER_INFO_DIR): what a paused pod last saw.
-          { name: "FENCE_SOURCE", value: "downward-api" },
-          { name: "RECONCILE_INTERVAL_MS", value: "250" },
-        ],
-        volumeMounts: [{ name: "reconciler", mountPath: "/app/reconciler" }],
-      },
-      sidecar: {
-        ...values.sidecar,
-        // A frozen sidecar fails its liveness probe; the kubelet's restart would be a different
-        // scenario (the crash one): here the pod thaws as it froze.
-        livenessProbe: {
-          httpGet: { path: "/healthz", port: "pglease" },
-          periodSeconds: 10,
-          timeoutSeconds: 2,
-          failureThreshold: 30,
+  const cluster = releaseSuite({
+    suite: SUITE,
+    replicas: REPLICAS,
+    async values(base, namespace) {
+      db = new pg.Client({ connectionString: cluster.database.url });
+      await db.connect();
+      // The example as a user's program imports it: the package by its name (the image's /app is
+      // the package, so the import resolves to its own build), not the repository's source.
+      const source = (await readFile(example, "utf8")).replace('"../../../src/index.ts"', '"pglease"');
+      const configMap = {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "fenced-reconciler" },
+        data: { "main.ts": source },
+      };
+      await cluster.session.kubectl(["apply", "-n", namespace, "-f", "-"], JSON.stringify(configMap));
+      return {
+        ...base,
+        workload: {
+          ...base.workload,
+          volumes: [{ name: "reconciler", configMap: { name: "fenced-reconciler" } }],
         },
-      },
-    });
-    selector = `${release.selector},app.kubernetes.io/component!=test`;
-  }, 900_000);
-
-  afterAll(async () => {
-    console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
-    if (process.env.PGLEASE_CLUSTER_KEEP === "1") return;
-    await closeSuite(SUITE, session, [
-      async () => {
-        if (!release) return;
-        await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
-        await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
-      },
-      async () => db?.end(),
-      async () => bridge?.close(),
-      async () => database?.drop(),
-    ]);
-  }, 180_000);
+        app: {
+          ...base.app,
+          command: ["node", "/app/reconciler/main.ts"],
+          env: [
+            { name: "DATABASE_URL", value: cluster.bridge.podUrl },
+            // The downward API folder the chart mounts (LEADER_INFO_DIR): what a paused pod last saw.
+            { name: "FENCE_SOURCE", value: "downward-api" },
+            { name: "RECONCILE_INTERVAL_MS", value: "250" },
+          ],
+          volumeMounts: [{ name: "reconciler", mountPath: "/app/reconciler" }],
+        },
+        sidecar: {
+          ...base.sidecar,
+          // A frozen sidecar fails its liveness probe; the kubelet's restart would be a different
+          // scenario (the crash one): here the pod thaws as it froze.
+          livenessProbe: {
+            httpGet: { path: "/healthz", port: "pglease" },
+            periodSeconds: 10,
+            timeoutSeconds: 2,
+            failureThreshold: 30,
+          },
+        },
+      };
+    },
+    cleanUp: async () => db?.end(),
+  });
+  const { figures } = cluster;
 
   const committed = async () => {
     const { rows } = await db.query(READ_STATE, [RESOURCE]);
@@ -121,8 +84,8 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
   };
 
   it("replaces a frozen leader at the expiry, takes its label, and refuses its fenced writes after the thaw", async () => {
-    const pods = await watchPods(release.namespace, selector);
-    const endpoints = await watchEndpoints(release.namespace, release.leaderService);
+    const pods = await watchPods(cluster.release.namespace, cluster.selector);
+    const endpoints = await watchEndpoints(cluster.release.namespace, cluster.release.leaderService);
     let freezer: string | undefined;
     try {
       const steady = await pods
@@ -135,7 +98,9 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
           );
         }, 180_000)
         .catch(async (error: Error) => {
-          throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
+          throw new Error(
+            `${error.message}\n${await describePods(cluster.session, cluster.release.namespace, cluster.selector)}`,
+          );
         });
       const frozen = steady.pods.find((p) => p.role === "leader") as PodState;
       const oldFence = frozen.fence ?? 0;
@@ -143,12 +108,12 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
       await until("the leader's reconciler writing", 180_000, committed, (c) => c?.fence === oldFence);
       await endpoints.waitFor((r) => r.join() === frozen.name, 60_000);
 
-      const uid = await session.kubectl([
+      const uid = await cluster.session.kubectl([
         "get",
         "pod",
         frozen.name,
         "-n",
-        release.namespace,
+        cluster.release.namespace,
         "-o",
         "jsonpath={.metadata.uid}",
       ]);
@@ -182,7 +147,16 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
       const refused = await until(
         "the thawed pod's reconciler logging its refused write or its follower role",
         60_000,
-        () => session.kubectl(["logs", "-n", release.namespace, frozen.name, "-c", "app", "--since=2m"]),
+        () =>
+          cluster.session.kubectl([
+            "logs",
+            "-n",
+            cluster.release.namespace,
+            frozen.name,
+            "-c",
+            "app",
+            "--since=2m",
+          ]),
         (log) =>
           afterThaw(log).some((l) => l.message === "refused" || l.message === "follower: not reconciling"),
       );

@@ -6,29 +6,23 @@
 // `helm test` passing. Then the leader pod is deleted: the leader Service must never list two
 // ready pods, and the time it lists none is measured. At the end, nothing of the cluster's
 // addresses left the machine (the host guard's drop count is 0).
-import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+import { describe, expect, it } from "vitest";
 import { watchEndpoints } from "./endpoint-timeline.ts";
 import { guardDrops } from "./network.ts";
 import { memoryMiB } from "./node.ts";
-import { bridgePostgres, type PgBridge } from "./pg-bridge.ts";
 import { type PodState, watchPods } from "./pod-timeline.ts";
-import { type Answer, get, installRelease, type Release, releaseValues } from "./release.ts";
+import { type Answer, get } from "./release.ts";
+import { releaseSuite } from "./release-suite.ts";
 import {
-  type ClusterSession,
-  closeSuite,
   clusterSkipReason,
   containerPid,
   describePods,
-  openCluster,
   type PodView,
   pods,
   readyEndpoints,
   until,
 } from "./session.ts";
-import { clusterTools } from "./tools.ts";
 
 const SUITE = "cluster install";
 const skip = (await clusterSkipReason(SUITE)) !== null;
@@ -36,56 +30,33 @@ const REPLICAS = 3;
 const DELETE_TRIALS = Number(process.env.PGLEASE_CLUSTER_TRIALS ?? 3);
 
 describe.skipIf(skip)("charts/pglease in a real cluster", () => {
-  let session: ClusterSession;
-  let database: TestDatabase;
-  let bridge: PgBridge;
-  let release: Release;
-  let selector: string;
-  const figures: Record<string, unknown> = {};
-
-  beforeAll(async () => {
-    session = await openCluster(await clusterTools());
-    figures.bootMs = session.bootMs;
-    figures.imageBuildMs = session.image.buildMs;
-    database = await createTestDatabase();
-    bridge = await bridgePostgres(database.url);
-    const namespace = `e2e-${randomBytes(3).toString("hex")}`;
-    const started = performance.now();
-    release = await installRelease(
-      session,
-      "orders",
-      namespace,
+  let installStarted: number;
+  const cluster = releaseSuite({
+    suite: SUITE,
+    replicas: REPLICAS,
+    values(base) {
+      figures.bootMs = cluster.session.bootMs;
+      figures.imageBuildMs = cluster.session.image.buildMs;
+      installStarted = performance.now();
       // Crash takeover is opt-in; on here, so the killed sidecar below races both takeovers.
-      { ...releaseValues(session, bridge.podUrl, REPLICAS), lease: { crashTakeover: true } },
-    );
-    // The helm test pod carries the workload's labels too; only the workload's pods count here.
-    selector = `${release.selector},app.kubernetes.io/component!=test`;
-    await until(
-      `${REPLICAS} pods Ready`,
-      180_000,
-      () => pods(session, release.namespace, selector),
-      (list) => list.length === REPLICAS && list.every((p) => p.ready),
-    ).catch(async (error: Error) => {
-      throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
-    });
-    figures.installToAllReadyMs = Math.round(performance.now() - started);
-    figures.memoryMiB = await memoryMiB();
-  }, 900_000);
-
-  afterAll(async () => {
-    console.log(`[${SUITE}] figures: ${JSON.stringify(figures)}`);
-    // PGLEASE_CLUSTER_KEEP=1 leaves the release (and a node booted by hand) for a look after a failure.
-    if (process.env.PGLEASE_CLUSTER_KEEP === "1") return;
-    await closeSuite(SUITE, session, [
-      async () => {
-        if (!release) return;
-        await session.helm(["uninstall", release.name, "--namespace", release.namespace, "--wait"]);
-        await session.kubectl(["delete", "namespace", release.namespace, "--wait=false"]);
-      },
-      async () => bridge?.close(),
-      async () => database?.drop(),
-    ]);
-  }, 180_000);
+      return { ...base, lease: { crashTakeover: true } };
+    },
+    async ready() {
+      await until(
+        `${REPLICAS} pods Ready`,
+        180_000,
+        () => pods(cluster.session, cluster.release.namespace, cluster.selector),
+        (list) => list.length === REPLICAS && list.every((p) => p.ready),
+      ).catch(async (error: Error) => {
+        throw new Error(
+          `${error.message}\n${await describePods(cluster.session, cluster.release.namespace, cluster.selector)}`,
+        );
+      });
+      figures.installToAllReadyMs = Math.round(performance.now() - installStarted);
+      figures.memoryMiB = await memoryMiB();
+    },
+  });
+  const { figures } = cluster;
 
   const leaders = (list: PodView[]) => list.filter((p) => p.labels["pglease.io/role"] === "leader");
 
@@ -93,7 +64,7 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
     const list = await until(
       "one labelled leader",
       60_000,
-      () => pods(session, release.namespace, selector),
+      () => pods(cluster.session, cluster.release.namespace, cluster.selector),
       (l) => leaders(l).length === 1,
     );
     expect(list.filter((p) => p.ready)).toHaveLength(REPLICAS);
@@ -101,24 +72,24 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
   });
 
   it("lists exactly the leader pod in the leader Service's EndpointSlice", async () => {
-    const [leader] = leaders(await pods(session, release.namespace, selector));
+    const [leader] = leaders(await pods(cluster.session, cluster.release.namespace, cluster.selector));
     const endpoints = await until(
       "the leader Service's endpoints",
       30_000,
-      () => readyEndpoints(session, release.namespace, release.leaderService),
+      () => readyEndpoints(cluster.session, cluster.release.namespace, cluster.release.leaderService),
       (names) => names.length === 1,
     );
     expect(endpoints).toEqual([leader?.name]);
   });
 
   it("routes a request to the leader Service's ClusterIP to the leader's application", async () => {
-    const [leader] = leaders(await pods(session, release.namespace, selector));
-    const clusterIp = await session.kubectl([
+    const [leader] = leaders(await pods(cluster.session, cluster.release.namespace, cluster.selector));
+    const clusterIp = await cluster.session.kubectl([
       "get",
       "service",
-      release.leaderService,
+      cluster.release.leaderService,
       "-n",
-      release.namespace,
+      cluster.release.namespace,
       "-o",
       "jsonpath={.spec.clusterIP}",
     ]);
@@ -137,11 +108,11 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
   });
 
   it("passes helm test", async () => {
-    const output = await session.helm([
+    const output = await cluster.session.helm([
       "test",
-      release.name,
+      cluster.release.name,
       "--namespace",
-      release.namespace,
+      cluster.release.namespace,
       "--timeout",
       "3m",
     ]);
@@ -149,12 +120,12 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
   }, 240_000);
 
   it("hands the leader Service over when the leader pod is deleted, never with two ready endpoints", async () => {
-    const clusterIp = await session.kubectl([
+    const clusterIp = await cluster.session.kubectl([
       "get",
       "service",
-      release.leaderService,
+      cluster.release.leaderService,
       "-n",
-      release.namespace,
+      cluster.release.namespace,
       "-o",
       "jsonpath={.spec.clusterIP}",
     ]);
@@ -163,11 +134,11 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
       const list = await until(
         "every pod Ready with one leader",
         180_000,
-        () => pods(session, release.namespace, selector),
+        () => pods(cluster.session, cluster.release.namespace, cluster.selector),
         (l) => l.length === REPLICAS && l.every((p) => p.ready) && leaders(l).length === 1,
       );
       const old = leaders(list)[0]?.name ?? "";
-      const timeline = await watchEndpoints(release.namespace, release.leaderService);
+      const timeline = await watchEndpoints(cluster.release.namespace, cluster.release.leaderService);
       try {
         await timeline.waitFor((ready) => ready.join() === old, 30_000);
         // A client through the ClusterIP all along: a refusal (kube-proxy REJECTs a Service with
@@ -182,11 +153,20 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
           }
         })();
         const deletedAt = performance.now();
-        await session.kubectl(["delete", "pod", old, "-n", release.namespace, "--wait=false"]);
+        await cluster.session.kubectl([
+          "delete",
+          "pod",
+          old,
+          "-n",
+          cluster.release.namespace,
+          "--wait=false",
+        ]);
         const handedOver = await timeline
           .waitFor((ready) => ready.length === 1 && ready[0] !== old, 120_000)
           .catch(async (error: Error) => {
-            throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
+            throw new Error(
+              `${error.message}\n${await describePods(cluster.session, cluster.release.namespace, cluster.selector)}`,
+            );
           });
         const newLeader = handedOver.ready[0];
         const reached = await until(
@@ -225,16 +205,16 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
     const list = await until(
       "every pod Ready with one leader",
       180_000,
-      () => pods(session, release.namespace, selector),
+      () => pods(cluster.session, cluster.release.namespace, cluster.selector),
       (l) => l.length === REPLICAS && l.every((p) => p.ready) && leaders(l).length === 1,
     );
     const leader = leaders(list)[0];
     if (!leader) throw new Error("no leader");
     const fence = Number(leader.annotations["pglease.io/fence"]);
     const restarts = leader.restarts.pglease ?? 0;
-    const pid = await containerPid(session, leader.containerIds.pglease ?? "");
-    const timeline = await watchEndpoints(release.namespace, release.leaderService);
-    const podWatch = await watchPods(release.namespace, selector);
+    const pid = await containerPid(cluster.session, leader.containerIds.pglease ?? "");
+    const timeline = await watchEndpoints(cluster.release.namespace, cluster.release.leaderService);
+    const podWatch = await watchPods(cluster.release.namespace, cluster.selector);
     try {
       await timeline.waitFor((ready) => ready.join() === leader.name, 30_000);
       const killedAt = performance.now();
@@ -249,7 +229,9 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
           120_000,
         )
         .catch(async (error: Error) => {
-          throw new Error(`${error.message}\n${await describePods(session, release.namespace, selector)}`);
+          throw new Error(
+            `${error.message}\n${await describePods(cluster.session, cluster.release.namespace, cluster.selector)}`,
+          );
         });
       const successor = after.pods.find((p) => newTerm(p) && p.ready);
       if (!successor) throw new Error("no new leader");

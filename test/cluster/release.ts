@@ -3,8 +3,7 @@
 // application container is a tiny HTTP server in the same image that answers with its pod's name,
 // so a request through the leader Service says which pod it reached.
 import { request } from "node:http";
-import { chartDir } from "../support/kube/chart.ts";
-import { type ClusterSession, helmInstall } from "./session.ts";
+import type { ClusterSession } from "./session.ts";
 
 export const APP_PORT = 8080;
 /**
@@ -49,17 +48,6 @@ export function releaseValues(session: ClusterSession, databaseUrl: string, repl
 function splitReference(reference: string): [string, string] {
   const colon = reference.lastIndexOf(":");
   return [reference.slice(0, colon), reference.slice(colon + 1)];
-}
-
-export async function installRelease(
-  session: ClusterSession,
-  name: string,
-  namespace: string,
-  values: unknown,
-): Promise<Release> {
-  await session.kubectl(["create", "namespace", namespace]);
-  await helmInstall(session, name, namespace, chartDir, values);
-  return releaseIn(name, namespace);
 }
 
 /** The names of a release of charts/pglease installed as `name` in `namespace`. */
