@@ -34,6 +34,7 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
   const cluster = releaseSuite({
     suite: SUITE,
     replicas: REPLICAS,
+    // The values are the chart's own; the hook is where the node is up and the install about to start.
     values(base) {
       figures.bootMs = cluster.session.bootMs;
       figures.imageBuildMs = cluster.session.image.buildMs;
