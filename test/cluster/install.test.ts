@@ -34,7 +34,7 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
   const cluster = releaseSuite({
     suite: SUITE,
     replicas: REPLICAS,
-    // The values are the chart's own; the hook is where the node is up and the install about to start.
+    // The hook runs with the node up and the install about to start: the boot figures, then the clock.
     values(base) {
       figures.bootMs = cluster.session.bootMs;
       figures.imageBuildMs = cluster.session.image.buildMs;
