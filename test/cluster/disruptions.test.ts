@@ -185,17 +185,20 @@ describe.skipIf(skip)("charts/pglease through rollouts, evictions and an unready
       expect(labelled?.name).toBe(handedOver.ready[0]);
       expect(labelled?.atMs ?? Number.POSITIVE_INFINITY).toBeLessThan(goneAt);
 
-      // As `kubectl drain` retries a refused eviction: once the replacement is Ready, the follower's goes.
+      // As `kubectl drain` retries a refused eviction: once the replacement is Ready, a follower's
+      // goes. The one refused above may have become the new leader since (the stopping leader's
+      // successor): the retry evicts the old pod that is a follower now.
       // drain retries every 5 s; `until` polls a quarter second, to see when the budget allows it.
+      const bystander = before.find((p) => p.name !== leader.name && p.name !== labelled?.name) as PodState;
       const retried = await until(
-        "the follower's eviction accepted once the replacement is Ready",
+        "a follower's eviction accepted once the replacement is Ready",
         180_000,
-        () => evict(cluster.release.namespace, follower.name),
+        () => evict(cluster.release.namespace, bystander.name),
         (answer) => answer.status !== 429,
       );
       expect(retried.status, retried.message).toBe(201);
       const followerEvictedAt = performance.now();
-      await pods.waitFor((list) => list.some((p) => p.name === follower.name && p.gone), 120_000);
+      await pods.waitFor((list) => list.some((p) => p.name === bystander.name && p.gone), 120_000);
       const end = performance.now();
       // Evicting a follower does not touch leadership.
       expect(pods.newLeaders(followerEvictedAt)).toHaveLength(0);

@@ -28,12 +28,21 @@ await onEachKubeServer("publisher: its own pod's versions in order", (kube) => {
     h.publisher.setDesired(leader(7));
     await held.waitForHeld(1);
     // Another writer (the kubelet) changes the pod after the patch: the watch brings that first.
-    await h.server.mutatePod(NAMESPACE, POD, (pod) => {
-      pod.metadata = {
-        ...pod.metadata,
-        annotations: { ...pod.metadata?.annotations, "example.com/kubelet-wrote": "yes" },
-      };
-    });
+    // Its replace on a stale version is refused (409) when another of the publisher's patches
+    // commits in between; like the kubelet, it reads again and retries.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await h.server.mutatePod(NAMESPACE, POD, (pod) => {
+          pod.metadata = {
+            ...pod.metadata,
+            annotations: { ...pod.metadata?.annotations, "example.com/kubelet-wrote": "yes" },
+          };
+        });
+        break;
+      } catch (error) {
+        if (attempt >= 5 || !String(error).includes("409")) throw error;
+      }
+    }
     await until("the kubelet's version handed on", () => handed.some((p) => mark(p) === "yes"));
     const count = handed.length;
     held.release();
