@@ -1,7 +1,8 @@
-// What every real-cluster suite of charts/pglease runs before and after its tests: the node opened,
-// a database of the run's PostgreSQL bridged to the pods, one release installed in a namespace of
-// its own; at the end the figures printed and everything undone (kept with PGLEASE_CLUSTER_KEEP=1).
-// A suite changes the release's values and says when the release is ready for its tests.
+// What every real-cluster suite runs before and after its tests: the node opened, a database of
+// the run's PostgreSQL bridged to the pods, one release (of charts/pglease unless the suite names
+// another chart) installed in a namespace of its own; at the end the figures printed and
+// everything undone (kept with PGLEASE_CLUSTER_KEEP=1). A suite changes the release's values and
+// says when the release is ready for its tests.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll } from "vitest";
 import { chartDir } from "../support/kube/chart.ts";
@@ -29,9 +30,12 @@ export interface ReleaseSuiteOptions {
   replicas: number;
   /** The namespace's name before its random suffix. */
   namespacePrefix?: string;
+  /** Another chart than charts/pglease: its folder, and its release's names in a namespace. */
+  chart?: { dir: string; release(namespace: string): Release };
   /**
-   * The release's values, from the chart's for this cluster (`base`, from releaseValues). The
-   * namespace exists by then: a suite may put in it what its values refer to (a ConfigMap).
+   * The release's values, from charts/pglease's for this cluster (`base`, from releaseValues; a
+   * suite of another chart writes its own). The namespace exists by then: a suite may put in it
+   * what its values refer to (a ConfigMap, a Secret).
    */
   values?(base: ReturnType<typeof releaseValues>, namespace: string): Promise<unknown> | unknown;
   /** After the install: waits until the release is as the suite's tests expect it. */
@@ -54,9 +58,9 @@ export function releaseSuite(options: ReleaseSuiteOptions): ReleaseSuite {
     const namespace = `${options.namespacePrefix ?? "e2e"}-${randomBytes(3).toString("hex")}`;
     await cluster.session.kubectl(["create", "namespace", namespace]);
     const base = releaseValues(cluster.session, cluster.bridge.podUrl, options.replicas);
-    const release = releaseIn("orders", namespace);
+    const release = options.chart?.release(namespace) ?? releaseIn("orders", namespace);
     const values = options.values ? await options.values(base, namespace) : base;
-    await helmInstall(cluster.session, release.name, namespace, chartDir, values);
+    await helmInstall(cluster.session, release.name, namespace, options.chart?.dir ?? chartDir, values);
     cluster.release = release;
     cluster.selector = `${release.selector},app.kubernetes.io/component!=test`;
     await options.ready?.();
