@@ -6,7 +6,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { isHelmHook, kubeTools, renderChart, repoRoot } from "../support/kube/chart.ts";
+import { ADMISSION_POLICY_API, isHelmHook, kubeTools, renderChart, repoRoot } from "../support/kube/chart.ts";
 import { skipBecause } from "../support/skip.ts";
 import { renderChartDir, templateChart } from "./helm.ts";
 import { type Manifest, schemaProblems } from "./kubernetes-schemas.ts";
@@ -124,6 +124,35 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
     ]);
     expect(manifests.flatMap(schemaProblems)).toEqual([]);
     expect(await unknownFieldProblems(manifests)).toEqual([]);
+  });
+
+  // Under another release name than the example's `orders`, with the names of the release in its
+  // values, the admission policy refused every patch of the sidecar (in a real cluster: no pod
+  // ever Ready, the sidecar logging "missing permission: patch pods").
+  it("names the installed release's pods in its peer selector and admission policy, whatever the release's name", async () => {
+    const manifests = await renderChartDir(example, {}, "shop-eu", [ADMISSION_POLICY_API]);
+    const deployment = manifests.find((m) => m.kind === "Deployment") as unknown as {
+      spec: { selector: { matchLabels: Record<string, string> } };
+    };
+    const selector = deployment.spec.selector.matchLabels;
+    expect(selector["app.kubernetes.io/instance"]).toBe("shop-eu");
+    const peerSelector = podOf(manifests).initContainers[0]?.env?.find(
+      (e) => e.name === "PGLEASE_PEER_SELECTOR",
+    ) as { value?: string } | undefined;
+    expect(peerSelector?.value).toBe(
+      Object.entries(selector)
+        .map(([key, value]) => `${key}=${value}`)
+        .join(","),
+    );
+    const policy = manifests.find((m) => m.kind === "ValidatingAdmissionPolicy") as unknown as {
+      spec: { validations: { expression: string }[] };
+    };
+    const required = [
+      ...(policy.spec.validations[0]?.expression ?? "").matchAll(
+        /oldLabels\[\?"([^"]+)"\] == optional\.of\("([^"]*)"\)/g,
+      ),
+    ].map((m) => [m[1], m[2]]);
+    expect(Object.fromEntries(required)).toEqual(selector);
   });
 
   it.each<[string, Record<string, unknown>, RegExp]>([

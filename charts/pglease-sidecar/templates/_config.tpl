@@ -129,9 +129,21 @@ admissionPolicy:
   podLabels: {}
 {{- end }}
 
-{{/* The merged settings as JSON: include "pglease-sidecar.config" . | fromJson */}}
+{{/*
+The merged settings as JSON: include "pglease-sidecar.config" . | fromJson. The two settings that
+name the workload's pods (publish.peerSelector, admissionPolicy.podLabels' values) are rendered
+as templates of the caller's chart, so a values file can name the release in them as its
+selector does (instance: "{{ .Release.Name }}").
+*/}}
 {{- define "pglease-sidecar.config" -}}
-{{- include "pglease-sidecar.merge" (list (include "pglease-sidecar.defaults" . | fromYaml) (.config | default dict)) }}
+{{- $c := include "pglease-sidecar.merge" (list (include "pglease-sidecar.defaults" . | fromYaml) (.config | default dict)) | fromJson }}
+{{- $_ := set $c.publish "peerSelector" (tpl (toString $c.publish.peerSelector) .context) }}
+{{- $podLabels := dict }}
+{{- range $key, $value := $c.admissionPolicy.podLabels }}
+{{- $_ = set $podLabels $key (tpl (toString $value) $.context) }}
+{{- end }}
+{{- $_ = set $c.admissionPolicy "podLabels" $podLabels }}
+{{- toJson $c }}
 {{- end }}
 
 {{/*
