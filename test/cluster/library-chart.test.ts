@@ -32,10 +32,7 @@ const ownChart = join(tmpdir(), `pglease-library-chart-${randomBytes(3).toString
 /** The example's own replica count (its values.yaml). */
 const REPLICAS = 2;
 
-/**
- * The example's names. Installed as `orders`, as its README does: its values name that release in
- * the peer selector and the admission policy's pod labels.
- */
+/** The example's names, installed as `orders` as its README does. */
 const exampleRelease = (namespace: string): Release => ({
   name: "orders",
   namespace,
@@ -75,7 +72,7 @@ describe.skipIf(skip)("the library chart, in the example chart, in a real cluste
       const updateStarted = performance.now();
       await cluster.session.helm(["dependency", "update", ownChart]);
       figures.dependencyUpdateMs = Math.round(performance.now() - updateStarted);
-      // The README's first step: the Secret the example's values name (database.existingSecret).
+      // The README's next step: the Secret the example's values name (database.existingSecret).
       await cluster.session.kubectl([
         "create",
         "secret",
