@@ -2,7 +2,7 @@
 // kubectl would hide what matters: a watch's events each stamped as it arrives, and an Eviction's
 // HTTP status (a PodDisruptionBudget refuses with 429, which `kubectl drain` retries).
 import { readFile } from "node:fs/promises";
-import type { IncomingMessage } from "node:http";
+import { request as httpRequest, type IncomingMessage, type RequestOptions } from "node:http";
 import { request } from "node:https";
 import { API_SERVER } from "./layout.ts";
 import { pki } from "./pki.ts";
@@ -14,20 +14,69 @@ async function credentials() {
   return { ca, cert, key };
 }
 
+/** An API server and how to be let in: the cluster's with the admin certificate by default. */
+export interface ApiEndpoint {
+  url: string;
+  /** TLS material and headers (a bearer token) for each request. */
+  options: RequestOptions & { ca?: Buffer | string; cert?: Buffer; key?: Buffer };
+}
+
+export async function clusterEndpoint(): Promise<ApiEndpoint> {
+  return { url: API_SERVER, options: await credentials() };
+}
+
+const send = (endpoint: ApiEndpoint, path: string, callback: (res: IncomingMessage) => void) =>
+  (endpoint.url.startsWith("https:") ? request : httpRequest)(
+    `${endpoint.url}${path}`,
+    endpoint.options,
+    callback,
+  );
+
 export interface Watch {
-  /** Resolves at the first event (the watch begins with an ADDED for each existing object). */
+  /**
+   * Resolves once every object that existed when the watch was asked for has been handed to
+   * onEvent (as ADDED) and the watch of later changes is open.
+   */
   started: Promise<void>;
   /** Why the watch ended, or null while it runs. */
   ended(): string | null;
   stop(): void;
 }
 
+/** One GET answered with JSON; a status other than 200 fails with the server's message. */
+function getJson<T>(server: ApiEndpoint, path: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const req = send(server, path, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        text += chunk;
+      });
+      res.on("end", () => {
+        if (res.statusCode === 200) resolve(JSON.parse(text) as T);
+        else reject(new Error(`GET ${path}: HTTP ${res.statusCode} ${text.slice(0, 300)}`));
+      });
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
 /**
- * A plain watch over HTTPS, newline-delimited JSON events, as an informer reads them. `path` is a
- * list path with its query (watch=1 is added).
+ * What an informer does: a list, its objects handed on as ADDED, then a watch from the list's
+ * resourceVersion, newline-delimited JSON events. A bare watch also begins with an ADDED per
+ * existing object, but those come over many reads of the socket, after any point a caller could
+ * take as "started": a pod labelled leader before a sidecar kill then showed up stamped after it,
+ * as a new leader (test/cluster/pod-timeline.test.ts). `path` is a list path with its query.
  */
-export async function watch<T>(path: string, onEvent: (type: string, object: T) => void): Promise<Watch> {
-  const tls = await credentials();
+export async function watch<T>(
+  path: string,
+  onEvent: (type: string, object: T) => void,
+  endpoint?: ApiEndpoint,
+): Promise<Watch> {
+  const server = endpoint ?? (await clusterEndpoint());
+  const list = await getJson<{ metadata: { resourceVersion: string }; items: T[] }>(server, path);
+  for (const item of list.items) onEvent("ADDED", item);
   let ended: string | null = null;
   let synced: () => void = () => undefined;
   let failed: (error: Error) => void = () => undefined;
@@ -36,8 +85,10 @@ export async function watch<T>(path: string, onEvent: (type: string, object: T) 
     failed = reject;
   });
   const separator = path.includes("?") ? "&" : "?";
-  const req = request(`${API_SERVER}${path}${separator}watch=1`, tls, (res) => {
+  const query = `watch=1&resourceVersion=${encodeURIComponent(list.metadata.resourceVersion)}`;
+  const req = send(server, `${path}${separator}${query}`, (res) => {
     if (res.statusCode !== 200) failed(new Error(`watch ${path}: HTTP ${res.statusCode}`));
+    else synced();
     let buffer = "";
     res.setEncoding("utf8");
     res.on("data", (chunk: string) => {
@@ -45,15 +96,15 @@ export async function watch<T>(path: string, onEvent: (type: string, object: T) 
       for (let nl = buffer.indexOf("\n"); nl >= 0; nl = buffer.indexOf("\n")) {
         const line = buffer.slice(0, nl);
         buffer = buffer.slice(nl + 1);
-        if (line.trim()) {
-          const event = JSON.parse(line) as { type: string; object: T };
-          onEvent(event.type, event.object);
-          synced();
-        }
+        if (!line.trim()) continue;
+        const event = JSON.parse(line) as { type: string; object: T };
+        // A watch from a resourceVersion the server no longer has ends in an ERROR (410): say so.
+        if (event.type === "ERROR") ended = `the API server ended the watch: ${JSON.stringify(event.object)}`;
+        else if (event.type !== "BOOKMARK") onEvent(event.type, event.object);
       }
     });
     res.on("end", () => {
-      ended = "the API server ended the watch";
+      ended ??= "the API server ended the watch";
     });
   });
   req.on("error", (error) => {

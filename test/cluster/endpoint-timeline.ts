@@ -1,7 +1,7 @@
 // The ready pods behind a Service over time, from a watch on its EndpointSlices (what kube-proxy
 // itself follows): every change stamped with the local clock, so the time with no ready endpoint
 // and the time with two can be read off afterwards.
-import { watch } from "./api.ts";
+import { type ApiEndpoint, watch } from "./api.ts";
 
 interface Slice {
   metadata: { name: string };
@@ -22,7 +22,11 @@ export interface EndpointTimeline {
   stop(): void;
 }
 
-export async function watchEndpoints(namespace: string, service: string): Promise<EndpointTimeline> {
+export async function watchEndpoints(
+  namespace: string,
+  service: string,
+  endpoint?: ApiEndpoint,
+): Promise<EndpointTimeline> {
   const slices = new Map<string, string[]>();
   const changes: Change[] = [];
   const waiters = new Set<() => void>();
@@ -43,6 +47,7 @@ export async function watchEndpoints(namespace: string, service: string): Promis
   const stream = await watch<Slice>(
     `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices?labelSelector=${selector}`,
     onEvent,
+    endpoint,
   );
   await stream.started;
   return {

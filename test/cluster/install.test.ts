@@ -40,8 +40,7 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
       figures.imageBuildMs = cluster.session.image.buildMs;
       installStarted = performance.now();
       // The chart's defaults: crash takeover (opt-in) stays off, so a killed sidecar is followed by
-      // its restart in place alone. With it on, one kill in three moved leadership twice here
-      // (two pods took the label in turn), not explained yet: the suite holds the defaults to one move.
+      // its restart in place alone; crash-takeover.test.ts races the two takeovers.
       return base;
     },
     async ready() {
@@ -201,8 +200,8 @@ describe.skipIf(skip)("charts/pglease in a real cluster", () => {
   }, 900_000);
 
   // The sidecar restarted in place claims through the restart takeover (its pod's restart lock);
-  // with crash takeover (opt-in) a peer would race it, claiming as soon as the kubelet reports the
-  // killed run terminated, and whichever commits first leads. One new leader, never two endpoints.
+  // with crash takeover (opt-in, crash-takeover.test.ts) a peer races it, claiming as soon as the
+  // kubelet reports the killed run terminated. One new leader, never two endpoints.
   it("replaces a killed leader sidecar in restart time or sooner (restart or crash takeover), never with two ready endpoints", async () => {
     const list = await until(
       "every pod Ready with one leader",

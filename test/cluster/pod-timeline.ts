@@ -1,7 +1,7 @@
 // A release's pods over time, from a watch: every event stamped with the local clock, so a suite
 // reads off afterwards who carried the leader label when, each term's fence, when a pod turned
 // NotReady or Ready, and when a pod object went away.
-import { watch } from "./api.ts";
+import { type ApiEndpoint, watch } from "./api.ts";
 
 export interface PodState {
   name: string;
@@ -72,7 +72,12 @@ export interface PodTimeline {
   stop(): void;
 }
 
-export async function watchPods(namespace: string, selector: string): Promise<PodTimeline> {
+/** `endpoint`: another API server than the cluster's (the watch's own tests). */
+export async function watchPods(
+  namespace: string,
+  selector: string,
+  endpoint?: ApiEndpoint,
+): Promise<PodTimeline> {
   const pods = new Map<string, PodState>();
   const events: PodEvent[] = [];
   const waiters = new Set<() => void>();
@@ -106,6 +111,7 @@ export async function watchPods(namespace: string, selector: string): Promise<Po
   const stream = await watch<PodJson>(
     `/api/v1/namespaces/${namespace}/pods?labelSelector=${encodeURIComponent(selector)}`,
     onEvent,
+    endpoint,
   );
   await stream.started;
   const current = () => [...pods.values()];
