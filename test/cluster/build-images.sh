@@ -3,11 +3,13 @@
 # into .tools/kube-cluster/images/<name>-<key>.tar (a docker-archive that `ctr images import`
 # reads), the key hashing its inputs:
 #   pause       the sandbox image: test/kube-cluster-go/pause, a static Go program
+#   labeller    the bench's client-go peer in the cluster: test/kube-cluster-go/client-go-labeller,
+#               a static Go program (a module of its own, so the cluster programs' key stays put)
 #   node-base   the tests' stand-in for the official node:24-slim: a rootfs with the Node binary
 #               the project already fetches (.tools/node), npm from the npm registry, and the few
 #               Debian files the Dockerfile's RUN steps use (sh, coreutils) with their libraries
 #   pglease     the project's Dockerfile, unchanged, built FROM node-base (--build-arg NODE_IMAGE)
-# Usage: build-images.sh pause|pglease...   prints "NAME REFERENCE ARCHIVE" per image
+# Usage: build-images.sh pause|labeller|pglease...   prints "NAME REFERENCE ARCHIVE" per image
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 tools="$root/.tools/kube-cluster"
@@ -22,27 +24,31 @@ command -v buildah >/dev/null || { echo "build-images: buildah is not installed 
 runroot="/run/pglease-buildah-$(cd "$tools" && pwd -P | sha256sum | cut -c1-8)"
 buildah=(buildah --root "$tools/buildah/storage" --runroot "$runroot" --storage-driver overlay)
 hash_of() { cat "$@" | sha256sum | cut -c1-12; }
+# An image's key hashes the function that builds it, not this whole file: adding an image does not
+# rebuild the others.
+built_by() { declare -f "$@"; }
 files_under() { find "$@" -type f | LC_ALL=C sort; }
 
 emit() { echo "$1 $2 $3"; }
 
-build_pause() {
-  local key ref archive work ctr
-  key="$(hash_of "$root/test/kube-cluster-go/pause/main.go" "${BASH_SOURCE[0]}")"
-  ref="localhost/pglease/pause:3.10"
-  archive="$images/pause-$key.tar"
+# A static Go program alone in an image: NAME REFERENCE MODULE-DIR PACKAGE USER.
+build_static_go() {
+  local name="$1" ref="$2" module="$3" package="$4" user="$5" key archive work ctr
+  key="$(hash_of $(files_under "$module/$package" -name '*.go' -o -name 'go.*') <(built_by build_static_go))"
+  archive="$images/$name-$key.tar"
   if [ ! -f "$archive" ]; then
     work="$(mktemp -d)"
-    (cd "$root/test/kube-cluster-go" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$work/pause" ./pause)
+    # -mod=readonly: go.sum pins every download, and a build never rewrites the module's files.
+    (cd "$module" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$work/$name" "./$package")
     ctr="$("${buildah[@]}" from scratch)"
-    "${buildah[@]}" copy --quiet "$ctr" "$work/pause" /pause >/dev/null
-    "${buildah[@]}" config --entrypoint '["/pause"]' --user 65535:65535 "$ctr"
+    "${buildah[@]}" copy --quiet "$ctr" "$work/$name" "/$name" >/dev/null
+    "${buildah[@]}" config --entrypoint "[\"/$name\"]" --user "$user" "$ctr"
     "${buildah[@]}" commit --quiet --rm "$ctr" "$ref" >/dev/null
     "${buildah[@]}" push --quiet "$ref" "docker-archive:$archive.partial:$ref"
     mv "$archive.partial" "$archive"
     rm -rf "$work"
   fi
-  emit pause "$ref" "$archive"
+  emit "$name" "$ref" "$archive"
 }
 
 # Leaves node-base's reference in $node_base (built into buildah's storage when missing).
@@ -51,7 +57,7 @@ build_node_base() {
   [ -x "$node" ] || bash "$root/scripts/with-node.sh" true
   [ -x "$node" ] || node="$(command -v node)"
   local programs=(/bin/sh /bin/dash /bin/rm /bin/ln /bin/chmod /bin/mkdir /bin/cp /bin/cat /bin/ls /usr/bin/env)
-  key="$(hash_of "$node" "${BASH_SOURCE[0]}" "${programs[@]}" | cut -c1-12)-npm$npm_version"
+  key="$(hash_of "$node" <(built_by build_node_base) "${programs[@]}" | cut -c1-12)-npm$npm_version"
   node_base="localhost/pglease/node-base:$key"
   "${buildah[@]}" inspect --type image "$node_base" >/dev/null 2>&1 && return
   work="$(mktemp -d)"
@@ -101,8 +107,11 @@ build_pglease() {
 [ "$#" -gt 0 ] || set -- pause pglease
 for image in "$@"; do
   case "$image" in
-    pause) build_pause ;;
+    pause) build_static_go pause localhost/pglease/pause:3.10 "$root/test/kube-cluster-go" pause 65535:65535 ;;
+    labeller)
+      build_static_go client-go-labeller localhost/pglease/client-go-labeller:v0.35.4 \
+        "$root/test/kube-cluster-go/client-go-labeller" . 65532:65532 ;;
     pglease) build_pglease ;;
-    *) echo "build-images: unknown image '$image' (pause, pglease)" >&2; exit 2 ;;
+    *) echo "build-images: unknown image '$image' (pause, labeller, pglease)" >&2; exit 2 ;;
   esac
 done

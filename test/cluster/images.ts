@@ -18,7 +18,7 @@ export interface Image {
   buildMs: number;
 }
 
-export async function buildImage(name: "pause" | "pglease"): Promise<Image> {
+export async function buildImage(name: "pause" | "labeller" | "pglease"): Promise<Image> {
   const started = performance.now();
   const { stdout } = await run("bash", [script, name], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60_000 });
   const [, reference, archive] = stdout.trim().split("\n").pop()?.split(" ") ?? [];
