@@ -21,6 +21,7 @@ import { clustersGroup } from "./groups/clusters.ts";
 import { footprintGroup } from "./groups/footprint.ts";
 import { leaseOpsGroup } from "./groups/lease-ops.ts";
 import { type PeerFigures, peersGroup } from "./groups/peers.ts";
+import { realClusterGroup } from "./groups/real-cluster.ts";
 import { rolloutGroup } from "./groups/rollout.ts";
 import { scaleGroup } from "./groups/scale.ts";
 import { takeoverGroup } from "./groups/takeover.ts";
@@ -30,7 +31,8 @@ import { mergeResults, type ResultsDocument, readResults, resultsDocument, write
 import { targetsTable } from "./targets.ts";
 
 // The registry of figure groups, run in this order; peers and takeover, with their child
-// processes, run last so that the statement timings run on a host nothing else of the bench is using.
+// processes, run last so that the statement timings run on a host nothing else of the bench is using,
+// and the real cluster (root and its built programs, else skipped with the reason) after them all.
 const GROUPS: FigureGroup[] = [
   leaseOpsGroup,
   scaleGroup,
@@ -39,6 +41,7 @@ const GROUPS: FigureGroup[] = [
   takeoverGroup,
   clustersGroup,
   rolloutGroup,
+  realClusterGroup,
 ];
 
 const DEFAULT_JSON = "bench/results/latest.json";
@@ -51,7 +54,9 @@ const USAGE = `usage: npm run bench -- [--quick] [--only <group>[,<group>]] [--j
   --merge        replace only the groups run in the --json file's results, keep the others
 The peers group runs the real client-go against the real kube-apiserver; with Go installed the
 bench builds them first when missing (scripts/build-kube-apiserver.sh, once: a cold build takes
-tens of minutes), without Go it measures no client-go rows and says why.
+tens of minutes), without Go it measures no client-go rows and says why. real-cluster boots the
+real single-node cluster (root, scripts/build-kube-cluster.sh; docs/cluster.md), else it skips;
+hold the machine's cluster lock: flock /tmp/pglease-cluster.lock npm run bench -- --only real-cluster
 groups:
 ${GROUPS.map((g) => `  ${g.name.padEnd(10)} ${g.description}`).join("\n")}`;
 

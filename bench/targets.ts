@@ -35,6 +35,7 @@ const PGLEASE_CRASH = "peers.series[event=crash][system=pglease]";
 const ELECTORS_10K = "scale.electors[leases=10000]";
 const PGLEASE_STEADY = "peers.steady[system=pglease]";
 const PGLEASE_RESTART = "takeover.restart[system=pglease]";
+const CLUSTER_DELETE = "real-cluster.series[system=pglease][scenario=delete]";
 
 export const TARGETS: TargetSpec[] = [
   {
@@ -178,6 +179,33 @@ export const TARGETS: TargetSpec[] = [
     op: "==",
     threshold: 1,
     note: "the leader's pod deleted first, the order that moves leadership most; client-go with ReleaseOnCancel is beside it in the rollout table",
+  },
+  {
+    id: "cluster-delete-leaderless",
+    target:
+      "real cluster, `kubectl delete` of the leader pod: the leader Service without a ready endpoint, p99",
+    figure: `${CLUSTER_DELETE}.leaderless.p99Ms`,
+    unit: "ms",
+    op: "<",
+    threshold: 100,
+    note: "the chart's defaults, 3 replicas, a few trials (p99 is the largest); the client-go labeller is beside it in the real-cluster table",
+  },
+  {
+    id: "cluster-delete-no-overlap",
+    target:
+      "real cluster, `kubectl delete` of the leader pod: the leader Service with two ready endpoints, longest",
+    figure: `${CLUSTER_DELETE}.twoReadyMaxMs`,
+    unit: "ms",
+    op: "==",
+    threshold: 0,
+  },
+  {
+    id: "cluster-rollout-no-overlap",
+    target: "real cluster, `kubectl rollout restart`: the leader Service with two ready endpoints, longest",
+    figure: "real-cluster.series[system=pglease][scenario=rollout].twoReadyMaxMs",
+    unit: "ms",
+    op: "==",
+    threshold: 0,
   },
 ];
 

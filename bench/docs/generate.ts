@@ -20,6 +20,7 @@ import {
   saysSteady,
   tables,
 } from "./performance.ts";
+import { saysRealCluster } from "./real-cluster.ts";
 import { Reference } from "./reference.ts";
 import { rolloutTable } from "./rollout.ts";
 import { peersKube, peersTrials, runs, targets } from "./shared.ts";
@@ -52,6 +53,7 @@ function regionRenderers(document: ResultsDocument): Record<string, () => string
     "says-steady": () => saysSteady(ref),
     "says-statements": () => saysStatements(ref),
     "says-scale": () => saysScale(ref),
+    "says-real-cluster": () => saysRealCluster(ref),
   };
 }
 
