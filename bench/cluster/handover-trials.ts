@@ -73,7 +73,12 @@ async function observe<T>(
 }
 
 /** The trial's figures off the endpoint timeline, between the command and the settled workload. */
-function figures(endpoints: EndpointTimeline, leader: string, fromMs: number, toMs: number): HandoverTrial {
+export function trialFigures(
+  endpoints: Pick<EndpointTimeline, "changes" | "durationWhere">,
+  leader: string,
+  fromMs: number,
+  toMs: number,
+): HandoverTrial {
   let current = leader;
   let leaderChanges = 0;
   let newLeaderAt: number | undefined;
@@ -100,7 +105,7 @@ export function deleteLeaderTrial(session: ClusterSession, workload: Workload): 
     await session.kubectl(["delete", "pod", leader, "-n", workload.namespace, "--wait=false"]);
     await endpoints.waitFor((ready) => ready.length === 1 && ready[0] !== leader, HANDOVER_TIMEOUT_MS);
     await settled(workload, pods, endpoints);
-    return figures(endpoints, leader, startedAt, performance.now());
+    return trialFigures(endpoints, leader, startedAt, performance.now());
   });
 }
 
@@ -114,6 +119,6 @@ export function rolloutTrial(session: ClusterSession, workload: Workload): Promi
     await session.kubectl(["rollout", "restart", ...deployment]);
     await session.kubectl(["rollout", "status", ...deployment, "--timeout=300s"]);
     await settled(workload, pods, endpoints, (p) => !oldRevisions.has(p.revision));
-    return figures(endpoints, leader, startedAt, performance.now());
+    return trialFigures(endpoints, leader, startedAt, performance.now());
   });
 }
