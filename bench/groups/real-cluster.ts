@@ -62,15 +62,16 @@ const SCENARIOS: Record<ClusterScenario, string> = {
   delete: "leader pod deleted",
   rollout: "rollout restart",
 };
+const seconds = (value: number) => `${value / 1000} s`;
 const SYSTEMS: Record<ClusterSystem, string> = {
   pglease: "pglease (charts/pglease, its defaults: lease 15 s, native sidecar)",
-  "client-go-labeller": `client-go Lease labeller (ReleaseOnCancel, ${CLIENT_GO_DEFAULTS.name.replace("client-go defaults ", "")})`,
+  "client-go-labeller": `client-go Lease labeller (ReleaseOnCancel, lease ${seconds(CLIENT_GO_DEFAULTS.leaseMs)}, renew deadline ${seconds(CLIENT_GO_DEFAULTS.renewDeadlineMs)}, retry ${seconds(CLIENT_GO_DEFAULTS.retryMs)})`,
 };
 
 /** A few trials: each waits for a replacement pod to be Ready, so one costs 10–30 s here. */
 function trialCounts(context: BenchContext): Record<ClusterScenario, number> {
   const { gracefulTrials } = context.budget;
-  return { delete: Math.min(5, gracefulTrials), rollout: Math.min(2, Math.ceil(gracefulTrials / 3)) };
+  return { delete: Math.min(5, gracefulTrials), rollout: Math.min(3, Math.ceil(gracefulTrials / 3)) };
 }
 
 async function measure(
