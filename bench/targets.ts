@@ -236,6 +236,7 @@ export function evaluateTargets(
 export function figureText(value: number | boolean | null, unit: string): string {
   if (value === null) return "—";
   if (typeof value === "boolean") return value ? "yes" : "no";
+  if (unit === "ms" && value === 0) return "0 ms";
   if (unit === "ms") return Math.abs(value) >= 1000 ? `${(value / 1000).toFixed(1)} s` : `${ms(value)} ms`;
   const number = Number.isInteger(value) || Math.abs(value) >= 100 ? count(value) : value.toFixed(1);
   return unit ? `${number} ${unit}` : number;
