@@ -68,7 +68,10 @@ const SYSTEMS: Record<ClusterSystem, string> = {
   "client-go-labeller": `client-go Lease labeller (ReleaseOnCancel, lease ${seconds(CLIENT_GO_DEFAULTS.leaseMs)}, renew deadline ${seconds(CLIENT_GO_DEFAULTS.renewDeadlineMs)}, retry ${seconds(CLIENT_GO_DEFAULTS.retryMs)})`,
 };
 
-/** A few trials: each waits for a replacement pod to be Ready, so one costs 10–30 s here. */
+/**
+ * A few trials, so the group takes minutes: each waits for a replacement pod to be Ready (a deletion
+ * took 2–6 s here, a rollout 7–19 s, the whole group with the boot about 3 minutes).
+ */
 function trialCounts(context: BenchContext): Record<ClusterScenario, number> {
   const { gracefulTrials } = context.budget;
   return { delete: Math.min(5, gracefulTrials), rollout: Math.min(3, Math.ceil(gracefulTrials / 3)) };
