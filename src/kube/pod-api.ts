@@ -20,9 +20,14 @@ export function permissionName(p: Permission): string {
 
 export class KubeRequestError extends Error {
   readonly status: number | undefined;
+  /**
+   * "forbidden": the authorizer refused (RBAC); "denied": admission refused what RBAC allows (a
+   * ValidatingAdmissionPolicy, a webhook, PodSecurity), its reason in serverMessage.
+   */
   readonly kind:
     | "conflict"
     | "forbidden"
+    | "denied"
     | "not-found"
     | "another-pod"
     | "server"
@@ -30,6 +35,8 @@ export class KubeRequestError extends Error {
     | "network"
     | "rejected";
   readonly permission: Permission;
+  /** The message of the Status the API server answered with, credentials in it hidden. */
+  readonly serverMessage: string | undefined;
 
   constructor(permission: Permission, cause: unknown) {
     const status = cause instanceof KubeApiError ? cause.status : undefined;
@@ -39,13 +46,32 @@ export class KubeRequestError extends Error {
     this.status = status;
     this.kind = kind;
     this.permission = permission;
+    const message = cause instanceof KubeApiError ? cause.body?.message : undefined;
+    this.serverMessage = message === undefined ? undefined : hideCredentials(message);
   }
 }
 
+/**
+ * The authorizer's refusal names the user and what it may not do: `User "…" cannot patch
+ * resource "pods" in API group "" in the namespace "shop"` (or `cannot get path "…"`), as the
+ * API server's responsewriters.forbiddenMessage words it. Any other 403 came from admission.
+ */
+const AUTHORIZER_REFUSAL = /\bUser "[^"]*" cannot \S+ (?:resource|path) "/;
+
+/**
+ * Admission's refusal with a code of its choosing, worded by the API server: a
+ * ValidatingAdmissionPolicy's follows its validation's reason (403 for Forbidden, 422 when it
+ * names none), a webhook's is the webhook's (400 when it names none).
+ */
+const ADMISSION_REFUSAL =
+  /\bValidatingAdmissionPolicy '[^']*' (?:with binding '[^']*' )?denied request|\badmission webhook "[^"]*" denied the request/;
+
 function classify(status: number | undefined, cause: unknown): KubeRequestError["kind"] {
   if (refusedUid(status, cause)) return "another-pod";
+  const message = cause instanceof KubeApiError ? (cause.body?.message ?? "") : "";
+  if (status === 403) return AUTHORIZER_REFUSAL.test(message) ? "forbidden" : "denied";
+  if (status !== undefined && ADMISSION_REFUSAL.test(message)) return "denied";
   if (status === 409) return "conflict";
-  if (status === 403) return "forbidden";
   if (status === 404) return "not-found";
   if (status !== undefined && (status >= 500 || status === 429)) return "server";
   if (status !== undefined) return "rejected";
@@ -70,7 +96,18 @@ function describe(status: number | undefined, kind: KubeRequestError["kind"], ca
     return `network error ${reason}`.trim();
   }
   // "HTTP 403 <the Status body's message>", as the server words it.
-  return cause instanceof KubeApiError ? cause.message : `HTTP ${status}`;
+  return cause instanceof KubeApiError ? hideCredentials(cause.message) : `HTTP ${status}`;
+}
+
+/**
+ * The server's words go to logs and /status, and an admission message may quote the object (a
+ * policy's messageExpression, a webhook's text): a URL's password or a bearer token in it is hidden.
+ */
+function hideCredentials(text: string): string {
+  return text
+    .replace(/([a-z][a-z0-9+.-]*:\/\/)[^\s/@]*@/gi, "$1***@")
+    .replace(/\b(bearer\s+)\S+/gi, "$1***")
+    .replace(/\beyJ[\w-]*\.[\w-]+\.[\w-]*/g, "***");
 }
 
 /**

@@ -1,24 +1,30 @@
 // How a failed publishing pass is logged: each kind at the level it deserves, naming the fix
-// where there is one, and the same failure again only every 20th time, so a long outage does
-// not flood the log.
+// where there is one, and a failure already logged in this run of failures again only every 20th
+// time, so a long outage does not flood the log.
 import type { Logger } from "pino";
 import { KubeRequestError, permissionName } from "./pod-api.ts";
 import { type PublishConfig, PublishConfigError } from "./publish-config.ts";
 import { AwaitingRenew, NoLongerLeads } from "./reconcile.ts";
 
-/** Logs failed passes without flooding: the same error again is logged every 20th time. */
+/**
+ * Logs failed passes without flooding: a failure is logged the first time it comes in a run of
+ * failures, and whatever fails on every 20th pass. A set, not the last one: a pass sends the label
+ * and the condition patch at once, and a refusal of both ends it with whichever answered first.
+ */
 export function failureLog(logger: Logger, config: PublishConfig) {
-  let lastLogged = "";
+  let logged = new Set<string>();
   return {
     failed(error: unknown, failures: number): string {
       const message = error instanceof Error ? error.message : String(error);
-      if (message !== lastLogged || failures % 20 === 0) logFailure(logger, config, error, failures);
-      lastLogged = message;
+      // Cleared on every 20th pass, so it holds at most 20 messages.
+      if (failures % 20 === 0) logged = new Set();
+      if (!logged.has(message)) logFailure(logger, config, error, failures);
+      logged.add(message);
       return message;
     },
     recovered(failures: number): void {
       if (failures > 0) logger.info({ failures }, "pod publishing recovered");
-      lastLogged = "";
+      logged = new Set();
     },
   };
 }
@@ -34,6 +40,12 @@ function logFailure(logger: Logger, config: PublishConfig, error: unknown, failu
     logger.error(
       { failures, permission: permissionName(error.permission) },
       `missing permission: ${permissionName(error.permission)} in namespace ${config.namespace}; grant it in the Role bound to this pod's service account (retrying)`,
+    );
+  } else if (error.kind === "denied") {
+    // Admission runs after the authorizer: RBAC allowed this, so its Role is not the fix.
+    logger.error(
+      { failures, permission: permissionName(error.permission), status: error.status },
+      `${permissionName(error.permission)} refused by admission in namespace ${config.namespace}: ${error.serverMessage ?? error.message}; RBAC allows it, the Role is not the fix: correct the ValidatingAdmissionPolicy (or webhook) named here or its binding; with the pglease-sidecar chart's policy, admissionPolicy.podLabels must be labels this pod has (docs/runbook.md, PgleasePublishFailures; retrying)`,
     );
   } else if (error.kind === "conflict") {
     logger.debug({ failures }, "pod changed under a patch (409); re-reading and retrying");

@@ -15,7 +15,7 @@ import type {
   PublishTiming,
 } from "../../src/kube/publisher-contract.ts";
 import type { Clock } from "../../src/shared/clock.ts";
-import type { KubeServerKind, TestKube } from "../support/kube/kube-servers.ts";
+import type { KubeServerKind, StartOptions, TestKube } from "../support/kube/kube-servers.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
 export const NAMESPACE = "shop";
@@ -74,20 +74,27 @@ export interface HarnessOptions {
   renewals?: (target: LeadershipState) => number | null;
   /** Each version of its own pod the publisher hands on (the health gate's input). */
   onPod?: (pod: Pod) => void;
+  /** The namespace (NAMESPACE when left out); give one of its own with admissionPolicy. */
+  namespace?: string;
+  /**
+   * The chart's admission policy, installed with the namespace's RBAC on the real server (the
+   * in-process one has no admission policies); a namespace installed once keeps what it got.
+   */
+  admissionPolicy?: StartOptions["admissionPolicy"];
 }
 
 export async function startHarness(kube: KubeServerKind, options: HarnessOptions = {}): Promise<Harness> {
+  const namespace = options.namespace ?? NAMESPACE;
   const server = await kube.start({
-    namespace: NAMESPACE,
+    namespace,
     ...(options.rules ? { rules: options.rules } : {}),
+    ...(options.admissionPolicy ? { admissionPolicy: options.admissionPolicy } : {}),
   });
   await server.seedPod({
-    metadata: { name: POD, namespace: NAMESPACE, labels: options.podLabels ?? { ...APP_LABELS } },
+    metadata: { name: POD, namespace, labels: options.podLabels ?? { ...APP_LABELS } },
   });
   // The product's own kubeconfig reader, on the same credentials the test client uses.
-  const connection = await kubeconfigTextConnection(
-    server.kubeConfig({ namespace: NAMESPACE }).exportConfig(),
-  );
+  const connection = await kubeconfigTextConnection(server.kubeConfig({ namespace }).exportConfig());
   const logs: LogLine[] = [];
   const logger = pino({ level: "debug" }, { write: (line: string) => logs.push(JSON.parse(line)) });
   const patches: PatchObservation[] = [];
@@ -96,7 +103,7 @@ export async function startHarness(kube: KubeServerKind, options: HarnessOptions
 
   function make(input: PublishConfigInput, hooks: boolean): PodPublisher {
     const result = validatePublishConfig({
-      namespace: NAMESPACE,
+      namespace,
       podName: POD,
       resyncIntervalMs: 60_000,
       ...options.config,
@@ -132,7 +139,7 @@ export async function startHarness(kube: KubeServerKind, options: HarnessOptions
     patches,
     published,
     pod: async (name = POD) => {
-      const pod = await server.pod(NAMESPACE, name);
+      const pod = await server.pod(namespace, name);
       if (!pod) throw new Error(`pod ${name} is gone`);
       return pod;
     },

@@ -79,7 +79,7 @@ export interface StartOptions {
    * On the real server: the chart installed as this release (its pods' selector labels follow
    * the name), with its ValidatingAdmissionPolicy, so the code under test runs under it too.
    */
-  admissionPolicy?: { release: string; values?: ChartValues };
+  admissionPolicy?: { release: string; values?: ChartValues; withoutReasons?: boolean };
 }
 
 export interface KubeServerKind {
@@ -203,6 +203,7 @@ export function realKubeServer(): KubeServerKind {
           ? installChartRbac(adminConfig, namespace, admissionPolicy.values, {
               release: admissionPolicy.release,
               admissionPolicy: true,
+              withoutReasons: admissionPolicy.withoutReasons ?? false,
             })
           : installChartRbac(adminConfig, namespace);
         identities.set(namespace, installed);
