@@ -117,6 +117,7 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
     const manifests = await renderChartDir(example);
     expect(manifests.map((m) => m.kind).sort()).toEqual([
       "Deployment",
+      "PodDisruptionBudget",
       "Role",
       "RoleBinding",
       "Service",
@@ -124,6 +125,23 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
     ]);
     expect(manifests.flatMap(schemaProblems)).toEqual([]);
     expect(await unknownFieldProblems(manifests)).toEqual([]);
+  });
+
+  it("has charts/pglease's PodDisruptionBudget, over the Deployment's pods, whatever the release's name", async () => {
+    type Budget = { spec: { selector: { matchLabels: Record<string, string> } } & Record<string, unknown> };
+    const budgetOf = (manifests: Manifest[]) =>
+      manifests.find((m) => m.kind === "PodDisruptionBudget") as unknown as Budget;
+    const manifests = await renderChartDir(example, {}, "shop-eu");
+    const { selector, ...budget } = budgetOf(manifests).spec;
+    const { selector: _chartSelector, ...chartBudget } = budgetOf(
+      await renderChart({}, { release: "shop-eu", namespace: "shop" }),
+    ).spec;
+    expect(budget).toEqual(chartBudget);
+    const deployment = manifests.find((m) => m.kind === "Deployment") as unknown as {
+      spec: { selector: { matchLabels: Record<string, string> } };
+    };
+    expect(selector.matchLabels).toEqual(deployment.spec.selector.matchLabels);
+    expect(selector.matchLabels["app.kubernetes.io/instance"]).toBe("shop-eu");
   });
 
   // Under another release name than the example's `orders`, with the names of the release in its
@@ -208,7 +226,7 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
     const manifests = await renderChartDir(example, {
       pglease: { podInfo: { enabled: false }, serviceAccount: { create: false }, rbac: { create: false } },
     });
-    expect(manifests.map((m) => m.kind).sort()).toEqual(["Deployment", "Service"]);
+    expect(manifests.map((m) => m.kind).sort()).toEqual(["Deployment", "PodDisruptionBudget", "Service"]);
     expect(podOf(manifests).volumes.map((v) => v.name)).not.toContain("pglease-podinfo");
   });
 });
