@@ -146,7 +146,8 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
 
   // Under another release name than the example's `orders`, with the names of the release in its
   // values, the admission policy refused every patch of the sidecar (in a real cluster: no pod
-  // ever Ready, the sidecar logging "missing permission: patch pods").
+  // ever Ready, the sidecar logging "missing permission: patch pods", as it then took any 403 for
+  // RBAC's; now "patch pods refused by admission", test/kube/publisher-rbac.test.ts).
   it("names the installed release's pods in its peer selector and admission policy, whatever the release's name", async () => {
     const manifests = await renderChartDir(example, {}, "shop-eu", [ADMISSION_POLICY_API]);
     const deployment = manifests.find((m) => m.kind === "Deployment") as unknown as {
