@@ -69,6 +69,35 @@ describe("chaos checker: terms the server ended behind the holder's back", () =>
     expect(result.violations[0]?.detail).toMatch(/both believed they led for 850 ms/);
   });
 
+  /**
+   * a's renew after the removal gets no answer (timed out under load, its log says so): it cannot
+   * learn of the removal and believes until its local deadline, its last good renew's send (at
+   * most 3900, that renew's commit) + lease - safety margin = 5234, then steps down.
+   */
+  function unanswered(steppedDownAt: number, errorsAt: number[] = [4_700, 5_133]): History {
+    const history = deletedUnderLeader(5_000);
+    history.transitions = [
+      ...history.transitions.filter((t) => !(t.pid === 1 && t.outcome === "lost")),
+      ...errorsAt.map((time) => ({ pid: 1, time, outcome: "transient-error", fence: null })),
+      { pid: 1, time: steppedDownAt, outcome: "stepped-down", fence: 1 },
+    ];
+    return history;
+  }
+
+  it("lets a holder whose renew got no answer believe until its local deadline, not past it", () => {
+    // 5234 is 1224 ms after the window: past the 1 s grace, inside lease - margin (1334 ms).
+    expect(rules(unanswered(5_234))).toEqual([]);
+    expect(checkHistory(unanswered(5_234)).bounds.unansweredRenewGraceMs).toBe(1_334);
+    // 4010 + 1334 = 5344: no local deadline of a renew sent before the window's end is later.
+    expect(rules(unanswered(5_350))).toEqual(["two-believers"]);
+  });
+
+  it("two-believers: past the grace with no renew left unanswered (an answer ends the belief)", () => {
+    expect(rules(unanswered(5_234, []))).toEqual(["two-believers"]);
+    // A renew that timed out before the removal says nothing about the one after it.
+    expect(rules(unanswered(5_234, [3_500]))).toEqual(["two-believers"]);
+  });
+
   it("two-believers: a belief that began after the removal is never excused", () => {
     const history = deletedUnderLeader(4_900);
     // a takes a new term at 4100 with its old fence: not the holder the removal surprised.

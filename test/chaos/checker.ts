@@ -52,6 +52,12 @@ export interface CheckOptions {
    */
   serverEndGraceMs?: number;
   /**
+   * The same holder when its renew after the removal got no answer (its log says so): it learns
+   * nothing and believes until its local deadline, its last good renew's send + lease − safety
+   * margin; that renew committed before the window's end. Default lease − lease/3 (1334 ms at 2 s).
+   */
+  unansweredRenewGraceMs?: number;
+  /**
    * Session takeover: how long a holder whose recorded session ended while it lived may go on
    * believing after that end: the README's window, one renew interval plus the call timeout
    * (its local deadline after its last good renew, which was sent before the end). Default
@@ -85,13 +91,20 @@ export const DEFAULT_WAKE_GRACE_MS = 200;
  */
 export interface ServerEnd extends Interval {
   graceMs: number;
+  /** A longer grace for a believer that logged a renew left unanswered since the window began. */
+  unansweredGraceMs?: number;
   holder?: string;
 }
 
 /** Renew interval plus call timeout at pglease's defaults: a third of the lease, half of that. */
 const sessionWindowOf = (leaseMs: number) => Math.floor(leaseMs / 3) + Math.floor(leaseMs / 3 / 2);
 
-function serverEnds(history: History, graceMs: number, sessionGraceMs: number): ServerEnd[] {
+function serverEnds(
+  history: History,
+  graceMs: number,
+  unansweredGraceMs: number,
+  sessionGraceMs: number,
+): ServerEnd[] {
   const faults = history.slots.flatMap((s) => s.faults);
   const byFault = faults.flatMap((f) => f.serverEnded ?? []);
   // A stalled session (leader-session-stall) ends only after its holder gave it up: not the
@@ -99,7 +112,7 @@ function serverEnds(history: History, graceMs: number, sessionGraceMs: number): 
   const stalled = new Set(faults.flatMap((f) => f.sessionStalled ?? []).map((t) => `${t.holder} ${t.fence}`));
   const sessionEnds = (history.sessionEnds ?? []).filter((e) => !stalled.has(`${e.holder} ${e.fence}`));
   return [
-    ...byFault.map((w) => ({ ...w, graceMs })),
+    ...byFault.map((w) => ({ ...w, graceMs, unansweredGraceMs })),
     ...sessionEnds.map((e) => ({
       from: e.from,
       to: e.to,
@@ -111,7 +124,8 @@ function serverEnds(history: History, graceMs: number, sessionGraceMs: number): 
 
 /**
  * No two processes that could act believed they led at the same instant; except a holder whose
- * term the server ended behind its back (`serverEnded`), until the window's grace after that.
+ * term the server ended behind its back (`serverEnded`), until the window's grace after that, or
+ * its longer one when a renew of the holder's got no answer after the window began.
  */
 export function overlappingBeliefs(
   list: readonly Belief[],
@@ -119,7 +133,7 @@ export function overlappingBeliefs(
   serverEnded: readonly ServerEnd[] = [],
 ): Violation[] {
   const intervals = list
-    .flatMap((b) => b.running.map((i) => ({ ...i, who: b.incarnation })))
+    .flatMap((b) => b.running.map((i) => ({ ...i, who: b.incarnation, renewErrors: b.renewErrors })))
     .sort((a, b) => a.from - b.from);
   const out: Violation[] = [];
   for (let i = 0; i < intervals.length; i++) {
@@ -130,11 +144,15 @@ export function overlappingBeliefs(
       if (!b || b.from >= a.to) break;
       const overlap = Math.min(a.to, b.to) - b.from;
       if (a.who.pid === b.who.pid || overlap <= toleranceMs) continue;
+      const unanswered = (w: ServerEnd) =>
+        w.unansweredGraceMs !== undefined &&
+        a.to <= w.to + w.unansweredGraceMs &&
+        a.renewErrors.some((t) => t >= w.from && t <= a.to);
       const excused = (w: ServerEnd) =>
         (w.holder === undefined || w.holder === a.who.holder) &&
         a.from < w.to &&
         b.from >= w.from &&
-        a.to <= w.to + w.graceMs;
+        (a.to <= w.to + w.graceMs || unanswered(w));
       if (serverEnded.some(excused)) continue;
       out.push({
         rule: "two-believers",
@@ -254,7 +272,9 @@ export function checkHistory(recorded: History, options: CheckOptions = {}): Che
   const quietBoundMs = options.quietBoundMs ?? QUIET_BOUND_MS;
   const serverEndGraceMs = options.serverEndGraceMs ?? Math.round(history.leaseMs / 2);
   const sessionEndGraceMs = options.sessionEndGraceMs ?? sessionWindowOf(history.leaseMs);
-  const ended = serverEnds(history, serverEndGraceMs, sessionEndGraceMs);
+  const unansweredRenewGraceMs =
+    options.unansweredRenewGraceMs ?? history.leaseMs - Math.floor(history.leaseMs / 3);
+  const ended = serverEnds(history, serverEndGraceMs, unansweredRenewGraceMs, sessionEndGraceMs);
   const unreadyLeaderBoundMs =
     options.unreadyLeaderBoundMs ?? healthGraceOf(history.leaseMs) + history.leaseMs + 1_000;
   const list = beliefs(history, wakeGraceMs);
@@ -308,6 +328,7 @@ export function checkHistory(recorded: History, options: CheckOptions = {}): Che
       livenessBoundMs: bound,
       quietBoundMs,
       serverEndGraceMs,
+      unansweredRenewGraceMs,
       sessionEndGraceMs,
       unreadyLeaderBoundMs,
       crashTakeover: options.crashTakeover ?? false,

@@ -64,6 +64,11 @@ export interface Belief {
   believed: Interval[];
   /** Minus the paused windows: when it believed and could act on it. */
   running: Interval[];
+  /**
+   * When a store call of its failed or got no answer while it believed (a leader's only calls
+   * are renewals): it then keeps believing until its local deadline, learning nothing meanwhile.
+   */
+  renewErrors: number[];
 }
 
 export function beliefs(history: History, wakeGraceMs: number): Belief[] {
@@ -73,6 +78,10 @@ export function beliefs(history: History, wakeGraceMs: number): Belief[] {
       incarnation,
       believed,
       running: subtract(believed, pausedWindows(history, incarnation, wakeGraceMs)),
+      renewErrors: history.transitions
+        .filter((t) => t.pid === incarnation.pid && t.outcome === "transient-error")
+        .filter((t) => believed.some((i) => i.from <= t.time && t.time <= i.to))
+        .map((t) => t.time),
     };
   });
 }
