@@ -57,6 +57,36 @@ describe("chaos checker: the extra leases", () => {
     ]);
   });
 
+  it("a row DELETE of the primary lease excuses no believer of an extra lease", () => {
+    const history = withExtraLease();
+    // The primary's row deleted at 3990-4000 (a's belief in it is excused until 5000): the
+    // extra lease's row was not touched, so b's belief in it from 4000 beside a's is a violation.
+    const window = { from: 3_990, to: 4_000 };
+    history.slots = [
+      {
+        index: 0,
+        kind: "row-delete",
+        startedAt: window.from,
+        healedAt: window.to,
+        faults: [
+          {
+            kind: "row-delete",
+            target: null,
+            startedAt: window.from,
+            healedAt: window.to,
+            detail: "DELETE of the lease row (a-1, fence 1)",
+            serverEnded: [window],
+          },
+        ],
+      },
+    ];
+    history.transitions.push({ pid: 2, time: 4_000, outcome: "acquired", fence: 12, key: EXTRA });
+    expect(checkHistory(history).violations.map((v) => [v.rule, v.detail.split(":")[0]])).toContainEqual([
+      "two-believers",
+      `lease ${EXTRA}`,
+    ]);
+  });
+
   it("a term of an extra lease started before the previous one ran out is a violation", () => {
     // b's claim starts at 4000, while a's term runs until 4300.
     const broken = withExtraLease();

@@ -94,6 +94,8 @@ export interface ServerEnd extends Interval {
   /** A longer grace for a believer that logged a renew left unanswered since the window began. */
   unansweredGraceMs?: number;
   holder?: string;
+  /** The one lease whose term it ended (a row DELETE); without it, every lease's (DROP TABLE, a clock step). */
+  key?: string;
 }
 
 /** Renew interval plus call timeout at pglease's defaults: a third of the lease, half of that. */
@@ -106,7 +108,11 @@ function serverEnds(
   sessionGraceMs: number,
 ): ServerEnd[] {
   const faults = history.slots.flatMap((s) => s.faults);
-  const byFault = faults.flatMap((f) => f.serverEnded ?? []);
+  // A row-delete removes the primary lease's row alone (db-faults.ts); a table drop or a clock
+  // step ends every lease's term.
+  const byFault = faults.flatMap((f) =>
+    (f.serverEnded ?? []).map((w) => (f.kind === "row-delete" ? { ...w, key: history.lease } : w)),
+  );
   // A stalled session (leader-session-stall) ends only after its holder gave it up: not the
   // server's doing, so not the README's window, and its end excuses no believer.
   const stalled = new Set(faults.flatMap((f) => f.sessionStalled ?? []).map((t) => `${t.holder} ${t.fence}`));
@@ -258,7 +264,11 @@ function extraLeaseViolations(
   return [
     ...fenceViolations(one),
     ...termOverlaps(one, crashTakeover),
-    ...overlappingBeliefs(beliefs(one, wakeGraceMs), toleranceMs, ended),
+    ...overlappingBeliefs(
+      beliefs(one, wakeGraceMs),
+      toleranceMs,
+      ended.filter((w) => w.key === undefined || w.key === key),
+    ),
   ].map((v) => ({ ...v, detail: `lease ${key}: ${v.detail}` }));
 }
 
