@@ -65,8 +65,10 @@ export interface Belief {
   /** Minus the paused windows: when it believed and could act on it. */
   running: Interval[];
   /**
-   * When a store call of its failed or got no answer while it believed (a leader's only calls
-   * are renewals): it then keeps believing until its local deadline, learning nothing meanwhile.
+   * When a store call of its failed or got no answer while it believed (a leader calls only to
+   * renew, or to release at its end): it then keeps believing until its local deadline, learning
+   * nothing meanwhile. The elector logs an outcome when it changes, so after a good renew the
+   * first failed one is always here.
    */
   renewErrors: number[];
 }
