@@ -3,8 +3,9 @@
 // PGSSLROOTCERT, PGSSLCERT, PGSSLKEY). pg alone lets the URL's sslmode replace the TLS options
 // entirely (a CA given in PGSSLROOTCERT was ignored), so the settings are resolved here, once,
 // for every command, and stripped from the URL handed to pg.
-import { readFileSync } from "node:fs";
 import type { ConnectionOptions } from "node:tls";
+
+const { readFileSync } = process.getBuiltinModule("node:fs");
 
 export const SSL_MODES = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"];
 

@@ -8,12 +8,14 @@
 // `..data_tmp` symlink at it and renames that over `..data`; `labels` is itself a symlink to
 // `..data/labels`. A watch on the file goes stale at the first swap (it follows the old inode),
 // so the watcher here watches the folder.
-import { type FSWatcher, watch } from "node:fs";
+import type { FSWatcher } from "node:fs";
 import { readFile, realpath } from "node:fs/promises";
 import { join } from "node:path";
 import { fenceFromAnnotation, POD_CONTRACT, ROLE } from "../shared/pod-contract.ts";
 import { parseDownwardApiMap } from "./downward-api-format.ts";
 import { LeadershipReadError, type LeadershipReading, readFence } from "./leadership.ts";
+
+const { watch } = process.getBuiltinModule("node:fs");
 
 export interface DownwardApiOptions {
   /** Default POD_CONTRACT.roleLabel ("pglease.io/role"); the value "leader" means leader. */

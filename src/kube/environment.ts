@@ -1,7 +1,8 @@
 // Whether this process can publish to its pod at all. Outside a cluster (a laptop, CI, the
 // demo) there is no pod to patch: publishing is off and the sidecar says why, once.
 // Free of the Kubernetes client (src/kube/client), so a process outside a cluster never loads it.
-import { existsSync } from "node:fs";
+
+const { existsSync } = process.getBuiltinModule("node:fs");
 
 export const SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 

@@ -9,9 +9,10 @@
 // own) and the lease table with its database. A process in another namespace, pod or boot gets
 // another token and can never use a proof it did not bind.
 import { createHash } from "node:crypto";
-import { readFileSync, readlinkSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { isMainThread } from "node:worker_threads";
+
+const { readFileSync, readlinkSync } = process.getBuiltinModule("node:fs");
 
 export interface RestartScope {
   /** The pod's uid (downward API metadata.uid) when in Kubernetes. */

@@ -1,11 +1,13 @@
 // One port for probes, leadership, status and metrics. Read-only: nothing here changes
 // leadership, so it needs no authentication beyond where it listens.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Address } from "../config/values.ts";
 import type { Elector } from "../election/elector.ts";
 import { holderCluster } from "../election/identity.ts";
 import type { AppHealthView } from "./health-gate.ts";
+
+const { createServer } = process.getBuiltinModule("node:http");
 
 export interface HttpSources {
   /** Empty while the sidecar is starting (waiting for PostgreSQL). */

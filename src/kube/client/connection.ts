@@ -3,9 +3,11 @@
 // for the six calls it makes. A connection says where the API server is, how to trust it and how
 // to authenticate; requests answer parsed JSON, and error answers become KubeApiError with the
 // server's Status.
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
-import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import type { IncomingMessage } from "node:http";
 import type { Status } from "./api-types.ts";
+
+const { Agent: HttpAgent, request: httpRequest } = process.getBuiltinModule("node:http");
+const { Agent: HttpsAgent, request: httpsRequest } = process.getBuiltinModule("node:https");
 
 export interface KubeConnection {
   /** The API server, e.g. https://10.96.0.1:443 (http: only for a local test server). */

@@ -1,9 +1,10 @@
 // The connection a pod's service account gives: the API server from the variables the kubelet
 // injects, its CA and token from the mounted service account directory.
-import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { KubeConnection } from "./connection.ts";
+
+const { readFileSync } = process.getBuiltinModule("node:fs");
 
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 

@@ -3,11 +3,12 @@
 // cluster, user or context, or sets current-context, wins). Authentication by token, token file,
 // client certificate, basic auth or an exec plugin; anything else is refused at start, by name.
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { delimiter, dirname, isAbsolute, join } from "node:path";
-import { promisify } from "node:util";
 import type { KubeConnection } from "./connection.ts";
 import { bearerFromFile } from "./in-cluster.ts";
+
+const { readFileSync } = process.getBuiltinModule("node:fs");
+const { promisify } = process.getBuiltinModule("node:util");
 
 type Fields = Record<string, unknown>;
 interface Named {
