@@ -161,6 +161,15 @@ export const TARGETS: TargetSpec[] = [
     threshold: 6,
   },
   {
+    id: "sidecar-memory",
+    target: "pglease run publishing to its pod, as the image runs it: peak resident memory (VmHWM)",
+    figure: "footprint.cli[variant=publishing to its pod].peakRssMb",
+    unit: "MiB",
+    op: "<=",
+    threshold: 64,
+    note: "start-up and the first publish included; Node 24 itself is 42 MiB with an empty event loop, 52 MiB once node:http and node:https are loaded",
+  },
+  {
     id: "handover-to-labelled",
     target:
       "planned handover (leases.handover / pglease handover --to POD): the named pod labelled leader, p99",

@@ -1,7 +1,16 @@
 // The footprint group's CLI half: `pglease run` as a process, outside a cluster and publishing
-// to the test API server. Start-up is timed from spawn to its first `acquired` log line (a free
-// lease each time); resident memory, and its peak, are read from /proc once every started process has idled.
+// to the test API server, run as the image runs it: the compiled CLI (tsc, as the image's build
+// stage compiles it) under the Dockerfile ENTRYPOINT's Node flags. Start-up is timed from spawn to
+// its first `acquired` log line (a free lease each time); resident memory, and its peak, are read
+// from /proc once every started process has idled.
+import { execFile } from "node:child_process";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { dirname, join, relative } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { promisify } from "node:util";
+import { repoRoot } from "../../test/support/kube/chart.ts";
+import { imageEntrypoint } from "../../test/support/processes/image-entrypoint.ts";
 import type { BenchContext, Table } from "../group.ts";
 import { type LatencyStats, latencyStats } from "../measure.ts";
 import { Candidate } from "../peers/candidates.ts";
@@ -32,8 +41,14 @@ interface Variant {
   env: (pod: string) => Promise<NodeJS.ProcessEnv>;
 }
 
+/** `node` and its arguments up to the CLI's own: the image's ENTRYPOINT on a compiled CLI. */
+interface CliCommand {
+  nodeArgs: string[];
+}
+
 async function measureVariant(
   context: BenchContext,
+  cli: CliCommand,
   variant: Variant,
   index: number,
 ): Promise<CliVariantFigures> {
@@ -53,7 +68,7 @@ async function measureVariant(
       ];
       const env = await variant.env(pod);
       const spawnedAt = Date.now();
-      const candidate = new Candidate("pglease", pod, args, env);
+      const candidate = new Candidate("pglease", pod, [...cli.nodeArgs, ...args], env, process.execPath);
       started.push(candidate);
       const acquired = await candidate.waitFor(
         (l) => l.event === "acquired",
@@ -83,9 +98,29 @@ async function measureVariant(
   }
 }
 
+/** Compiles the CLI into a folder of the repository (so it resolves the project's node_modules). */
+async function compileCli(): Promise<{ cli: CliCommand; dir: string }> {
+  await mkdir(join(repoRoot, ".tmp"), { recursive: true });
+  const dir = await mkdtemp(join(repoRoot, ".tmp", "bench-cli-"));
+  const tsc = join(dirname(createRequire(import.meta.url).resolve("typescript/package.json")), "bin", "tsc");
+  await promisify(execFile)(
+    process.execPath,
+    [tsc, "-p", join(repoRoot, "tsconfig.build.json"), "--outDir", dir],
+    {
+      cwd: repoRoot,
+    },
+  );
+  const { nodeFlags, script } = await imageEntrypoint();
+  return { cli: { nodeArgs: [...nodeFlags, join(dir, relative("dist", script))] }, dir };
+}
+
 export async function measureCliFootprint(context: BenchContext): Promise<CliVariantFigures[]> {
   let kube: KubeFixture | undefined;
+  let built: string | undefined;
   try {
+    context.progress("footprint: compiling the CLI as the image's build does");
+    const { cli, dir } = await compileCli();
+    built = dir;
     kube = await startKubeFixture();
     const fixture = kube;
     const variants: Variant[] = [
@@ -107,11 +142,12 @@ export async function measureCliFootprint(context: BenchContext): Promise<CliVar
     const figures: CliVariantFigures[] = [];
     for (const [index, variant] of variants.entries()) {
       context.progress(`footprint: pglease run, ${variant.label}`);
-      figures.push(await measureVariant(context, variant, index));
+      figures.push(await measureVariant(context, cli, variant, index));
     }
     return figures;
   } finally {
     await kube?.close();
+    if (built) await rm(built, { recursive: true, force: true });
   }
 }
 
@@ -139,7 +175,7 @@ export function cliFootprintTable(figures: CliVariantFigures[]): Table {
       mb(f.peakRssMb),
     ]),
     notes: [
-      "Each start is a new process (node cmd/pglease.ts, type stripping) campaigning for a free lease: migrate, read, claim, log.",
+      "Each start is a new process run as the image runs it (the compiled CLI under the Dockerfile ENTRYPOINT's Node flags) campaigning for a free lease: migrate, read, claim, log.",
       "RSS from /proc once every started process has idled (up to 6 s) as the leader of its own lease, default timing; peak RSS is the largest VmHWM, start-up and the first publish included (the chart's memory limit is set from it, test/chart/sidecar-memory.test.ts).",
       "With publishing, a pod shows follower before it campaigns: the first claim waits for the Kubernetes client to load and that first patch.",
     ],

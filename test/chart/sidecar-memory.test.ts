@@ -1,12 +1,12 @@
 // The chart's memory settings against the sidecar's measured peak. `pglease run` as the image
-// runs it (the compiled dist/, not the TypeScript sources) publishes to its pod on the test API
-// server under the chart's Role: it leads, labels the pod, records events, renews, and on
-// SIGTERM demotes and releases. Its peak resident memory (VmHWM) is read from /proc throughout;
+// runs it (the compiled dist/, not the TypeScript sources, under the ENTRYPOINT's Node flags)
+// publishes to its pod on the test API server under the chart's Role: it leads, labels the pod,
+// records events, renews, and on SIGTERM demotes and releases. Its peak resident memory (VmHWM) is read from /proc throughout;
 // the chart's limit must hold it with headroom, its request at least the peak itself.
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { promisify } from "node:util";
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +15,7 @@ import { kubeTools, renderChart, renderChartRole, repoRoot } from "../support/ku
 import { workloadPodSpec } from "../support/kube/kubelet.ts";
 import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import { freePort } from "../support/postgres/embedded-postgres.ts";
+import { imageEntrypoint } from "../support/processes/image-entrypoint.ts";
 import { skipBecause } from "../support/skip.ts";
 
 const run = promisify(execFile);
@@ -67,9 +68,14 @@ async function renewals(port: number): Promise<number> {
   return [...counts].reduce((sum, [, n]) => sum + Number(n), 0);
 }
 
-/** The compiled CLI as a child process, its output kept for failure messages. */
-function spawnCli(script: string, env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, [script, "run"], { env, stdio: ["ignore", "pipe", "pipe"] });
+/** The compiled CLI as a child process, run as the image's ENTRYPOINT runs it, its output kept for failure messages. */
+async function spawnCli(work: string, env: NodeJS.ProcessEnv) {
+  const { nodeFlags, script } = await imageEntrypoint();
+  const cli = join(work, relative("dist", script));
+  const child = spawn(process.execPath, [...nodeFlags, cli, "run"], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let output = "";
   const keep = (d: Buffer) => {
     output += d.toString();
@@ -134,7 +140,7 @@ describe.skipIf(skip)("the sidecar's memory under the chart's limits", () => {
 
     const port = await freePort();
     const env = Object.fromEntries((sidecar.env ?? []).flatMap((e) => (e.value ? [[e.name, e.value]] : [])));
-    const cli = spawnCli(join(work, "cmd", "pglease.js"), {
+    const cli = await spawnCli(work, {
       PATH: process.env.PATH,
       ...env,
       DATABASE_URL: db.url,

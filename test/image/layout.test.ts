@@ -9,6 +9,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { imageEntrypoint } from "../support/processes/image-entrypoint.ts";
 import { packageVersion, pathWithNode, root, run } from "./pack.ts";
 
 const tsc = join(dirname(createRequire(import.meta.url).resolve("typescript/package.json")), "bin", "tsc");
@@ -44,9 +45,20 @@ const args = (stage: Stage, keyword: string) =>
   stage.instructions.filter((i) => i.keyword === keyword).map((i) => i.args);
 
 describe("Dockerfile", () => {
-  it("execs node on the CLI directly, with `run` as the default command", async () => {
+  it("execs node on the CLI directly, with V8 sized for the sidecar and `run` as the default command", async () => {
     const final = (await dockerfileStages()).at(-1) as Stage;
-    expect(args(final, "ENTRYPOINT")).toEqual(['["node", "dist/cmd/pglease.js"]']);
+    const [entrypoint = "[]"] = args(final, "ENTRYPOINT");
+    // The flags the sidecar's memory is measured under (test/chart/sidecar-memory.test.ts).
+    expect(JSON.parse(entrypoint)).toEqual([
+      "node",
+      "--max-semi-space-size=1",
+      "--max-opt=1",
+      "dist/cmd/pglease.js",
+    ]);
+    expect(await imageEntrypoint()).toEqual({
+      nodeFlags: ["--max-semi-space-size=1", "--max-opt=1"],
+      script: "dist/cmd/pglease.js",
+    });
     expect(args(final, "CMD")).toEqual(['["run"]']);
   });
 
@@ -162,10 +174,11 @@ describe("image runtime layout", () => {
         expect(existsSync(join(modules, devOnly)), `${devOnly} is not installed`).toBe(false);
       }
 
-      // ENTRYPOINT ["node", "dist/cmd/pglease.js"] in WORKDIR /app; nothing resolves through the
-      // working tree's node_modules from there.
+      // The ENTRYPOINT, flags included, in WORKDIR /app; nothing resolves through the working
+      // tree's node_modules from there.
       const env = { PATH: pathWithNode() };
-      const help = await run(process.execPath, ["dist/cmd/pglease.js", "--help"], { cwd: app, env });
+      const { nodeFlags, script } = await imageEntrypoint();
+      const help = await run(process.execPath, [...nodeFlags, script, "--help"], { cwd: app, env });
       expect(help.stdout).toMatch(/usage/i);
       expect(help.stdout).toMatch(/\brun\b/);
 

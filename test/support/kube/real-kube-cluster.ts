@@ -239,8 +239,18 @@ export async function createRunningPod(admin: KubeConfig, namespace: string, pod
       spec: { nodeName: "node-1", ...pod.spec, containers },
     },
   });
-  const status = pod.status ? { ...created.status, ...pod.status } : kubeletPodStatus(created);
-  return core.replaceNamespacedPodStatus({ namespace, name, body: { ...created, status } });
+  // The kubelet's status write. Another writer may change the pod first (a running sidecar's
+  // patch): the replace on the stale version is refused (409) and, like the kubelet, it reads the
+  // pod again and writes once more.
+  for (let attempt = 1; ; attempt++) {
+    const current = attempt === 1 ? created : await core.readNamespacedPod({ namespace, name });
+    const status = pod.status ? { ...current.status, ...pod.status } : kubeletPodStatus(current);
+    try {
+      return await core.replaceNamespacedPodStatus({ namespace, name, body: { ...current, status } });
+    } catch (error) {
+      if (attempt >= 5 || (error as { code?: number }).code !== 409) throw error;
+    }
+  }
 }
 
 export async function deleteRealPod(
