@@ -26,9 +26,9 @@ sidecar:
   resources:
     requests:
       cpu: 10m
-      memory: 96Mi
+      memory: 72Mi
     limits:
-      memory: 160Mi
+      memory: 128Mi
   # failureThreshold empty: enough periods to cover startTimeout plus a margin.
   startupProbe:
     httpGet:
