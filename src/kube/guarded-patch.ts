@@ -29,6 +29,11 @@ export interface JsonPatchOperation {
 export interface Guards {
   labels?: string[];
   annotations?: string[];
+  /**
+   * A key the change removes and `seen` had is removed also when it is gone meanwhile (added
+   * first, then removed): for a demotion, which must not fail because the peer cleared it itself.
+   */
+  removeGone?: boolean;
 }
 
 /** The fence of the newest term that fenced this pod off, or null when none did. */
@@ -53,12 +58,13 @@ export function guardedPatch(
   guards: Guards,
 ): JsonPatchOperation[] {
   return [
-    ...mapOperations("labels", seen?.metadata?.labels, change.metadata.labels, guards.labels ?? []),
+    ...mapOperations("labels", seen?.metadata?.labels, change.metadata.labels, guards.labels ?? [], guards),
     ...mapOperations(
       "annotations",
       seen?.metadata?.annotations,
       change.metadata.annotations,
       guards.annotations ?? [],
+      guards,
     ),
   ];
 }
@@ -68,6 +74,7 @@ function mapOperations(
   seen: Record<string, string> | undefined,
   changes: Record<string, string | null> | undefined,
   guards: string[],
+  { removeGone = false }: Guards,
 ): JsonPatchOperation[] {
   const base = `/metadata/${name}`;
   if (seen === undefined) {
@@ -87,9 +94,14 @@ function mapOperations(
   }));
   for (const [key, value] of Object.entries(changes ?? {})) {
     const path = `${base}/${pointerToken(key)}`;
-    if (value !== null) ops.push({ op: "add", path, value });
-    // Removing a key gone meanwhile fails the patch: the pass reads the pod and tries again.
-    else if (Object.hasOwn(seen, key)) ops.push({ op: "remove", path });
+    if (value !== null) {
+      ops.push({ op: "add", path, value });
+    } else if (Object.hasOwn(seen, key)) {
+      // Removing a key gone meanwhile fails the patch (the pass reads the pod and tries again),
+      // unless it is added first: `add` replaces a key or creates it, so the `remove` then applies.
+      if (removeGone) ops.push({ op: "add", path, value: "" });
+      ops.push({ op: "remove", path });
+    }
   }
   return ops;
 }

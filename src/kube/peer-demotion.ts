@@ -57,8 +57,10 @@ export function leaderSelector(config: PublishConfig, peerSelector: string): str
 /**
  * Demotes every other pod still labelled leader for this lease by an older term and, with
  * fenceOffAll, fences off the others, while this process still leads. Each patch is guarded: a
- * peer that changed under it (labelled itself meanwhile, fenced off by another term) fails the
- * pass, which reads the peers again.
+ * peer that changed under it (seen not leading and labelled meanwhile, fenced off by another term)
+ * fails the pass, which reads the peers again. A demotion applies whatever the peer's labels
+ * became: a leader label that came back is taken off by it too, and a newer term's (higher fence)
+ * would only leave a gap, which that term's own publisher closes.
  */
 export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerDemotion> {
   const { config } = opts;
@@ -74,9 +76,14 @@ export async function demoteStalePeers(opts: PeerDemotionOptions): Promise<PeerD
     work.map(async ({ pod, change, demote }) => {
       const name = pod.metadata?.name as string;
       const target = { name, uid: pod.metadata?.uid };
-      // The label as seen is guarded too: a peer seen not leading that labels itself meanwhile
-      // must be read again and demoted, not fenced off with its label left on.
-      const guards = { labels: [config.roleLabel], annotations: [POD_CONTRACT.supersededAnnotation] };
+      // The label as seen is guarded on a fencing write: a peer seen not leading that labels itself
+      // meanwhile must be read again and demoted, not fenced off with its label left on. A demotion
+      // needs no such guard: it takes the label off whatever the peer wrote since, so the stopping
+      // leader's own demotion landing first (it is sent beside its release) costs no refusal, no
+      // second list and no second patch. Only superseded-by is guarded: fencing writes only raise it.
+      const guards = demote
+        ? { annotations: [POD_CONTRACT.supersededAnnotation], removeGone: true }
+        : { labels: [config.roleLabel], annotations: [POD_CONTRACT.supersededAnnotation] };
       // A peer once started is finished: a follower label beside a True condition would mislead.
       // Both go out at once (the self-label waits for both): one round trip in the handover, not two.
       const status = demote ? conditionPatch(follower, pod, opts.wallClock()) : null;

@@ -196,9 +196,10 @@ async function clearStalePeers(
   try {
     result = await demote(peers);
   } catch (error) {
-    // A peer changed between the list and its guarded patch: in a handover, the old leader's own
-    // demotion sent beside its release. Listed again at once (not after the worker's backoff),
-    // once: a second refusal fails the pass as any failure does.
+    // A peer changed between the list and its guarded patch: one seen not leading labelled itself
+    // meanwhile, or another term fenced it off (the stopping leader's own demotion no longer
+    // conflicts: a demotion is not guarded on the label, peer-demotion.ts). Listed again at once
+    // (not after the worker's backoff), once: a second refusal fails the pass as any failure does.
     if (!fenceOffAll || !(error instanceof KubeRequestError && error.status === 422)) throw error;
     peers = await list();
     result = await demote(peers);

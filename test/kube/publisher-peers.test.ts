@@ -134,6 +134,37 @@ await onEachKubeServer("publisher peers suite", (kube) => {
       expect(leaderCondition(await h.pod("orders-1"))).toMatchObject({ status: "False" });
     });
 
+    it("demotes a stale peer that demotes itself meanwhile with its first patch: no refusal, no second list", async () => {
+      h = await startHarness(kube);
+      await seedLeader("orders-1", APP_LABELS, "orders-sync");
+      await h.publisher.start(follower());
+      h.server.clearRequests();
+      const held = h.server.faults.hang({ match: { method: "PATCH", path: /\/pods\/orders-1(\/status)?$/ } });
+      h.publisher.setDesired(leader(8));
+      // The list showed orders-1 labelled leader; its demotion waits at the server while the
+      // stopping leader's own demotion, sent beside its release, lands first (a graceful handover).
+      await held.waitForHeld(2);
+      await h.server.mutatePod(NAMESPACE, "orders-1", (pod) => {
+        pod.metadata = {
+          ...pod.metadata,
+          labels: { ...pod.metadata?.labels, "pglease.io/role": "follower" },
+          annotations: { "pglease.io/lease": "orders-sync" },
+        };
+      });
+      held.release();
+      await until("leader on the pod", () => h.publisher.state().published);
+
+      // Still a demotion and a fence off: the old term's label cannot come back.
+      expect((await h.pod("orders-1")).metadata?.annotations).toEqual({
+        "pglease.io/lease": "orders-sync",
+        "pglease.io/superseded-by": "8",
+      });
+      expect(role(await h.pod("orders-1"))).toBe("follower");
+      // One round trip for the peer: a refusal would cost a second list and a second patch.
+      expect(h.patches.filter((p) => p.target === "peer").map((p) => p.ok)).toEqual([true, true]);
+      expect(h.server.requests.filter((r) => r.verb === "list")).toHaveLength(1);
+    });
+
     it("does not label itself leader while the stale peer cannot be demoted", async () => {
       h = await startHarness(kube, { timing: { requestTimeoutMs: 300 } });
       await seedLeader("orders-1", APP_LABELS, "orders-sync");
