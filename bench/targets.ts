@@ -80,7 +80,7 @@ export const TARGETS: TargetSpec[] = [
     unit: "ms",
     op: "<",
     threshold: 20,
-    note: "counts the processes' scheduling and, in a reference run before the release went out beside the stopping pod's demotion (issue 30), that demotion's round trip; the database steps alone are the lease-ops group's graceful handover table",
+    note: "counts the processes' scheduling and, before the release, the stopping leader's successor reservation (a read of the candidates and a write); the database steps alone are the lease-ops group's graceful handover table",
   },
   {
     id: "graceful-labelled",
@@ -89,7 +89,7 @@ export const TARGETS: TargetSpec[] = [
     unit: "ms",
     op: "<",
     threshold: 60,
-    note: "the figure is the whole handover, the host's scheduling included: a busy shared host can miss it",
+    note: "the whole handover: after its claim the new leader lists its peers, patches them, then labels itself (three API round trips), the host's scheduling included: a busy shared host can miss it",
   },
   {
     id: "graceful-labelled-no-notify",
