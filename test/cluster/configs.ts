@@ -18,7 +18,16 @@ export const configFiles = {
   kubeProxy: join(paths.config, "kube-proxy.yaml"),
   resolvConf: join(paths.config, "resolv.conf"),
   cni: join(paths.cniConf, "10-pglease.conflist"),
+  auditPolicy: join(paths.config, "audit-policy.yaml"),
 };
+
+/**
+ * PGLEASE_CLUSTER_AUDIT=1: the API server writes an audit log of every request on pods and
+ * EndpointSlices (who, verb, object, when received, when answered, the status) to
+ * logs/kube-apiserver-audit.log, so a handover can be read step by step on the host's clock.
+ */
+export const auditLog =
+  process.env.PGLEASE_CLUSTER_AUDIT === "1" ? join(paths.logs, "kube-apiserver-audit.log") : null;
 
 export async function writeConfigs(): Promise<void> {
   await Promise.all([
@@ -28,8 +37,23 @@ export async function writeConfigs(): Promise<void> {
     // Pods get no name server: nothing in the suites resolves names, and none may be asked outside.
     writeFile(configFiles.resolvConf, "# pglease cluster: no name server\n"),
     writeFile(configFiles.cni, JSON.stringify(cniConfig(), null, 2)),
+    ...(auditLog ? [writeFile(configFiles.auditPolicy, AUDIT_POLICY)] : []),
   ]);
 }
+
+// Metadata only (no bodies), and no RequestReceived stage: one line per request, with both times.
+const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    resources:
+      - group: ""
+        resources: ["pods", "pods/status"]
+      - group: "discovery.k8s.io"
+        resources: ["endpointslices"]
+  - level: None
+`;
 
 function containerdConfig(): string {
   const c = paths.containerd;

@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdir, open, readdir, readFile, rm, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { configFiles, RUNC, writeConfigs } from "./configs.ts";
+import { auditLog, configFiles, RUNC, writeConfigs } from "./configs.ts";
 import { importImage, pauseImage } from "./images.ts";
 import {
   BASE,
@@ -205,6 +205,7 @@ function apiServerFlags(): string[] {
     "--kubelet-preferred-address-types=InternalIP",
     `--kubelet-client-certificate=${pki.cert("apiserver-kubelet-client")}`,
     `--kubelet-client-key=${pki.key("apiserver-kubelet-client")}`,
+    ...(auditLog ? [`--audit-policy-file=${configFiles.auditPolicy}`, `--audit-log-path=${auditLog}`] : []),
   ];
 }
 
