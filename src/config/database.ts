@@ -1,6 +1,7 @@
 // Where the database is: DATABASE_URL, or the standard libpq PG* variables that pg reads
 // itself. The URL is a secret (it may carry a password): no message ever repeats it.
 import type { ConnectionOptions } from "node:tls";
+import { CREDENTIAL_NAME } from "../shared/hide-credentials.ts";
 import { identifierProblem } from "../shared/sql-identifier.ts";
 import type { OptionSpec, RawOptions } from "./options.ts";
 import { resolveTls } from "./tls.ts";
@@ -102,7 +103,10 @@ export function readDatabaseConfig(
 
 const HIDDEN = "(unparsable URL, hidden)";
 
-/** A connection string safe to print: the password, if any, replaced. */
+/**
+ * A connection string the user gave, safe to print: the password, if any, and every parameter
+ * named like a credential (hide-credentials.ts's names) replaced; unparsable, all of it hidden.
+ */
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
@@ -111,7 +115,7 @@ export function redactUrl(url: string): string {
     if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") return HIDDEN;
     if (parsed.password) parsed.password = "***";
     for (const key of [...parsed.searchParams.keys()]) {
-      if (/pass|secret|key/i.test(key)) parsed.searchParams.set(key, "***");
+      if (CREDENTIAL_NAME.test(key)) parsed.searchParams.set(key, "***");
     }
     return parsed.toString();
   } catch {

@@ -3,6 +3,7 @@
 // never blocks anything, and an abort on stop. Failures come back classified, never raw.
 
 import type { Clock } from "../shared/clock.ts";
+import { hideCredentials } from "../shared/hide-credentials.ts";
 import type { CoreEvent, Pod, PodList } from "./client/api-types.ts";
 import { KubeApiError, type KubeClient, type KubeRequest } from "./client/connection.ts";
 import type { ConditionPatch, MetadataPatch } from "./desired-state.ts";
@@ -22,12 +23,14 @@ export class KubeRequestError extends Error {
   readonly status: number | undefined;
   /**
    * "forbidden": the authorizer refused (RBAC); "denied": admission refused what RBAC allows (a
-   * ValidatingAdmissionPolicy, a webhook, PodSecurity), its reason in serverMessage.
+   * ValidatingAdmissionPolicy, a webhook, PodSecurity), its reason in serverMessage; "refused": a
+   * 403 with no Status saying why (a proxy in front of the API server), either of the two or neither.
    */
   readonly kind:
     | "conflict"
     | "forbidden"
     | "denied"
+    | "refused"
     | "not-found"
     | "another-pod"
     | "server"
@@ -54,14 +57,16 @@ export class KubeRequestError extends Error {
 /**
  * The authorizer's refusal names the user and what it may not do: `User "…" cannot patch
  * resource "pods" in API group "" in the namespace "shop"` (or `cannot get path "…"`), as the
- * API server's responsewriters.forbiddenMessage words it. Any other 403 came from admission.
+ * API server's responsewriters.forbiddenMessage words it. Any other 403 with a Status came from
+ * admission (PodSecurity, a namespace being deleted).
  */
 const AUTHORIZER_REFUSAL = /\bUser "[^"]*" cannot \S+ (?:resource|path) "/;
 
 /**
  * Admission's refusal with a code of its choosing, worded by the API server: a
  * ValidatingAdmissionPolicy's follows its validation's reason (403 for Forbidden, 422 when it
- * names none), a webhook's is the webhook's (400 when it names none).
+ * names none), a webhook's is the webhook's (400 when it names none). Tested before the
+ * authorizer's words, which a webhook's own text may quote.
  */
 const ADMISSION_REFUSAL =
   /\bValidatingAdmissionPolicy '[^']*' (?:with binding '[^']*' )?denied request|\badmission webhook "[^"]*" denied the request/;
@@ -69,8 +74,10 @@ const ADMISSION_REFUSAL =
 function classify(status: number | undefined, cause: unknown): KubeRequestError["kind"] {
   if (refusedUid(status, cause)) return "another-pod";
   const message = cause instanceof KubeApiError ? (cause.body?.message ?? "") : "";
-  if (status === 403) return AUTHORIZER_REFUSAL.test(message) ? "forbidden" : "denied";
   if (status !== undefined && ADMISSION_REFUSAL.test(message)) return "denied";
+  // No Status, no reason: a proxy's 403 (an HTML page) says neither RBAC nor admission.
+  if (status === 403 && message === "") return "refused";
+  if (status === 403) return AUTHORIZER_REFUSAL.test(message) ? "forbidden" : "denied";
   if (status === 409) return "conflict";
   if (status === 404) return "not-found";
   if (status !== undefined && (status >= 500 || status === 429)) return "server";
@@ -95,19 +102,8 @@ function describe(status: number | undefined, kind: KubeRequestError["kind"], ca
     const reason = cause instanceof Error ? (cause.cause instanceof Error ? cause.cause : cause).message : "";
     return `network error ${reason}`.trim();
   }
-  // "HTTP 403 <the Status body's message>", as the server words it.
-  return cause instanceof KubeApiError ? hideCredentials(cause.message) : `HTTP ${status}`;
-}
-
-/**
- * The server's words go to logs and /status, and an admission message may quote the object (a
- * policy's messageExpression, a webhook's text): a URL's password or a bearer token in it is hidden.
- */
-function hideCredentials(text: string): string {
-  return text
-    .replace(/([a-z][a-z0-9+.-]*:\/\/)[^\s/@]*@/gi, "$1***@")
-    .replace(/\b(bearer\s+)\S+/gi, "$1***")
-    .replace(/\beyJ[\w-]*\.[\w-]+\.[\w-]*/g, "***");
+  // "HTTP 403 <the Status body's message>", as the server words it, credentials hidden (KubeApiError).
+  return cause instanceof KubeApiError ? cause.message : `HTTP ${status}`;
 }
 
 /**

@@ -47,6 +47,12 @@ function logFailure(logger: Logger, config: PublishConfig, error: unknown, failu
       { failures, permission: permissionName(error.permission), status: error.status },
       `${permissionName(error.permission)} refused by admission in namespace ${config.namespace}: ${error.serverMessage ?? error.message}; RBAC allows it, the Role is not the fix: correct the ValidatingAdmissionPolicy (or webhook) named here or its binding; with the pglease-sidecar chart's policy, admissionPolicy.podLabels must be labels this pod has (docs/runbook.md, PgleasePublishFailures; retrying)`,
     );
+  } else if (error.kind === "refused") {
+    // No Status to read: RBAC and admission are both suspects, and so is a proxy.
+    logger.error(
+      { failures, permission: permissionName(error.permission), status: error.status },
+      `${permissionName(error.permission)} forbidden in namespace ${config.namespace} by the API server or a proxy in front of it, with no reason given (${error.message}); check the Role bound to this pod's service account and any admission policy, and any proxy between this pod and the API server (retrying)`,
+    );
   } else if (error.kind === "conflict") {
     logger.debug({ failures }, "pod changed under a patch (409); re-reading and retrying");
   } else {

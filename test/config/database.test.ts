@@ -117,6 +117,10 @@ describe("redactUrl", () => {
     expect(redactUrl("postgres://app@db/app?sslkey=/k&apikey=z")).toBe(
       "postgres://app@db/app?sslkey=***&apikey=***",
     );
+    // The names hideCredentials knows for a server's text: a token, an auth, a credential.
+    expect(redactUrl("postgres://app@db/app?token=z&auth=w&credentials=v")).toBe(
+      "postgres://app@db/app?token=***&auth=***&credentials=***",
+    );
   });
 
   it("shows nothing of a URL it cannot parse, nor of one of another scheme (where a password is not where postgres:// has it)", () => {

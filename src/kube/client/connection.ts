@@ -4,6 +4,7 @@
 // to authenticate; requests answer parsed JSON, and error answers become KubeApiError with the
 // server's Status.
 import type { IncomingMessage } from "node:http";
+import { hideCredentials } from "../../shared/hide-credentials.ts";
 import type { Status } from "./api-types.ts";
 
 const { Agent: HttpAgent, request: httpRequest } = process.getBuiltinModule("node:http");
@@ -24,13 +25,18 @@ export interface KubeConnection {
   authorization(): Promise<string | undefined>;
 }
 
-/** An answer outside 2xx, with the Status the server sent (when it sent one). */
+/**
+ * An answer outside 2xx, with the Status the server sent (when it sent one). Its message hides
+ * credentials the server's words quote, before a body that is not a Status is cut to 200
+ * characters (cut first, a URL cut before its @ would leave user:password unrecognised).
+ */
 export class KubeApiError extends Error {
   readonly status: number;
   readonly body: Status | undefined;
 
   constructor(status: number, body: Status | undefined, text: string) {
-    super(`HTTP ${status}${body?.message ? ` ${body.message}` : text ? ` ${text.slice(0, 200)}` : ""}`);
+    const said = body?.message ? hideCredentials(body.message) : hideCredentials(text).slice(0, 200);
+    super(`HTTP ${status}${said ? ` ${said}` : ""}`);
     this.name = "KubeApiError";
     this.status = status;
     this.body = body;
