@@ -144,6 +144,40 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
     expect(selector.matchLabels["app.kubernetes.io/instance"]).toBe("shop-eu");
   });
 
+  // A release named 1234 rendered `app.kubernetes.io/instance: 1234`, a YAML integer the API
+  // server refuses where a label's value (a string) goes; so did a Deployment's name.
+  it("renders the release's name as a string wherever it goes, a name of digits too", async () => {
+    const rendered = [
+      ...(await renderChartDir(example, {}, "1234", [ADMISSION_POLICY_API])),
+      ...(await renderChart({}, { release: "1234", namespace: "shop", apiVersions: [ADMISSION_POLICY_API] })),
+    ];
+    const notStrings = rendered.flatMap((m) => labelValuesNotStrings(m, `${m.kind}`));
+    expect(notStrings).toEqual([]);
+    const deployment = rendered.find((m) => m.kind === "Deployment") as unknown as {
+      metadata: { name: unknown; labels: Record<string, unknown> };
+    };
+    expect(deployment.metadata.labels["app.kubernetes.io/instance"]).toBe("1234");
+    expect(deployment.metadata.name).toBe("1234");
+  });
+
+  // Rendered into the policy's CEL as optional.of("1.2345678e+07"): no pod carries that label.
+  it.each<[string, unknown, RegExp]>([
+    [
+      "a number",
+      12345678,
+      /admissionPolicy\.podLabels\.version: 12345678 is a number, .*quote it: version: '12345678'/,
+    ],
+    ["a boolean", true, /admissionPolicy\.podLabels\.version: true is a bool, .*quote it: version: 'true'/],
+  ])("refuses a pod label's value that is %s, naming the label and the fix", async (_, value, message) => {
+    const rendered = await templateChart(
+      example,
+      { pglease: { admissionPolicy: { podLabels: { version: value } } } },
+      "orders",
+      [ADMISSION_POLICY_API],
+    );
+    expect(rendered.ok ? "" : rendered.error).toMatch(message);
+  });
+
   // Under another release name than the example's `orders`, with the names of the release in its
   // values, the admission policy refused every patch of the sidecar (in a real cluster: no pod
   // ever Ready, the sidecar logging "missing permission: patch pods", as it then took any 403 for
@@ -231,3 +265,32 @@ describe.skipIf(skip)("the pglease-sidecar library chart", () => {
     expect(podOf(manifests).volumes.map((v) => v.name)).not.toContain("pglease-podinfo");
   });
 });
+
+/**
+ * Where a label's value (metadata.labels, a selector's matchLabels, a Service's selector) or an
+ * object's name is not a string.
+ */
+function labelValuesNotStrings(node: unknown, path: string): string[] {
+  if (typeof node !== "object" || node === null) return [];
+  return Object.entries(node).flatMap(([key, value]) => {
+    const at = `${path}.${key}`;
+    const serviceSelector =
+      key === "selector" &&
+      typeof value === "object" &&
+      value !== null &&
+      !("matchLabels" in value) &&
+      !("matchExpressions" in value);
+    if (
+      (key === "labels" || key === "matchLabels" || serviceSelector) &&
+      typeof value === "object" &&
+      value !== null
+    ) {
+      return Object.entries(value)
+        .filter(([, v]) => typeof v !== "string")
+        .map(([k, v]) => `${at}.${k}: ${JSON.stringify(v)}`);
+    }
+    if (key === "name" && path.endsWith("metadata") && typeof value !== "string")
+      return [`${at}: ${JSON.stringify(value)}`];
+    return labelValuesNotStrings(value, at);
+  });
+}

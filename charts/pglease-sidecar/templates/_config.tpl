@@ -136,6 +136,15 @@ as templates of the caller's chart, so a values file can name the release in the
 selector does (instance: "{{ .Release.Name }}").
 */}}
 {{- define "pglease-sidecar.config" -}}
+{{- /* A label's value is a string: a number went through JSON below and into the policy's CEL as
+optional.of("1.2345678e+07"), a value no pod carries, so the policy refused every patch. */}}
+{{- range $key, $value := dig "admissionPolicy" "podLabels" dict (.config | default dict) }}
+{{- if not (kindIs "string" $value) }}
+{{- $what := "not a string" }}
+{{- if kindIs "bool" $value }}{{ $what = "a bool" }}{{ else if or (kindIs "float64" $value) (kindIs "int64" $value) (kindIs "int" $value) }}{{ $what = "a number" }}{{ end }}
+{{- fail (printf "admissionPolicy.podLabels.%s: %s is %s, and a label value is a string; quote it: %s: '%s'" $key (toYaml $value) $what $key (toYaml $value)) }}
+{{- end }}
+{{- end }}
 {{- $c := include "pglease-sidecar.merge" (list (include "pglease-sidecar.defaults" . | fromYaml) (.config | default dict)) | fromJson }}
 {{- $_ := set $c.publish "peerSelector" (tpl (toString $c.publish.peerSelector) .context) }}
 {{- $podLabels := dict }}

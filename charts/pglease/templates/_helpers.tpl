@@ -32,7 +32,7 @@ at every change of leader, and a selector that matched it would orphan the pods.
 */}}
 {{- define "pglease.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "pglease.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end }}
 
 {{- define "pglease.labels" -}}
