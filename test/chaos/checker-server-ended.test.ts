@@ -85,11 +85,119 @@ describe("chaos checker: terms the server ended behind the holder's back", () =>
   }
 
   it("lets a holder whose renew got no answer believe until its local deadline, not past it", () => {
-    // 5234 is 1224 ms after the window: past the 1 s grace, inside lease - margin (1334 ms).
+    // 5234 is 1224 ms after the window: past the 1 s grace, at its deadline.
     expect(rules(unanswered(5_234))).toEqual([]);
-    expect(checkHistory(unanswered(5_234)).bounds.unansweredRenewGraceMs).toBe(1_334);
-    // 4010 + 1334 = 5344: no local deadline of a renew sent before the window's end is later.
-    expect(rules(unanswered(5_350))).toEqual(["two-believers"]);
+    expect(checkHistory(unanswered(5_234)).bounds.safetyMarginMs).toBe(666);
+    // Its deadline timer may run up to the wake-up grace late (200 ms): 5434 is the last instant.
+    expect(rules(unanswered(5_400))).toEqual([]);
+    expect(rules(unanswered(5_440))).toEqual(["two-believers"]);
+  });
+
+  it("bounds that belief by the holder's own last renew, not by the window's end", () => {
+    // a's last good renew committed at 3500 (expiry 5500): its deadline is at most 4834, so a
+    // belief until 5300 is 266 ms past it and the wake-up grace; the window's end + 1334 (5344)
+    // let it pass.
+    const history = unanswered(5_300);
+    history.leaseRows = inCommitOrder(
+      history.leaseRows.map((r) => (r.loggedAt === 3_900 ? { ...r, expiresAt: 5_500, loggedAt: 3_500 } : r)),
+    );
+    expect(rules(history)).toEqual(["two-believers"]);
+    history.transitions = history.transitions.map((t) =>
+      t.outcome === "stepped-down" ? { ...t, time: 5_030 } : t,
+    );
+    expect(rules(history)).toEqual([]);
+  });
+
+  it("counts the deadline from the expiry the holder was answered with, which may exceed the lease", () => {
+    // A renew keeps the later of the row's expiry and now + lease: after a forward clock step
+    // healed, the expiry written under the stepped clock stands, and the answer's ttl (2.4 s here)
+    // puts the holder's deadline at 6300 - 666 = 5634, past the window's end + 1334 (5344).
+    const history = unanswered(5_600);
+    history.leaseRows = inCommitOrder(
+      history.leaseRows.map((r) => (r.loggedAt === 3_900 ? { ...r, expiresAt: 6_300 } : r)),
+    );
+    expect(rules(history)).toEqual([]);
+  });
+
+  it("falls back to the window's end when the server's clock stamped the last renew while stepped back", () => {
+    // The clock was 900 ms behind from 3400 to 3990: the renew sent at 3800 was stamped 2900,
+    // expiry 4900; its deadline is 5134 on this machine's clock, past 4900 - 666 + 200.
+    const history = unanswered(5_134);
+    history.leaseRows = inCommitOrder(
+      history.leaseRows.map((r) => (r.loggedAt === 3_900 ? { ...r, expiresAt: 4_900, loggedAt: 2_900 } : r)),
+    );
+    const step: InjectedFault = {
+      kind: "clock-step",
+      target: null,
+      startedAt: 3_400,
+      healedAt: 3_990,
+      detail: "server clock stepped back 900 ms for 590 ms, then back",
+    };
+    history.slots = [
+      { index: 1, kind: "clock-step", startedAt: 3_400, healedAt: 3_990, faults: [step] },
+      ...history.slots,
+    ];
+    expect(rules(history)).toEqual([]);
+  });
+
+  /**
+   * The table dropped at 4000 and migrated again at 6000 (2 s, the schedule's longest); b claims
+   * at 6100. a's last good renew committed at 3900 (expiry 5900): its deadline is at most 5234,
+   * long before the window ends; `aTransitions` say how its belief ended.
+   */
+  function droppedUnderLeader(aTransitions: History["transitions"]): History {
+    const history = deletedUnderLeader(5_000);
+    const fault: InjectedFault = {
+      kind: "table-drop",
+      target: null,
+      startedAt: 4_000,
+      healedAt: 6_000,
+      detail: "DROP TABLE with 1 row(s), migrated again after 2000 ms",
+      serverEnded: [{ from: 4_000, to: 6_000 }],
+    };
+    history.slots = [{ index: 0, kind: "table-drop", startedAt: 4_000, healedAt: 6_000, faults: [fault] }];
+    history.transitions = [
+      { pid: 1, time: 1_000, outcome: "acquired", fence: 1 },
+      { pid: 2, time: 1_010, outcome: "held-by-other", fence: 1 },
+      { pid: 2, time: 6_100, outcome: "acquired", fence: 2 },
+      ...aTransitions,
+      { pid: 2, time: 12_200, outcome: "released", fence: 2 },
+    ];
+    history.leaseRows = inCommitOrder(
+      history.leaseRows.map((r) =>
+        r.holder === "b-1" && r.loggedAt === 4_200 ? row("b-1", 2, 6_100, 8_100, 6_100) : r,
+      ),
+    ).map((r) => (r.holder === "b-1" ? { ...r, acquiredAt: 6_100 } : r));
+    // The guard keeps its own fence row: a's fence-1 writes pass until b's fence 2 reaches it.
+    history.writes = [...writesEvery("a", 1, 1_100, 6_000), ...writesEvery("b", 2, 6_200, 12_100)];
+    history.labels = [
+      label(500, "pod-a", "follower"),
+      label(500, "pod-b", "follower"),
+      label(1_020, "pod-a", "leader"),
+      label(6_110, "pod-a", "follower"),
+      label(6_120, "pod-b", "leader"),
+      label(12_150, "pod-b", "follower"),
+    ];
+    return history;
+  }
+
+  it("two-believers: a table drop's long window excuses no belief past the holder's own deadline", () => {
+    // Its renews fail from the DROP on; believing until 7300 is 2 s past its deadline, though
+    // within the window's end (the migration) + 1334.
+    const unansweredPast = droppedUnderLeader([
+      { pid: 1, time: 4_100, outcome: "transient-error", fence: null },
+      { pid: 1, time: 7_300, outcome: "stepped-down", fence: 1 },
+    ]);
+    expect(rules(unansweredPast)).toEqual(["two-believers"]);
+    // Nor an answer heard within the half-lease grace after the migration: its deadline came first.
+    const answeredPast = droppedUnderLeader([{ pid: 1, time: 6_500, outcome: "lost", fence: null }]);
+    expect(rules(answeredPast)).toEqual(["two-believers"]);
+    // Stepping down at its deadline overlaps nobody.
+    const atDeadline = droppedUnderLeader([
+      { pid: 1, time: 4_100, outcome: "transient-error", fence: null },
+      { pid: 1, time: 5_234, outcome: "stepped-down", fence: 1 },
+    ]);
+    expect(rules(atDeadline)).toEqual([]);
   });
 
   it("two-believers: past the grace with no renew left unanswered (an answer ends the belief)", () => {
@@ -107,13 +215,19 @@ describe("chaos checker: terms the server ended behind the holder's back", () =>
     expect(rules(history)).toContain("two-believers");
   });
 
-  it("two-labelled: the old holder labelling itself again is excused only within the grace", () => {
+  it("two-labelled: the old holder labelling itself again while it still believes is never excused", () => {
+    // b fenced pod-a off (superseded-by) before it labelled itself at 4220, so a's publisher's
+    // patch is refused (422) however long a believes: pod-contract.md, "a late label never lands".
     const history = deletedUnderLeader(4_900);
-    history.labels.splice(5, 0, label(4_300, "pod-a", "leader"), label(4_950, "pod-a", "follower"));
+    history.labels.splice(5, 0, label(4_300, "pod-a", "leader"), label(4_340, "pod-a", "follower"));
     history.labels = history.labels.map((l, i) => ({ ...l, resourceVersion: 100 + i }));
-    expect(rules(history)).toEqual([]);
-    history.labels[6] = { ...(history.labels[6] as History["labels"][number]), time: 5_200 };
     expect(rules(history)).toEqual(["two-labelled"]);
+    // Also within an unanswered renew's longer belief (a believes until 5200; b demotes it 40 ms on).
+    const longer = unanswered(5_200);
+    longer.labels.splice(5, 0, label(5_050, "pod-a", "leader"), label(5_090, "pod-a", "follower"));
+    longer.labels = longer.labels.map((l, i) => ({ ...l, resourceVersion: 100 + i }));
+    expect(rules(unanswered(5_200))).toEqual([]);
+    expect(rules(longer)).toEqual(["two-labelled"]);
   });
 
   it("fence-order: fences that restart after a table drop are caught", () => {

@@ -4,7 +4,7 @@
 // Safety is judged over the whole recording, start-up and shutdown included; liveness and the
 // figures over the fault phase.
 import { unreadyLeaders } from "./health-rules.ts";
-import type { History, Pause } from "./history.ts";
+import type { History, Incarnation, Pause } from "./history.ts";
 import { fenceViolations, replicaOfHolder, termOverlaps } from "./lease-rules.ts";
 import { type FaultKind, healthGraceOf } from "./schedule.ts";
 import { type Belief, beliefs, type Interval, LeadershipView } from "./timeline.ts";
@@ -52,11 +52,12 @@ export interface CheckOptions {
    */
   serverEndGraceMs?: number;
   /**
-   * The same holder when its renew after the removal got no answer (its log says so): it learns
-   * nothing and believes until its local deadline, its last good renew's send + lease − safety
-   * margin; that renew committed before the window's end. Default lease − lease/3 (1334 ms at 2 s).
+   * The sidecars' safety margin: a holder believes at most until its local deadline, its last
+   * good claim or renew's send + the ttl it was answered with − this margin, which is at most
+   * that statement's expiry − this margin (the ttl is the expiry − the server's clock, read after
+   * the send). Default the renew interval, a third of the lease (666 ms at 2 s).
    */
-  unansweredRenewGraceMs?: number;
+  safetyMarginMs?: number;
   /**
    * Session takeover: how long a holder whose recorded session ended while it lived may go on
    * believing after that end: the README's window, one renew interval plus the call timeout
@@ -91,7 +92,11 @@ export const DEFAULT_WAKE_GRACE_MS = 200;
  */
 export interface ServerEnd extends Interval {
   graceMs: number;
-  /** A longer grace for a believer that logged a renew left unanswered since the window began. */
+  /**
+   * A row removed or the clock stepped: the holder's belief is also bounded by its own local
+   * deadline, and a holder that logged a renew left unanswered since the window began may
+   * believe until that deadline; past the window's end + this when the deadline is not known.
+   */
   unansweredGraceMs?: number;
   holder?: string;
   /** The one lease whose term it ended (a row DELETE); without it, every lease's (DROP TABLE, a clock step). */
@@ -129,14 +134,47 @@ function serverEnds(
 }
 
 /**
+ * The latest instant the process's local deadline could fall, for the term it believed in at
+ * `at`, as its deadline timer logs it; null when the history cannot bound it.
+ */
+export type DeadlineOf = (who: Incarnation, at: number, window: Interval) => number | null;
+
+/**
+ * From the lease-row log: the holder's term's latest expiry − the safety margin, + the wake-up
+ * grace for the deadline timer's turn of the loop (step-downs were logged up to 103 ms after it
+ * at load 15–33). Unknown when a clock step may have stamped that row: the server's clock stepped
+ * back stamps an expiry earlier than the one the holder was answered with.
+ */
+export function localDeadlines(history: History, safetyMarginMs: number, wakeGraceMs: number): DeadlineOf {
+  const steps = history.slots.flatMap((s) => s.faults).filter((f) => f.kind === "clock-step");
+  return (who, at, window) => {
+    const term = history.transitions
+      .filter(
+        (t) => t.pid === who.pid && t.time <= at && (t.outcome === "acquired" || t.outcome === "renewed"),
+      )
+      .at(-1)?.fence;
+    // Claims and renews: a release or a removal writes an expiry no later than its own stamp.
+    const written = history.leaseRows.filter(
+      (r) => r.holder === who.holder && r.fence === term && r.expiresAt > r.loggedAt,
+    );
+    if (written.length === 0) return null;
+    const last = written.reduce((x, y) => (y.expiresAt > x.expiresAt ? y : x));
+    if (steps.some((f) => f.healedAt >= last.loggedAt && f.startedAt <= window.to)) return null;
+    return last.expiresAt - safetyMarginMs + wakeGraceMs;
+  };
+}
+
+/**
  * No two processes that could act believed they led at the same instant; except a holder whose
  * term the server ended behind its back (`serverEnded`), until the window's grace after that, or
- * its longer one when a renew of the holder's got no answer after the window began.
+ * until its local deadline when a renew of the holder's got no answer after the window began;
+ * never past that deadline.
  */
 export function overlappingBeliefs(
   list: readonly Belief[],
   toleranceMs: number,
   serverEnded: readonly ServerEnd[] = [],
+  deadlineOf: DeadlineOf = () => null,
 ): Violation[] {
   const intervals = list
     .flatMap((b) => b.running.map((i) => ({ ...i, who: b.incarnation, renewErrors: b.renewErrors })))
@@ -150,15 +188,17 @@ export function overlappingBeliefs(
       if (!b || b.from >= a.to) break;
       const overlap = Math.min(a.to, b.to) - b.from;
       if (a.who.pid === b.who.pid || overlap <= toleranceMs) continue;
-      const unanswered = (w: ServerEnd) =>
-        w.unansweredGraceMs !== undefined &&
-        a.to <= w.to + w.unansweredGraceMs &&
-        a.renewErrors.some((t) => t >= w.from && t <= a.to);
-      const excused = (w: ServerEnd) =>
-        (w.holder === undefined || w.holder === a.who.holder) &&
-        a.from < w.to &&
-        b.from >= w.from &&
-        (a.to <= w.to + w.graceMs || unanswered(w));
+      const excused = (w: ServerEnd) => {
+        if (w.holder !== undefined && w.holder !== a.who.holder) return false;
+        if (!(a.from < w.to && b.from >= w.from)) return false;
+        if (w.unansweredGraceMs === undefined) return a.to <= w.to + w.graceMs;
+        const deadline = deadlineOf(a.who, a.from, w);
+        if (deadline !== null && a.to > deadline) return false;
+        const unanswered =
+          a.renewErrors.some((t) => t >= w.from && t <= a.to) &&
+          a.to <= (deadline ?? w.to + w.unansweredGraceMs);
+        return a.to <= w.to + w.graceMs || unanswered;
+      };
       if (serverEnded.some(excused)) continue;
       out.push({
         rule: "two-believers",
@@ -172,7 +212,9 @@ export function overlappingBeliefs(
 
 /**
  * At every state the API server went through, at most one pod carried the leader label; except
- * while a holder whose term the server ended behind its back may still believe (and so label).
+ * while a holder whose recorded session ended may still believe (and so label). A row removed,
+ * a table dropped or a clock stepped excuse nothing here: the new leader fences the other pods
+ * off (superseded-by) before it labels itself, and the old holder's label patch is then refused.
  */
 export function overlappingLabels(history: History, serverEnded: readonly ServerEnd[] = []): Violation[] {
   const replicaOf = replicaOfHolder(history);
@@ -259,6 +301,7 @@ function extraLeaseViolations(
   wakeGraceMs: number,
   ended: readonly ServerEnd[],
   crashTakeover: boolean,
+  safetyMarginMs: number,
 ): Violation[] {
   const one = onlyLease(history, key);
   return [
@@ -268,6 +311,7 @@ function extraLeaseViolations(
       beliefs(one, wakeGraceMs),
       toleranceMs,
       ended.filter((w) => w.key === undefined || w.key === key),
+      localDeadlines(one, safetyMarginMs, wakeGraceMs),
     ),
   ].map((v) => ({ ...v, detail: `lease ${key}: ${v.detail}` }));
 }
@@ -282,9 +326,8 @@ export function checkHistory(recorded: History, options: CheckOptions = {}): Che
   const quietBoundMs = options.quietBoundMs ?? QUIET_BOUND_MS;
   const serverEndGraceMs = options.serverEndGraceMs ?? Math.round(history.leaseMs / 2);
   const sessionEndGraceMs = options.sessionEndGraceMs ?? sessionWindowOf(history.leaseMs);
-  const unansweredRenewGraceMs =
-    options.unansweredRenewGraceMs ?? history.leaseMs - Math.floor(history.leaseMs / 3);
-  const ended = serverEnds(history, serverEndGraceMs, unansweredRenewGraceMs, sessionEndGraceMs);
+  const safetyMarginMs = options.safetyMarginMs ?? Math.floor(history.leaseMs / 3);
+  const ended = serverEnds(history, serverEndGraceMs, history.leaseMs - safetyMarginMs, sessionEndGraceMs);
   const unreadyLeaderBoundMs =
     options.unreadyLeaderBoundMs ?? healthGraceOf(history.leaseMs) + history.leaseMs + 1_000;
   const list = beliefs(history, wakeGraceMs);
@@ -296,11 +339,22 @@ export function checkHistory(recorded: History, options: CheckOptions = {}): Che
     ...quiet.violations,
     ...fenceViolations(history),
     ...termOverlaps(history, options.crashTakeover ?? false),
-    ...overlappingBeliefs(list, toleranceMs, ended),
-    ...overlappingLabels(history, ended),
+    ...overlappingBeliefs(list, toleranceMs, ended, localDeadlines(history, safetyMarginMs, wakeGraceMs)),
+    ...overlappingLabels(
+      history,
+      ended.filter((w) => w.holder !== undefined),
+    ),
     ...unreadyLeaders(history, unreadyLeaderBoundMs),
     ...(recorded.extraLeases ?? []).flatMap((key) =>
-      extraLeaseViolations(recorded, key, toleranceMs, wakeGraceMs, ended, options.crashTakeover ?? false),
+      extraLeaseViolations(
+        recorded,
+        key,
+        toleranceMs,
+        wakeGraceMs,
+        ended,
+        options.crashTakeover ?? false,
+        safetyMarginMs,
+      ),
     ),
   ];
   const slots = [...history.slots].sort((a, b) => a.startedAt - b.startedAt);
@@ -338,7 +392,7 @@ export function checkHistory(recorded: History, options: CheckOptions = {}): Che
       livenessBoundMs: bound,
       quietBoundMs,
       serverEndGraceMs,
-      unansweredRenewGraceMs,
+      safetyMarginMs,
       sessionEndGraceMs,
       unreadyLeaderBoundMs,
       crashTakeover: options.crashTakeover ?? false,

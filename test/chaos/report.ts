@@ -181,7 +181,7 @@ export function formatSummary(s: Summary): string {
       .join(", ")} (grace ${s.bounds.wakeGraceMs} ms)`,
     `longest a leader with a healthy database link went without an accepted write: ${s.longestWriteGapMs} ms (bound ${s.bounds.quietBoundMs} ms)`,
     `extra leases ${s.batched.leases.join(", ") || "none"}, judged like the primary (fences, terms, beliefs): ${s.batched.renewMany} renewMany and ${s.batched.releaseMany} releaseMany statements of several leases committed`,
-    `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal; a holder whose term the server ended behind its back may believe ${s.bounds.serverEndGraceMs} ms longer (${s.bounds.unansweredRenewGraceMs} ms, its local deadline, once a renew of its got no answer); a pod whose application is unready may stay labelled leader ${s.bounds.unreadyLeaderBoundMs} ms while another's is ready`,
+    `bounds: overlaps up to ${s.bounds.toleranceMs} ms are log-time rounding; a labelled leader within ${s.bounds.livenessBoundMs} ms of each heal; a holder whose term the server ended behind its back may believe ${s.bounds.serverEndGraceMs} ms longer (until its local deadline, its last renewed expiry − ${s.bounds.safetyMarginMs} ms, once a renew of its got no answer; never past it); a pod whose application is unready may stay labelled leader ${s.bounds.unreadyLeaderBoundMs} ms while another's is ready`,
     ...(s.sessions
       ? [
           `session takeover: ${s.sessions.ended} recorded sessions seen ending while the server ran, ${s.sessions.takenOver} live terms taken over for it; a holder whose session ended may believe ${s.bounds.sessionEndGraceMs} ms after the end (renew interval + call timeout)`,
