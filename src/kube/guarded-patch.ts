@@ -42,10 +42,14 @@ export function supersededBy(pod: Pod | undefined): number | null {
   return /^\d{1,15}$/.test(value) ? Number(value) : null;
 }
 
-/** The annotation that fences `pod` off for every term up to `fence`, or null when it already is. */
+/**
+ * The annotation that fences `pod` off for every term up to `fence`, or null when this term
+ * already did. Called only while the term of `fence` leads, so a value above it is stale (from
+ * before the fence sequence went back: no newer term exists yet) and is replaced too: a held
+ * label of that pod which tests the stale value must fail, or it lands beside this term's.
+ */
 export function fenceOff(pod: Pod, fence: number): Record<string, string> | null {
-  const current = supersededBy(pod);
-  return current !== null && current >= fence ? null : { [POD_CONTRACT.supersededAnnotation]: String(fence) };
+  return supersededBy(pod) === fence ? null : { [POD_CONTRACT.supersededAnnotation]: String(fence) };
 }
 
 /**

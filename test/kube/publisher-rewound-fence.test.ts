@@ -5,10 +5,14 @@
 // prove the annotation stale, the pod is never labelled leader again and the leader Service stays
 // empty. A renew of the term after the annotation was read proves it stale (reconcile.ts,
 // staleFenceProven); a term whose renew count does not move after the read never labels itself.
+import { type V1Pod, Watch } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
+import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import { POD_CONTRACT } from "../../src/shared/pod-contract.ts";
 import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
+import type { TestKube } from "../support/kube/kube-servers.ts";
 import {
+  APP_LABELS,
   follower,
   type Harness,
   leader,
@@ -20,7 +24,9 @@ import {
 } from "./publisher-harness.ts";
 
 let h: Harness;
+const stops: Array<() => void> = [];
 afterEach(async () => {
+  for (const stop of stops.splice(0)) stop();
   await h?.close();
 });
 
@@ -32,6 +38,47 @@ async function refusedPasses(): Promise<void> {
   const refusals = () =>
     h.logs.filter((l) => String(l.msg).includes("unless a renew of this term proves it stale"));
   await until("20 refused passes", () => refusals().length >= 2, 5_000);
+}
+
+const PEER = "orders-1";
+const peerLeader = (fence: number): LeadershipState => ({
+  lease: "orders-sync",
+  role: "leader",
+  fence,
+  holder: `${PEER}-c3d4`,
+});
+
+/** The most pods labelled leader at once, as an independent client's watch saw them. */
+async function mostLabelled(
+  server: TestKube,
+): Promise<{ most: () => number; seen: (pod: string) => boolean }> {
+  const roles = new Map<string, string | undefined>();
+  let most = 0;
+  const watch = new Watch(server.kubeConfig({ namespace: NAMESPACE }));
+  const request = await watch.watch(
+    `/api/v1/namespaces/${NAMESPACE}/pods`,
+    {},
+    (type: string, pod: V1Pod) => {
+      roles.set(pod.metadata?.name as string, type === "DELETED" ? undefined : role(pod));
+      most = Math.max(most, [...roles.values()].filter((r) => r === "leader").length);
+    },
+    () => {},
+  );
+  stops.push(() => request.abort());
+  return { most: () => most, seen: (pod) => roles.has(pod) };
+}
+
+/** Holds the next PATCH of `pod` at the server until released. */
+function holdNextPatch(server: TestKube, pod: string) {
+  let armed = true;
+  return server.faults.hang({
+    match: (r) => {
+      if (!armed || r.method !== "PATCH" || r.path !== `/api/v1/namespaces/${NAMESPACE}/pods/${pod}`)
+        return false;
+      armed = false;
+      return true;
+    },
+  });
 }
 
 await onEachKubeServer("publisher rewound fence suite", (kube) => {
@@ -72,6 +119,65 @@ await onEachKubeServer("publisher rewound fence suite", (kube) => {
       await refusedPasses();
       expect(role(await h.pod())).toBe("follower");
       expect(await superseded()).toBe("9");
+    });
+  });
+
+  // The replacement label of a stale annotation tests the stale value. A later term's leader that
+  // saw that value (above its own fence) and wrote nothing would leave the test passing: the held
+  // replacement, landing after it labelled itself, labelled a second pod.
+  describe.each([
+    ["with the peer watches", false],
+    ["with the peer watches refused", true],
+  ])("a later term's leader, %s", (_, watchesRefused) => {
+    it("fences off a pod whose superseded-by is stale, so that pod's replacement label held at the server is refused", async () => {
+      const live = new Set<number>([5]);
+      let renewals = 1;
+      h = await startHarness(kube, {
+        stillLeads: (t) => t.fence !== null && live.has(t.fence),
+        renewals: (t) => (t.fence === 5 ? renewals : null),
+      });
+      if (watchesRefused)
+        h.server.faults.failNext({
+          match: (r) => r.watch && r.query.get("labelSelector") !== null,
+          status: 500,
+          count: 1_000,
+        });
+      await h.server.mutatePod(NAMESPACE, POD, (pod) => {
+        pod.metadata = {
+          ...pod.metadata,
+          annotations: { [POD_CONTRACT.supersededAnnotation]: REWOUND_FROM },
+        };
+      });
+      await h.server.seedPod({ metadata: { name: PEER, namespace: NAMESPACE, labels: { ...APP_LABELS } } });
+      const peer = h.another({ podName: PEER });
+      await h.publisher.start(follower());
+      expect((await peer.start(follower())).published).toBe(true);
+      const labelled = await mostLabelled(h.server);
+      await until("both pods seen", () => labelled.seen(POD) && labelled.seen(PEER));
+      // Term 5 waits for a renew to prove the annotation stale; the renew comes, and its
+      // replacement label (testing the stale value) waits at the server.
+      h.publisher.setDesired(leader(5));
+      await until("awaiting a renew", () =>
+        h.logs.some((l) => String(l.msg).startsWith("a newer term fenced this pod off")),
+      );
+      const held = holdNextPatch(h.server, POD);
+      renewals++;
+      await held.waitForHeld(1);
+      // Term 5 ends; the peer wins term 6 and labels itself.
+      live.delete(5);
+      live.add(6);
+      peer.setDesired(peerLeader(6));
+      await until("the peer labelled leader", async () => role(await h.pod(PEER)) === "leader");
+      expect((await h.pod(POD)).metadata?.annotations?.[POD_CONTRACT.supersededAnnotation]).toBe("6");
+      held.release();
+      await until(
+        "the held replacement answered",
+        () => h.patches.filter((p) => p.target === "metadata").length >= 2,
+      );
+      const replacement = h.patches.filter((p) => p.target === "metadata")[1];
+      expect(replacement?.ok).toBe(false);
+      expect(role(await h.pod(POD))).not.toBe("leader");
+      expect(labelled.most()).toBe(1);
     });
   });
 });
