@@ -67,6 +67,11 @@ export class LeaderWork {
     else void settledWithin(this.#clock, this.#waitMs, previous.done).then(begin);
   }
 
+  /** Some term's work has not returned yet: ended() would wait. */
+  get running(): boolean {
+    return this.#current !== null && !this.#current.ended;
+  }
+
   abort(reason: string): void {
     this.#current?.abort(reason);
   }

@@ -50,6 +50,18 @@ export interface LeaseStore {
 }
 
 /**
+ * A store that also ends many terms of one holder in one statement, each row checked against its
+ * own key, holder and fence as release() checks one: answers the fence released per key (a term
+ * already over is left out). stopElectors() stops many electors through it at once.
+ */
+export interface ReleasesMany {
+  releaseMany(
+    holder: string,
+    terms: ReadonlyArray<{ key: string; fence: number }>,
+  ): Promise<ReadonlyMap<string, number>>;
+}
+
+/**
  * Announcements of released leases, so followers claim at once instead of at their next look.
  * A notice is a hint, never proof: anyone who can connect can send one. The claim it leads to is
  * conditional on the server (LeaseStore.claim never takes another holder's live lease), so a

@@ -42,7 +42,7 @@ export class UnansweredWrites {
   /** Runs a renew through `call` (which bounds it), keeping the write until it is answered or can no longer commit. */
   write<T>(operation: Promise<T>, call: (operation: Promise<T>) => Promise<T>): Promise<T> {
     const now = this.#clock.now();
-    for (const old of this.#open) if (old.settledBy <= now) this.#open.delete(old);
+    this.#forgetSettled(now);
     const write: Write = { operation, settledBy: now + this.#boundMs };
     this.#open.add(write);
     // Only an answer proves the statement is over; a failure may have come from the link alone.
@@ -82,10 +82,16 @@ export class UnansweredWrites {
     return valueWithin(this.#clock, this.#boundMs, claim);
   }
 
+  /** Some write is neither answered nor past the instant it could still commit: settled() would wait. */
+  get unsettled(): boolean {
+    this.#forgetSettled(this.#clock.now());
+    return this.#open.size > 0;
+  }
+
   /** Resolves when every write has been answered, or can no longer commit. */
   async settled(): Promise<void> {
     const now = this.#clock.now();
-    for (const old of this.#open) if (old.settledBy <= now) this.#open.delete(old);
+    this.#forgetSettled(now);
     const waits = [...this.#open].map(
       (write) =>
         new Promise<void>((resolve) => {
@@ -100,5 +106,9 @@ export class UnansweredWrites {
         }),
     );
     await Promise.all(waits);
+  }
+
+  #forgetSettled(now: number): void {
+    for (const old of this.#open) if (old.settledBy <= now) this.#open.delete(old);
   }
 }

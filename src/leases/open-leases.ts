@@ -9,7 +9,7 @@ import type { AnnounceAnswer, CandidateOptions } from "../candidacy/candidacy.ts
 import { openCandidacy } from "../candidacy/open.ts";
 import type { HandoverRequest, HandoverResult } from "../candidacy/plan.ts";
 import type { CrashWitness } from "../election/crash-witness.ts";
-import { type Elector, type ElectorOptions, electorWith } from "../election/elector.ts";
+import { type Elector, type ElectorOptions, electorWith, stopElectors } from "../election/elector.ts";
 import { holderIdentity, RESTART_PROOF_MARKER, withRestartProof } from "../election/identity.ts";
 import type { ReleaseFeed } from "../election/ports.ts";
 import { TimingError, timingOrThrow } from "../election/timing.ts";
@@ -263,7 +263,8 @@ function leasesOn(
     close() {
       closing ??= (async () => {
         if (successorMs > 0) await candidacy.reserveForSuccessors(successorMs);
-        await Promise.all([...electors.values()].map((e) => e.stop()));
+        // Every term ends here first, then one statement releases them all.
+        await stopElectors(electors.values(), renewals);
         await candidacy.close();
         await pruner.stop();
         await closeAll();

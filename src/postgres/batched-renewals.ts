@@ -2,10 +2,11 @@
 // within a few milliseconds goes out as one `UPDATE … FROM unnest(…)`. Electors renew on a grid
 // shared by the process, woken by one timer per instant (election/shared-ticks.ts), so a process
 // holding 10,000 leases sends one statement per tick. Releases asked for in one turn of the event
-// loop (close() stopping every elector) go out as one statement too, each row still checked
-// against its own holder and fence; a lone release waits only for that turn.
+// loop go out as one statement too, each row still checked against its own holder and fence; a
+// lone release (a graceful handover) waits only for that turn. close() hands all its electors'
+// terms over at once (releaseMany, through stopElectors).
 
-import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
+import type { ClaimAnswer, LeaseStore, LeaseView, ReleasesMany, RenewAnswer } from "../election/ports.ts";
 import { type Clock, monotonicClock } from "../shared/clock.ts";
 import type { PgLeaseStore } from "./store.ts";
 
@@ -33,7 +34,7 @@ export interface BatchedRenewalsOptions {
   afterTurn?: (fire: () => void) => void;
 }
 
-export class BatchedRenewals implements LeaseStore {
+export class BatchedRenewals implements LeaseStore, ReleasesMany {
   readonly #store: PgLeaseStore;
   readonly #maxBatch: number;
   readonly #windowMs: number;
@@ -68,6 +69,19 @@ export class BatchedRenewals implements LeaseStore {
       }
       terms.push({ key, fence, resolve, reject });
     });
+  }
+
+  /** Many terms of one holder at once, as they are (stopElectors): no turn waited for, larger batches split. */
+  async releaseMany(
+    holder: string,
+    terms: ReadonlyArray<{ key: string; fence: number }>,
+  ): Promise<ReadonlyMap<string, number>> {
+    const sent: Array<Promise<Map<string, number>>> = [];
+    for (let i = 0; i < terms.length; i += this.#maxBatch) {
+      sent.push(this.#store.releaseMany(holder, terms.slice(i, i + this.#maxBatch)));
+    }
+    const answers = await Promise.all(sent);
+    return answers.length === 1 && answers[0] ? answers[0] : new Map(answers.flatMap((a) => [...a]));
   }
 
   #flushReleases(): void {
