@@ -168,7 +168,7 @@ export function electorsTable(figures: ElectorScaleFigure[], leaseMs: number): T
       "Statements counted through the pool over the stated renew intervals, after one interval that lets every elector renew once.",
       "Target: one renew statement per interval for all of them (every elector of the process wakes on one timer per grid instant; its renews go out as one UPDATE … FROM unnest).",
       "Other: the candidates' announcement (one statement per lease duration for every key of the process, which lists it as a candidate for handovers).",
-      "close() stops every elector; the releases asked for in that turn go out as one statement (each row checked against its holder and fence). Target: 10,000 in < 200 ms.",
+      "close() ends every elector's term locally, then releases them all in one statement (each row checked against its holder and fence). Target: 10,000 in < 200 ms.",
     ],
   };
 }
