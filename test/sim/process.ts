@@ -4,8 +4,14 @@
 
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
 import { WitnessedCrashes } from "../../src/election/crash-witness.ts";
-import { Elector, type LeaderTerm, type TickReport } from "../../src/election/elector.ts";
-import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
+import { Elector, type LeaderTerm, stopElectors, type TickReport } from "../../src/election/elector.ts";
+import type {
+  ClaimAnswer,
+  LeaseStore,
+  LeaseView,
+  ReleasesMany,
+  RenewAnswer,
+} from "../../src/election/ports.ts";
 import type { Timing } from "../../src/election/timing.ts";
 import type { Pod } from "../../src/kube/client/api-types.ts";
 import { holdersReportedDead } from "../../src/kube/crash-report.ts";
@@ -70,7 +76,7 @@ export function processClock(loop: EventLoop, owner: Owner, originUs: number, ra
  * this process's simulated clock, so the real batcher runs on simulated time. Its releases wait for
  * the end of the turn, here the process's next event.
  */
-class ProcessStore implements LeaseStore {
+class ProcessStore implements LeaseStore, ReleasesMany {
   readonly #sim: SimStore;
   readonly #batched: BatchedRenewals;
   readonly #clock: Clock;
@@ -104,6 +110,11 @@ class ProcessStore implements LeaseStore {
 
   release(key: string, holder: string, fence: number): Promise<boolean> {
     return this.#batched.release(key, holder, fence);
+  }
+
+  /** A graceful stop's one statement for every term (stopElectors), as openLeases().close() sends it. */
+  releaseMany(holder: string, terms: ReadonlyArray<{ key: string; fence: number }>) {
+    return this.#batched.releaseMany(holder, terms);
   }
 
   renew(key: string, holder: string, fence: number, durationMs: number): Promise<RenewAnswer> {
@@ -148,6 +159,7 @@ export class SimProcess implements Owner {
   readonly #campaign = new CampaignSwitch();
   readonly #config: ProcessConfig;
   readonly #witness: WitnessedCrashes | null;
+  readonly #store: ProcessStore;
 
   constructor(
     config: ProcessConfig,
@@ -188,6 +200,7 @@ export class SimProcess implements Owner {
       },
       (key) => watcher.claimSent(this, key),
     );
+    this.#store = store;
     for (const key of config.keys) {
       const elector = new Elector({
         ...timing,
@@ -228,10 +241,10 @@ export class SimProcess implements Owner {
     for (const elector of this.electors.values()) elector.start();
   }
 
-  /** Graceful: every elector stops (work, release); then the process exits. */
+  /** Graceful: every elector stops (work, release) as close() stops them; then the process exits. */
   async stop(): Promise<void> {
     this.stopping = true;
-    await Promise.all([...this.electors.values()].map((e) => e.stop()));
+    await stopElectors(this.electors.values(), this.#store);
     this.exitedAtUs = this.#config.wire.loop.nowUs;
     this.dead = true;
     this.feed.exited();
