@@ -264,8 +264,10 @@ export class Candidacy {
         led.map((joined) => joined.entry.key),
         this.#o.holder,
       );
+      // Only the keys with a live candidate: 10,000 leases without one ask nothing more of their electors.
+      const withCandidates = led.filter((joined) => live.has(joined.entry.key));
       await Promise.all(
-        led.map(async (joined) => {
+        withCandidates.map(async (joined) => {
           const fence = joined.elector?.status().fence;
           const of = live.get(joined.entry.key);
           if (fence === null || fence === undefined || !of) return;
