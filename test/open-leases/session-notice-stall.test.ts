@@ -24,6 +24,7 @@ afterAll(async () => {
 const quiet = { info: () => {}, warn: () => {} };
 // The issue's short timings: the notice session pinged every 500 ms (timeout 2 s).
 const TIMING = { leaseDurationMs: 3_000, renewIntervalMs: 1_000, retryIntervalMs: 200, callTimeoutMs: 500 };
+const SETUP = { timeout: 10_000, interval: 20 };
 
 const open = (holder: string) =>
   openLeases({
@@ -77,10 +78,13 @@ it("a leader whose notice backend stalls past the ping timeout stops believing b
   const b = await open("follower");
   let stopped: number | null = null;
   try {
+    // The roles are set up here, not judged: how soon a free lease is won is the host's (a claim
+    // not answered in its 500 ms is tried again 200 ms later); at load 29 the leader had not led
+    // within vitest's default 1 s poll, and the test failed before its stall began.
     const ea = a.campaign("k", TIMING);
-    await expect.poll(() => ea.isLeader()).toBe(true);
+    await expect.poll(() => ea.isLeader(), SETUP).toBe(true);
     const eb = b.campaign("k", TIMING);
-    await expect.poll(() => eb.status().lastOutcome).toBe("held-by-other");
+    await expect.poll(() => eb.status().lastOutcome, SETUP).toBe("held-by-other");
     const overlaps = watchOverlaps([ea, eb]);
     const endings: string[] = [];
     ea.on("transition", (r) => r.state.role === "follower" && endings.push(r.sentence));
