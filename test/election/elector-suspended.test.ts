@@ -2,6 +2,8 @@
 // does not. Real PostgreSQL answers every call; the test's clock moves the wall clock alone
 // (ManualClock.stepWall), as a resume after a suspension shows it, and fires what falls due.
 import { describe, expect, it } from "vitest";
+import { createLeasePool } from "../../src/postgres/pool.ts";
+import { PgLeaseStore } from "../../src/postgres/store.ts";
 import type { Timer } from "../../src/shared/clock.ts";
 import { electorHarness, until } from "../support/election/elector-harness.ts";
 import { HoldingStore } from "../support/election/holding-store.ts";
@@ -106,8 +108,16 @@ describe("a suspended host", () => {
       }
     }
     const clock = new CountingClock();
+    // Each leader's claim gets an open connection of its own: on the harness's pool of four, a
+    // claim that waited 500 ms (real time) behind the others is dropped unsent, as the store is
+    // meant to do, and at load 26 one of the twenty did not lead.
+    const pool = createLeasePool({ connectionString: h.db.url, max: 20 });
+    h.cleanup(() => pool.end());
+    const opened = await Promise.all(Array.from({ length: 20 }, () => pool.connect()));
+    for (const client of opened) client.release();
+    const store = new PgLeaseStore({ pool, statementTimeoutMs: 30_000 });
     const leaders = Array.from({ length: 20 }, (_, i) =>
-      h.elector(clock, { key: `shared-check-${i}`, holder: "a" }),
+      h.elector(clock, { key: `shared-check-${i}`, holder: "a", store }),
     );
     for (const l of leaders) l.e.start();
     await until(clock, () => leaders.every((l) => l.ticks.length === 1), "every lease acquired");
