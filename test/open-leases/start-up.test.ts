@@ -189,7 +189,9 @@ it("keeps to its pool size and reports an idle connection that dies instead of c
     notify: false,
   });
   cleanup.push(() => leases.close());
-  const electors = ["a", "b", "c"].map((key) => leases.campaign(`sized-${key}`));
+  // Renewals 10 s apart, so that nothing is due on the one connection when the test ends it.
+  const timing = { leaseDurationMs: 30_000, renewIntervalMs: 10_000 };
+  const electors = ["a", "b", "c"].map((key) => leases.campaign(`sized-${key}`, timing));
   await expect.poll(() => electors.every((e) => e.isLeader())).toBe(true);
   const backends = async () =>
     (
@@ -199,12 +201,20 @@ it("keeps to its pool size and reports an idle connection that dies instead of c
       )
     ).rows;
   expect((await backends()).length).toBe(1);
+  // The connection is idle only once the candidacy's first write (sent after the first ticks)
+  // is done: at load 19 the test ended the connection under that write, which then reported it.
+  const candidates = async () =>
+    (await admin.query("SELECT 1 FROM pglease_leases_candidates WHERE key LIKE 'sized-%'")).rowCount;
+  await expect.poll(candidates, { timeout: 10_000 }).toBe(3);
+  const pool = leases.store.pool;
+  await expect.poll(() => pool.idleCount === 1 && pool.waitingCount === 0).toBe(true);
   await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [
     applicationName,
   ]);
   await expect.poll(() => logger.warnings.join("\n")).toMatch(/an idle database connection failed/);
-  // The pool replaced it: the leases are still renewed.
-  await expect.poll(async () => (await backends()).length, { timeout: 10_000 }).toBe(1);
+  expect(logger.warnings.join("\n")).not.toMatch(/could not record this process as a candidate/);
+  // The pool replaced it at the next renewals (10 s after the claims): the leases still renew.
+  await expect.poll(async () => (await backends()).length, { timeout: 20_000 }).toBe(1);
   expect(electors.every((e) => e.isLeader())).toBe(true);
 });
 
