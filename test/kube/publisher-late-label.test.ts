@@ -3,13 +3,10 @@
 // held at the server longer than a handover takes). The server holds the old leader's patch; a
 // watch of the namespace sees every write in the server's order, so the test knows exactly whether
 // two pods were ever labelled leader at once, and for how long its watch saw it.
-import { performance } from "node:perf_hooks";
-import { type V1Pod, Watch } from "@kubernetes/client-node";
 import { afterEach, expect, it } from "vitest";
-import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import type { PodPublisher } from "../../src/kube/publisher-contract.ts";
 import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
-import type { TestKube } from "../support/kube/kube-servers.ts";
+import { holdNextPatch, labelTimeline, PEER, peerLeader } from "./label-timeline.ts";
 import {
   APP_LABELS,
   follower,
@@ -22,64 +19,12 @@ import {
   until,
 } from "./publisher-harness.ts";
 
-const PEER = "orders-1";
-
 let h: Harness;
 const stops: Array<() => void> = [];
 afterEach(async () => {
   for (const stop of stops.splice(0)) stop();
   await h?.close();
 });
-
-interface LabelTimeline {
-  /** Each stretch during which two or more pods carried the leader label, in ms as the watch saw it. */
-  overlaps: number[];
-  /** True while two or more pods carry it. */
-  overlapping(): boolean;
-  seen(name: string): boolean;
-}
-
-/** The role label of every pod of the namespace, write by write in the server's order (one watch). */
-async function labelTimeline(server: TestKube): Promise<LabelTimeline> {
-  const roles = new Map<string, string | undefined>();
-  const overlaps: number[] = [];
-  let since: number | null = null;
-  const leaders = () => [...roles.values()].filter((r) => r === "leader").length;
-  const watch = new Watch(server.kubeConfig({ namespace: NAMESPACE }));
-  const controller = await watch.watch(
-    `/api/v1/namespaces/${NAMESPACE}/pods`,
-    {},
-    (type: string, pod: V1Pod) => {
-      const name = pod.metadata?.name as string;
-      roles.set(name, type === "DELETED" ? undefined : role(pod));
-      if (leaders() > 1 && since === null) since = performance.now();
-      if (leaders() <= 1 && since !== null) {
-        overlaps.push(Math.round(performance.now() - since));
-        since = null;
-      }
-    },
-    () => {},
-  );
-  stops.push(() => controller.abort());
-  return { overlaps, overlapping: () => since !== null, seen: (name) => roles.has(name) };
-}
-
-/** Holds the next PATCH of `pod`'s labels at the server (before it is applied), and only that one. */
-function holdNextLabelPatch(server: TestKube, pod: string) {
-  let armed = true;
-  return server.faults.hang({
-    match: (r) => {
-      if (!armed || r.method !== "PATCH" || r.path !== `/api/v1/namespaces/${NAMESPACE}/pods/${pod}`)
-        return false;
-      armed = false;
-      return true;
-    },
-  });
-}
-
-function peerLeader(fence: number): LeadershipState {
-  return { lease: "orders-sync", role: "leader", fence, holder: `${PEER}-c3d4` };
-}
 
 /**
  * This pod leads term 1 and its label patch waits at the server; meanwhile term 1 ends, the peer
@@ -107,11 +52,12 @@ async function lateSelfLabel(
   expect((await h.publisher.start(follower())).published).toBe(true);
   expect((await b.start(follower())).published).toBe(true);
   const timeline = await labelTimeline(h.server);
+  stops.push(timeline.close);
   await until("the watch sees both pods", () => timeline.seen(POD) && timeline.seen(PEER));
 
   // Term 1 (this pod): its publisher checks that it still leads and sends its label, which waits
   // at the server as a paused process's or a slow server's would.
-  const held = holdNextLabelPatch(h.server, POD);
+  const held = holdNextPatch(h.server, POD);
   const metadataPatches = () => h.patches.filter((p) => p.target === "metadata").length;
   const before = metadataPatches();
   live.add(1);
@@ -165,10 +111,11 @@ await onEachKubeServer("a late self-label", (kube) => {
     expect((await h.publisher.start(follower())).published).toBe(true);
     expect((await b.start(follower())).published).toBe(true);
     const timeline = await labelTimeline(h.server);
+    stops.push(timeline.close);
     await until("the watch sees both pods", () => timeline.seen(POD) && timeline.seen(PEER));
 
     // The peer (term 2) saw this pod unlabelled; its fencing write of this pod waits at the server.
-    const held = holdNextLabelPatch(h.server, POD);
+    const held = holdNextPatch(h.server, POD);
     b.setDesired(peerLeader(2));
     await held.waitForHeld(1);
     // Meanwhile this pod's term 1 (still leading by its own clock) labels it.

@@ -5,12 +5,10 @@
 // prove the annotation stale, the pod is never labelled leader again and the leader Service stays
 // empty. A renew of the term after the annotation was read proves it stale (reconcile.ts,
 // staleFenceProven); a term whose renew count does not move after the read never labels itself.
-import { type V1Pod, Watch } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
-import type { LeadershipState } from "../../src/kube/desired-state.ts";
 import { POD_CONTRACT } from "../../src/shared/pod-contract.ts";
 import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
-import type { TestKube } from "../support/kube/kube-servers.ts";
+import { holdNextPatch, labelTimeline, PEER, peerLeader } from "./label-timeline.ts";
 import {
   APP_LABELS,
   follower,
@@ -38,47 +36,6 @@ async function refusedPasses(): Promise<void> {
   const refusals = () =>
     h.logs.filter((l) => String(l.msg).includes("unless a renew of this term proves it stale"));
   await until("20 refused passes", () => refusals().length >= 2, 5_000);
-}
-
-const PEER = "orders-1";
-const peerLeader = (fence: number): LeadershipState => ({
-  lease: "orders-sync",
-  role: "leader",
-  fence,
-  holder: `${PEER}-c3d4`,
-});
-
-/** The most pods labelled leader at once, as an independent client's watch saw them. */
-async function mostLabelled(
-  server: TestKube,
-): Promise<{ most: () => number; seen: (pod: string) => boolean }> {
-  const roles = new Map<string, string | undefined>();
-  let most = 0;
-  const watch = new Watch(server.kubeConfig({ namespace: NAMESPACE }));
-  const request = await watch.watch(
-    `/api/v1/namespaces/${NAMESPACE}/pods`,
-    {},
-    (type: string, pod: V1Pod) => {
-      roles.set(pod.metadata?.name as string, type === "DELETED" ? undefined : role(pod));
-      most = Math.max(most, [...roles.values()].filter((r) => r === "leader").length);
-    },
-    () => {},
-  );
-  stops.push(() => request.abort());
-  return { most: () => most, seen: (pod) => roles.has(pod) };
-}
-
-/** Holds the next PATCH of `pod` at the server until released. */
-function holdNextPatch(server: TestKube, pod: string) {
-  let armed = true;
-  return server.faults.hang({
-    match: (r) => {
-      if (!armed || r.method !== "PATCH" || r.path !== `/api/v1/namespaces/${NAMESPACE}/pods/${pod}`)
-        return false;
-      armed = false;
-      return true;
-    },
-  });
 }
 
 await onEachKubeServer("publisher rewound fence suite", (kube) => {
@@ -152,7 +109,8 @@ await onEachKubeServer("publisher rewound fence suite", (kube) => {
       const peer = h.another({ podName: PEER });
       await h.publisher.start(follower());
       expect((await peer.start(follower())).published).toBe(true);
-      const labelled = await mostLabelled(h.server);
+      const labelled = await labelTimeline(h.server);
+      stops.push(labelled.close);
       await until("both pods seen", () => labelled.seen(POD) && labelled.seen(PEER));
       // Term 5 waits for a renew to prove the annotation stale; the renew comes, and its
       // replacement label (testing the stale value) waits at the server.
@@ -177,7 +135,8 @@ await onEachKubeServer("publisher rewound fence suite", (kube) => {
       const replacement = h.patches.filter((p) => p.target === "metadata")[1];
       expect(replacement?.ok).toBe(false);
       expect(role(await h.pod(POD))).not.toBe("leader");
-      expect(labelled.most()).toBe(1);
+      expect(labelled.overlaps).toEqual([]);
+      expect(labelled.overlapping()).toBe(false);
     });
   });
 });
