@@ -385,6 +385,58 @@ it("statements queued on a locked row took their clock when they started and com
   ).toBe(true);
 });
 
+// Found at seed 2 step 73 of the random sequences under load: PostgreSQL renewed k1 and not k2,
+// whose term ended between the statement's now.t and the clock_timestamp() its row was judged by.
+// Made certain here: k2 is changed (same values, a new version) by a transaction held open until
+// its term has ended, so renewMany re-checks k2's liveness when it gets that row's lock.
+it("renewMany judges each row's term by the clock when it reaches that row, not by its now.t: a term ending in between is refused, the rows before it renewed", async () => {
+  await pool.query("TRUNCATE pglease_leases");
+  const holder = HOLDERS[3] ?? "";
+  const k1 = await store.claim("k1", holder, 60_000);
+  const k2 = await store.claim("k2", holder, 1_000);
+  if (!k1.won || !k2.won) throw new Error("setup claims lost");
+  const rows = await readBack(new Map());
+  const k2Expiry = rows.get("k2")?.expiresAt ?? 0;
+  const request: Request = {
+    kind: "renewMany",
+    holder,
+    terms: [
+      { key: "k1", fence: k1.fence },
+      { key: "k2", fence: k2.fence },
+    ],
+    durationMs: 60_000,
+  };
+  const locker = await pool.connect();
+  await locker.query("BEGIN");
+  await locker.query("UPDATE pglease_leases SET holder = holder WHERE key = 'k2'");
+  const next = await nextFence();
+  const before = await serverNow();
+  expect(k2Expiry, "k2's term still live when renewMany is sent").toBeGreaterThan(before);
+  const answer = perform(request);
+  await untilWaiting(1);
+  while ((await serverNow()) <= k2Expiry) await clock.query("SELECT pg_sleep(0.005)");
+  await locker.query("COMMIT");
+  locker.release();
+  const realAnswer = await answer;
+  const after = await serverNow();
+  expect([...(realAnswer as Map<string, unknown>).keys()], "PostgreSQL renewed k1 only").toEqual(["k1"]);
+  const realRows = new Map([
+    ["k1", await realRow("k1")],
+    ["k2", await realRow("k2")],
+  ]);
+  const verdict = judge({
+    sem: SHIPPED.sem,
+    request,
+    rows,
+    before,
+    after,
+    realAnswer,
+    realRows,
+    fences: { next, exact: true },
+  });
+  expect(verdict.ok, verdict.detail).toBe(true);
+});
+
 async function untilWaiting(n: number): Promise<void> {
   for (let i = 0; i < 400; i++) {
     const { rows } = await clock.query<{ n: number }>(
