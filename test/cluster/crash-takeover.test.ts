@@ -203,6 +203,9 @@ describe.skipIf(skip)("crash takeover in a real cluster", () => {
     return value;
   }
 
+  /** Well past an immediate restart (1–3 s after a kill) and short of the kubelet's first back-off (10 s). */
+  const BACK_OFF_BEGUN_MS = 9_000;
+
   const summary = (crashes: Crash[], key: string) => {
     const values = crashes
       .map((c) => c.figures[key])
@@ -277,10 +280,17 @@ describe.skipIf(skip)("crash takeover in a real cluster", () => {
       crashes.push(crash);
       expectOneMove(crash);
       expect(["expiry-takeover", "restart-takeover"]).toContain(crash.figures.takenOverBy);
-      // Either way not before the back-off had passed: a peer waited for the expiry, or the pod for its restart.
-      expect(measured(crash, "newTermMs")).toBeGreaterThanOrEqual(
-        Math.min(measured(crash, "expiryMs"), measured(crash, "sidecarRunningAgainMs")),
-      );
+      if (crash.figures.takenOverBy === "expiry-takeover") {
+        // A peer waited for the expiry: both instants are PostgreSQL's, so the order is exact.
+        expect(measured(crash, "newTermMs")).toBeGreaterThanOrEqual(measured(crash, "expiryMs"));
+      } else {
+        // The pod itself once the kubelet ran its sidecar again, after the back-off (10 s), not at
+        // once. Not compared with sidecarRunningAgainMs: the kubelet reports the container running
+        // in the pod's status after the process started, and the restarted sidecar may claim first
+        // (seen in CI: its new term 88 ms before the watch saw the container running).
+        expect(crash.successor).toBe(crash.killed);
+        expect(measured(crash, "newTermMs")).toBeGreaterThanOrEqual(BACK_OFF_BEGUN_MS);
+      }
     }
     figures.backOffNoCrashTakeover = crashes.map((c) => c.figures);
     figures.backOffNoCrashTakeoverSummary = Object.fromEntries(
