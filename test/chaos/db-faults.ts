@@ -24,6 +24,11 @@ const UNSTALL_COMMITS = [
   "ALTER SYSTEM RESET synchronous_commit",
 ];
 const RELOAD = "SELECT pg_reload_conf()";
+// A commit waits for a synchronous standby only once the checkpointer has published the new
+// synchronous_standby_names to shared memory; a backend that already shows the new setting can
+// still commit at once before that (seen in CI). The checkpointer handles a pending reload before
+// it runs a requested checkpoint, so this returns with the fault in force.
+const PUBLISHED = "CHECKPOINT";
 const COMMITS_WAITING = "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event = 'SyncRep'";
 
 // FOR UPDATE: every claim, renew and release of the key queues behind this session.
@@ -83,7 +88,7 @@ async function once<T>(url: string, run: (client: pg.Client) => Promise<T>): Pro
 
 async function commitStall(url: string, base: Base, fault: PlannedFault): Promise<Active> {
   await once(url, async (c) => {
-    for (const statement of [...STALL_COMMITS, RELOAD]) await c.query(statement);
+    for (const statement of [...STALL_COMMITS, RELOAD, PUBLISHED]) await c.query(statement);
   });
   const active: Active = {
     ...base,
