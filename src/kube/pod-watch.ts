@@ -6,6 +6,7 @@
 // Gone) is the pod listed again.
 import type { Logger } from "pino";
 import type { Clock, Timer } from "../shared/clock.ts";
+import { hideCredentials } from "../shared/hide-credentials.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 import type { Pod, PodList, WatchEvent } from "./client/api-types.ts";
 import { KubeApiError, type KubeClient } from "./client/connection.ts";
@@ -91,7 +92,11 @@ export function watchPods(opts: PodsWatchOptions): PodWatch {
   function apply(event: WatchEvent): WatchEnd | undefined {
     if (event.type === "ERROR") {
       if (event.object.code === 410) return "gone";
-      throw new Error(`watch error: ${event.object.message ?? JSON.stringify(event.object)}`);
+      // The server's text may quote what it refused (an admission message, a selector): hidden, as
+      // on every other API error path (connection.ts).
+      throw new Error(
+        `watch error: ${hideCredentials(event.object.message ?? JSON.stringify(event.object))}`,
+      );
     }
     resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion;
     // A bookmark only moves the version on: a resumed watch then starts from a recent one.

@@ -1,7 +1,8 @@
 // The pod watch when the version it would resume from is gone (410): it lists the pod again and
 // goes on from there. Only the in-process server can be made to forget history on demand (a real
 // one forgets through etcd compaction); the resumption itself runs on both servers in
-// publisher-quiet.test.ts.
+// publisher-quiet.test.ts. And a watch that fails with an ERROR event: retried, its Status message
+// logged with the credentials hidden.
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Pod } from "../../src/kube/client/api-types.ts";
@@ -25,37 +26,43 @@ afterEach(async () => {
   await server?.close();
 });
 
+/** The pod watch on the server, its own pod listed through the pod API; what it sees and logs. */
+async function watchOn(kube: KubeApiServer): Promise<{ seen: Pod[]; logs: Array<Record<string, unknown>> }> {
+  client = createKubeClient(
+    await kubeconfigTextConnection(kube.kubeConfig({ namespace: NS }).exportConfig()),
+  );
+  const api = createPodApi({
+    client,
+    namespace: NS,
+    podName: POD,
+    requestTimeoutMs: 5_000,
+    clock: monotonicClock,
+    stopSignal: new AbortController().signal,
+  });
+  const seen: Pod[] = [];
+  const logs: Array<Record<string, unknown>> = [];
+  watch = watchOwnPod({
+    client,
+    list: () => api.listOwnPod(),
+    namespace: NS,
+    podName: POD,
+    logger: pino({ level: "debug" }, { write: (line: string) => logs.push(JSON.parse(line)) }),
+    backoff: { initialMs: 200, maxMs: 200 },
+    openTimeoutMs: 5_000,
+    random: () => 0,
+    clock: monotonicClock,
+    onPod: (pod) => seen.push(pod),
+    onDeleted: () => {},
+  });
+  return { seen, logs };
+}
+
 describe("the pod watch after 410 Gone", () => {
   it("lists the pod again and sees what changed while it could not resume", async () => {
     // Two changes of history: more than two writes while no watch is open cannot be replayed.
     server = await startKubeApiServer({ watchHistory: 2 });
     server.seedPod({ metadata: { name: POD, namespace: NS, labels: { role: "leader" } } });
-    client = createKubeClient(
-      await kubeconfigTextConnection(server.kubeConfig({ namespace: NS }).exportConfig()),
-    );
-    const stopping = new AbortController();
-    const api = createPodApi({
-      client,
-      namespace: NS,
-      podName: POD,
-      requestTimeoutMs: 5_000,
-      clock: monotonicClock,
-      stopSignal: stopping.signal,
-    });
-    const seen: Pod[] = [];
-    watch = watchOwnPod({
-      client,
-      list: () => api.listOwnPod(),
-      namespace: NS,
-      podName: POD,
-      logger: pino({ level: "silent" }),
-      backoff: { initialMs: 200, maxMs: 200 },
-      openTimeoutMs: 5_000,
-      random: () => 0,
-      clock: monotonicClock,
-      onPod: (pod) => seen.push(pod),
-      onDeleted: () => {},
-    });
+    const { seen } = await watchOn(server);
     await server.waitForWatches(1);
     expect(server.faults.dropWatches()).toBe(1);
     // Within the 100 ms before the watch comes back: the label goes, then two other writes.
@@ -75,6 +82,36 @@ describe("the pod watch after 410 Gone", () => {
       "watch from a version",
       "list",
       "watch from a version",
+    ]);
+  });
+});
+
+describe("a watch that fails with an ERROR event", () => {
+  it("is retried, and its Status message is logged with the credentials hidden", async () => {
+    server = await startKubeApiServer();
+    server.seedPod({ metadata: { name: POD, namespace: NS } });
+    // A message that quotes what the server refused, as an admission webhook's or a storage
+    // error's text can: an env var's value and a token.
+    const secret = "hunter2-s3cret";
+    server.faults.failNext({
+      match: { watch: true },
+      status: 500,
+      watchEvent: true,
+      message: `Internal error occurred: pod ${POD}: {"name":"DB_PASSWORD","value":"${secret}"} token=${secret}`,
+    });
+    const { logs } = await watchOn(server);
+    await until("the failed watch logged", () => logs.some((l) => l.msg === "pod watch failed; retrying"));
+    await server.waitForWatches(1);
+    const failed = logs.find((l) => l.msg === "pod watch failed; retrying");
+    expect(failed?.err).toBe(
+      `watch error: Internal error occurred: pod ${POD}: {"name":"DB_PASSWORD","value":"***"} token=***`,
+    );
+    expect(JSON.stringify(logs)).not.toContain(secret);
+    // Answered as the real server fails a watch it began: 200, then the ERROR event.
+    expect(server.requests.map((r) => `${r.verb} ${r.status}`)).toEqual([
+      "list 200",
+      "watch 200",
+      "watch 200",
     ]);
   });
 });

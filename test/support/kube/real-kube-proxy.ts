@@ -10,8 +10,8 @@ import type { FaultControl } from "./apiserver/index.ts";
 import { Listener } from "./apiserver/listener.ts";
 import { type RecordedRequest, recordOf } from "./apiserver/request-pipeline.ts";
 import { isWatch, resolveResource } from "./apiserver/routes.ts";
-import { ApiError } from "./apiserver/status-errors.ts";
-import type { DropMode } from "./apiserver/watch.ts";
+import { ApiError, WatchErrorEvent } from "./apiserver/status-errors.ts";
+import { type DropMode, sendWatchError } from "./apiserver/watch.ts";
 
 export interface KubeProxy {
   /** https://127.0.0.1:PORT, serving the API server's own certificate (valid for 127.0.0.1). */
@@ -120,7 +120,12 @@ function rawSocket(socket: Socket): Socket {
   return (socket as Socket & { _parent?: Socket })._parent ?? socket;
 }
 
-function sendError(res: ServerResponse, record: RecordedRequest, error: ApiError): void {
+function sendError(res: ServerResponse, record: RecordedRequest, error: ApiError, watch: boolean): void {
+  if (error instanceof WatchErrorEvent && watch) {
+    record.status = 200;
+    sendWatchError(res, error);
+    return;
+  }
   record.status = error.code;
   if (res.destroyed || res.headersSent) return;
   const text = JSON.stringify(error.toStatus());
@@ -210,7 +215,7 @@ function handler(to: Forwarding, log: RecordedRequest[]) {
     const record = recordOf(req, url);
     log.push(record);
     handle(to, req, res, record, url).catch((error: unknown) => {
-      if (error instanceof ApiError) return sendError(res, record, error);
+      if (error instanceof ApiError) return sendError(res, record, error, isWatch(url.searchParams));
       // Held then abandoned, or the client went away: no answer, as over a cut link.
       if (!(error instanceof Abandoned) && !res.destroyed && !res.headersSent) record.status = 502;
       res.destroy();

@@ -32,6 +32,11 @@ export interface FailOptions {
   retryAfter?: number;
   message?: string;
   phase?: FaultPhase;
+  /**
+   * A matching watch is answered as kube-apiserver answers one it cannot serve once begun (a
+   * version too old, 410 Expired): 200, one ERROR event carrying the Status, the stream ended.
+   */
+  watchEvent?: boolean;
 }
 
 export interface LatencyOptions {
@@ -104,7 +109,7 @@ export class FaultPlan {
     this.#failures.push({
       matches: matcherFor(options.match),
       remaining: count,
-      error: () => injected(options.status, options.message, options.retryAfter),
+      error: () => injected(options.status, options.message, options.retryAfter, options.watchEvent),
       phase: options.phase ?? "before",
     });
   }

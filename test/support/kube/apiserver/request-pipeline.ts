@@ -8,9 +8,16 @@ import { handlePods } from "./pods.ts";
 import { authorize, type normalizeRole } from "./rbac.ts";
 import { isWatch, type ResourceRequest, resolveResource } from "./routes.ts";
 import { nameFromFieldSelector } from "./selectors.ts";
-import { ApiError, badRequest, methodNotAllowed, routeNotFound, unauthorized } from "./status-errors.ts";
+import {
+  ApiError,
+  badRequest,
+  methodNotAllowed,
+  routeNotFound,
+  unauthorized,
+  WatchErrorEvent,
+} from "./status-errors.ts";
 import type { ObjectStore } from "./store.ts";
-import type { WatchHub } from "./watch.ts";
+import { sendWatchError, type WatchHub } from "./watch.ts";
 
 export interface RecordedRequest {
   method: string;
@@ -178,6 +185,12 @@ export function createRequestHandler(
     handle(req, res, record, url).catch((error: unknown) => {
       if (error instanceof Abandoned) {
         res.destroy();
+        return;
+      }
+      if (error instanceof WatchErrorEvent && isWatch(url.searchParams)) {
+        record.status = 200;
+        record.answeredAt = Date.now();
+        sendWatchError(res, error);
         return;
       }
       const apiError =

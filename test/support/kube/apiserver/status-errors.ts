@@ -61,6 +61,12 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * A failure a watch gets the way kube-apiserver reports one after the watch began (a version too
+ * old, 410 Expired; an internal error): status 200, then one ERROR event carrying the Status.
+ */
+export class WatchErrorEvent extends ApiError {}
+
 /** `pods` for the core group, `events.events.k8s.io` otherwise, as the real server qualifies them. */
 export function qualifiedResource(group: string, resource: string): string {
   return group === "" ? resource : `${resource}.${group}`;
@@ -198,7 +204,12 @@ const REASON_BY_CODE: Record<number, string> = {
 };
 
 /** A failure injected by a test: shaped like what the real server (or a proxy in front) sends. */
-export function injected(code: number, message: string | undefined, retryAfterSeconds?: number): ApiError {
+export function injected(
+  code: number,
+  message: string | undefined,
+  retryAfterSeconds?: number,
+  asWatchEvent = false,
+): ApiError {
   const reason = REASON_BY_CODE[code] ?? "Unknown";
   const headers: Record<string, string> = {};
   const d: StatusDetails = {};
@@ -206,5 +217,6 @@ export function injected(code: number, message: string | undefined, retryAfterSe
     headers["Retry-After"] = String(retryAfterSeconds);
     d.retryAfterSeconds = retryAfterSeconds;
   }
-  return new ApiError(code, reason, message ?? `injected fault: ${reason}`, d, headers);
+  const As = asWatchEvent ? WatchErrorEvent : ApiError;
+  return new As(code, reason, message ?? `injected fault: ${reason}`, d, headers);
 }

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { WatchSpec } from "./handler-types.ts";
 import type { JsonObject } from "./patch/json-value.ts";
 import { parseFieldSelector, parseLabelSelector } from "./selectors.ts";
-import { badRequest, gone } from "./status-errors.ts";
+import { type ApiError, badRequest, gone } from "./status-errors.ts";
 import type { ObjectStore, StoreChange, StoredObject } from "./store.ts";
 
 export type DropMode = "reset" | "end";
@@ -25,6 +25,15 @@ function startingResourceVersion(query: URLSearchParams): number | undefined {
     throw badRequest(`resourceVersion: Invalid value: "${raw}": must be a non-negative integer`);
   return Number(raw);
 }
+
+/** Ends a watch with one ERROR event carrying the Status, as kube-apiserver does (200 if not yet sent). */
+export function sendWatchError(response: ServerResponse, error: ApiError): void {
+  if (response.destroyed) return;
+  if (!response.headersSent) response.writeHead(200, WATCH_HEADERS);
+  response.end(`${JSON.stringify({ type: "ERROR", object: error.toStatus() } satisfies WatchEvent)}\n`);
+}
+
+const WATCH_HEADERS = { "Content-Type": "application/json", "Cache-Control": "no-cache, private" };
 
 /**
  * Streams newline-delimited watch events, as kube-apiserver does. A selector watch sees an object
@@ -79,7 +88,7 @@ export class WatchHub {
       return undefined;
     };
 
-    response.writeHead(200, { "Content-Type": "application/json", "Cache-Control": "no-cache, private" });
+    response.writeHead(200, WATCH_HEADERS);
     response.flushHeaders();
     const send = (event: WatchEvent) => {
       if (!response.writableEnded) response.write(`${JSON.stringify(event)}\n`);
@@ -113,9 +122,7 @@ export class WatchHub {
     } else {
       const replay = this.#store.changesSince(spec.resource, from);
       if (replay === undefined) {
-        const status = gone(`too old resource version: ${from} (${this.#store.resourceVersion})`).toStatus();
-        send({ type: "ERROR", object: status });
-        response.end();
+        sendWatchError(response, gone(`too old resource version: ${from} (${this.#store.resourceVersion})`));
         return;
       }
       for (const change of replay) {
