@@ -81,6 +81,8 @@ export function watchPods(opts: PodsWatchOptions): PodWatch {
   // Watch attempts that failed in a row. While there are none and a version is known, no change
   // can be missed: a watch streams, or the next one resumes where the last ended and is replayed.
   let failures = 0;
+  // A watch's answer has begun: it sees every change from its version on, whatever failed before.
+  let streaming = false;
 
   async function relist(first: boolean): Promise<void> {
     const list = await opts.list();
@@ -138,6 +140,7 @@ export function watchPods(opts: PodsWatchOptions): PodWatch {
         signal,
       });
       armIdle();
+      streaming = true;
       // Decoded by the stream: a character split across two chunks stays whole.
       response.setEncoding("utf8");
       let buffered = "";
@@ -156,6 +159,7 @@ export function watchPods(opts: PodsWatchOptions): PodWatch {
       if (outlived && !stopping.signal.aborted) return "ended";
       throw signal.aborted ? signal.reason : error;
     } finally {
+      streaming = false;
       idle.cancel();
       connection.abort();
     }
@@ -184,7 +188,7 @@ export function watchPods(opts: PodsWatchOptions): PodWatch {
 
   const running = run();
   return {
-    healthy: () => resourceVersion !== undefined && failures === 0,
+    healthy: () => resourceVersion !== undefined && (failures === 0 || streaming),
     stop: () => {
       stopping.abort();
       return running;

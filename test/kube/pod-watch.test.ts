@@ -113,5 +113,7 @@ describe("a watch that fails with an ERROR event", () => {
       "watch 200",
       "watch 200",
     ]);
+    // The next watch streams: no change can be missed, whatever failed before it.
+    await until("the watch healthy again", () => watch?.healthy() === true);
   });
 });
