@@ -59,7 +59,11 @@ export interface Leases {
    * best by priority), which claims first: see docs/operations.md, "Planned handover".
    */
   handover(key: string, request?: HandoverRequest): Promise<HandoverResult>;
-  /** Stops every elector (work aborted, leases released), then closes what was opened. Idempotent. */
+  /**
+   * Stops every elector (work aborted, leases released), then closes what was opened. Idempotent.
+   * From then on campaign, candidates and handover fail saying these leases are closed, as does a
+   * candidates or handover call still running when it began.
+   */
   close(): Promise<void>;
 }
 
@@ -222,15 +226,44 @@ function leasesOn(
   });
   const successorMs = options.successorReservationMs ?? DEFAULT_SUCCESSOR_RESERVATION_MS;
   let closing: Promise<void> | undefined;
+  const refuseClosed = (what: string) => {
+    if (closing)
+      throw new Error(`cannot ${what}: these leases are closed; open them again (openLeases) to do it`);
+  };
+  /**
+   * A call through the pool: refused once close() began; one that was running then fails as the
+   * close's doing (`ended`, its cause the pool's own error), never as the pool's alone.
+   */
+  const whileOpen = async <T>(what: string, ended: string, call: () => Promise<T>): Promise<T> => {
+    refuseClosed(what);
+    try {
+      return await call();
+    } catch (error) {
+      if (!closing) throw error;
+      throw new Error(ended, { cause: error });
+    }
+  };
   return {
     holder,
     store,
     notify: feed !== undefined,
     releases: feed,
-    candidates,
-    handover,
+    candidates: (key) =>
+      whileOpen(
+        key === undefined ? "list the candidates" : `list the candidates of lease ${key}`,
+        "listing the candidates ended: these leases were closed while it ran; list them from leases that are open",
+        () => candidates(key),
+      ),
+    handover: (key, request) =>
+      whileOpen(
+        `hand over lease ${key}`,
+        // The reservation may be written already, and the target may still claim within it.
+        `handover of lease ${key} ended: these leases were closed while it ran; the handover may still ` +
+          "happen (its reservation stands): see the lease with pglease status, and hand over again from leases that are open",
+        () => handover(key, request),
+      ),
     campaign(key, { priority, preempt, noLead, campaign, ...campaignOptions } = {}) {
-      if (closing) throw new Error(`cannot campaign for lease ${key}: these leases are closed`);
+      refuseClosed(`campaign for lease ${key}`);
       if (electors.has(key)) {
         throw new Error(
           `lease ${key} is already campaigned for by this process (holder ${holder}): one campaign per key, ` +

@@ -1,0 +1,88 @@
+// Calls on leases that close() has closed, or is closing while they run: each fails saying so and
+// what to do instead, never with the pool's own "Cannot use a pool after calling end on the pool",
+// whether the pool is the leases' own (ended by close()) or the caller's (left open).
+import pg from "pg";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { type Leases, type OpenLeasesOptions, openLeases } from "../../src/leases/open-leases.ts";
+import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+const open = (holder: string, options: OpenLeasesOptions = {}) =>
+  openLeases({
+    connectionString: db.url,
+    holder,
+    pod: { name: `${holder}-pod` },
+    restartTakeover: false,
+    ...options,
+  });
+
+async function reservedFor(key: string): Promise<string | null> {
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ reserved_for: string | null }>(
+      "SELECT reserved_for FROM pglease_leases WHERE key = $1",
+      [key],
+    );
+    return rows[0]?.reserved_for ?? null;
+  } finally {
+    await client.end();
+  }
+}
+
+it("a handover waiting for its target when close() ends its leases fails saying the leases were closed", async () => {
+  // The leader hears no handover request (no LISTEN) and renews only every 20 s: until then the
+  // reservation stands and the handover waits for b to lead.
+  const a = await open("a", { notify: false });
+  const b = await open("b");
+  const operator = await open("operator");
+  try {
+    const ea = a.campaign("k", { leaseDurationMs: 60_000, renewIntervalMs: 20_000 });
+    await expect.poll(() => ea.isLeader()).toBe(true);
+    b.campaign("k");
+    await expect.poll(async () => (await operator.candidates("k")).filter((c) => c.live).length).toBe(2);
+    const handover = operator.handover("k", { to: "b", reservationMs: 30_000 }).catch((e: unknown) => e);
+    await expect.poll(() => reservedFor("k")).toBe("b");
+    await operator.close();
+    const error = await handover;
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toBe(
+      "handover of lease k ended: these leases were closed while it ran; the handover may still " +
+        "happen (its reservation stands): see the lease with pglease status, and hand over again from leases that are open",
+    );
+    expect(((error as Error).cause as Error).message).toBe("Cannot use a pool after calling end on the pool");
+  } finally {
+    await operator.close();
+    await b.close();
+    await a.close();
+  }
+});
+
+it("after close(), handover and candidates fail at once saying the leases are closed, on the leases' own pool or the caller's", async () => {
+  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  try {
+    for (const leases of [await open("own"), await open("callers", { pool })] as Leases[]) {
+      await leases.close();
+      await expect(leases.handover("k")).rejects.toThrow(
+        /^cannot hand over lease k: these leases are closed; open them again \(openLeases\) to do it$/,
+      );
+      await expect(leases.candidates("k")).rejects.toThrow(
+        /^cannot list the candidates of lease k: these leases are closed; open them again \(openLeases\) to do it$/,
+      );
+      expect(() => leases.campaign("k")).toThrow(
+        /^cannot campaign for lease k: these leases are closed; open them again \(openLeases\) to do it$/,
+      );
+    }
+    // The caller's pool is still the caller's: close() left it open.
+    expect((await pool.query<{ one: number }>("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+  } finally {
+    await pool.end();
+  }
+});
