@@ -1,10 +1,12 @@
 // The pod watch when the version it would resume from is gone (410): it lists the pod again and
-// goes on from there. Only the in-process server can be made to forget history on demand (a real
-// one forgets through etcd compaction); the resumption itself runs on both servers in
-// publisher-quiet.test.ts. And a watch that fails with an ERROR event: retried, its Status message
-// logged with the credentials hidden.
+// goes on from there, on the in-process server (which forgets all but its last changes on demand)
+// and on the real kube-apiserver (etcd compacting every second, no watch cache in front of it:
+// the watch cache keeps a version for at least 75 s, etcd's compaction forgets it). The resumption
+// itself runs on both servers in publisher-quiet.test.ts. And a watch that fails with an ERROR
+// event: retried, its Status message logged with the credentials hidden.
+import { ApiException, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import pino from "pino";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Pod } from "../../src/kube/client/api-types.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client/connection.ts";
 import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
@@ -12,6 +14,7 @@ import { createPodApi } from "../../src/kube/pod-api.ts";
 import { type PodWatch, watchOwnPod } from "../../src/kube/pod-watch.ts";
 import { monotonicClock } from "../../src/shared/clock.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube/apiserver/index.ts";
+import { kubeServers, realKubeServer } from "../support/kube/kube-servers.ts";
 import { until } from "./publisher-harness.ts";
 
 const NS = "shop";
@@ -26,11 +29,11 @@ afterEach(async () => {
   await server?.close();
 });
 
-/** The pod watch on the server, its own pod listed through the pod API; what it sees and logs. */
-async function watchOn(kube: KubeApiServer): Promise<{ seen: Pod[]; logs: Array<Record<string, unknown>> }> {
-  client = createKubeClient(
-    await kubeconfigTextConnection(kube.kubeConfig({ namespace: NS }).exportConfig()),
-  );
+/** The pod watch through this kubeconfig, its own pod listed through the pod API; what it sees and logs. */
+async function watchOn(
+  kubeConfig: KubeConfig,
+): Promise<{ seen: Pod[]; logs: Array<Record<string, unknown>> }> {
+  client = createKubeClient(await kubeconfigTextConnection(kubeConfig.exportConfig()));
   const api = createPodApi({
     client,
     namespace: NS,
@@ -62,7 +65,7 @@ describe("the pod watch after 410 Gone", () => {
     // Two changes of history: more than two writes while no watch is open cannot be replayed.
     server = await startKubeApiServer({ watchHistory: 2 });
     server.seedPod({ metadata: { name: POD, namespace: NS, labels: { role: "leader" } } });
-    const { seen } = await watchOn(server);
+    const { seen } = await watchOn(server.kubeConfig({ namespace: NS }));
     await server.waitForWatches(1);
     expect(server.faults.dropWatches()).toBe(1);
     // Within the 100 ms before the watch comes back: the label goes, then two other writes.
@@ -99,7 +102,7 @@ describe("a watch that fails with an ERROR event", () => {
       watchEvent: true,
       message: `Internal error occurred: pod ${POD}: {"name":"DB_PASSWORD","value":"${secret}"} token=${secret}`,
     });
-    const { logs } = await watchOn(server);
+    const { logs } = await watchOn(server.kubeConfig({ namespace: NS }));
     await until("the failed watch logged", () => logs.some((l) => l.msg === "pod watch failed; retrying"));
     await server.waitForWatches(1);
     const failed = logs.find((l) => l.msg === "pod watch failed; retrying");
@@ -115,5 +118,59 @@ describe("a watch that fails with an ERROR event", () => {
     ]);
     // The next watch streams: no change can be missed, whatever failed before it.
     await until("the watch healthy again", () => watch?.healthy() === true);
+  });
+});
+
+const onReal = (await kubeServers("pod watch on a compacting etcd")).some((kind) => kind.name === "real");
+
+describe.skipIf(!onReal)("the pod watch after 410 Gone, on the real kube-apiserver", () => {
+  const real = realKubeServer({ flags: ["--watch-cache=false", "--etcd-compaction-interval=1s"] });
+  afterAll(() => real.release());
+
+  it("is answered with a 410 ERROR event once etcd compacted its version, and lists the pod again", async () => {
+    const kube = await real.start({ namespace: NS });
+    try {
+      await kube.seedPod({ metadata: { name: POD, labels: { role: "leader" } } });
+      const { seen } = await watchOn(kube.kubeConfig({ namespace: NS }));
+      await kube.waitForWatches(1);
+      // The next watch is held until etcd has forgotten what it would resume from.
+      const held = kube.faults.hang({ match: { watch: true } });
+      expect(kube.faults.dropWatches()).toBe(1);
+      await held.waitForHeld(1);
+      const changed = await kube.mutatePod(NS, POD, (pod) => {
+        delete pod.metadata?.labels?.role;
+      });
+      // A later write, for the compaction (to the revision of its previous tick) to pass the change.
+      await kube.seedPod({ metadata: { name: "other-1" } });
+      const core = kube.kubeConfig({ namespace: NS }).makeApiClient(CoreV1Api);
+      const exact = { namespace: NS, resourceVersionMatch: "Exact" };
+      await until(
+        "etcd compacted past the change",
+        () =>
+          core.listNamespacedPod({ ...exact, resourceVersion: changed.metadata?.resourceVersion }).then(
+            () => false,
+            (error: unknown) => error instanceof ApiException && error.code === 410,
+          ),
+        15_000,
+      );
+      held.release();
+      await until("the pod without its label", () => seen.at(-1)?.metadata?.labels?.role === undefined);
+      // From the list's version; resumed from the last one seen (answered by a 410 ERROR event);
+      // listed again; watched from the new list's version. (The test's own exact lists left out.)
+      const kinds = () =>
+        kube.requests
+          .filter((r) => r.query.resourceVersionMatch === undefined)
+          .map((r) => `${r.verb}${r.query.resourceVersion ? " from a version" : ""} ${r.status}`);
+      await until("watching again", () => kinds().length === 5 && kinds()[4]?.endsWith(" 200") === true);
+      expect(kinds()).toEqual([
+        "list 200",
+        "watch from a version 200",
+        "watch from a version 200",
+        "list 200",
+        "watch from a version 200",
+      ]);
+    } finally {
+      await kube.close();
+    }
   });
 });

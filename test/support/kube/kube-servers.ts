@@ -186,8 +186,11 @@ async function realTestKube(
   };
 }
 
-/** One real kube-apiserver, started on the first start() and shared by every namespace until release(). */
-export function realKubeServer(): KubeServerKind {
+/**
+ * One real kube-apiserver, started on the first start() and shared by every namespace until
+ * release(); `flags` are extra kube-apiserver flags (no watch cache, a short etcd compaction, …).
+ */
+export function realKubeServer({ flags }: { flags?: string[] } = {}): KubeServerKind {
   let server: Promise<RealKubeApiServer> | undefined;
   const identities = new Map<string, Promise<ChartIdentity>>();
   // The rules each namespace's Role holds now, so a test that changed them is undone by the next.
@@ -195,7 +198,7 @@ export function realKubeServer(): KubeServerKind {
   return {
     name: "real",
     async start({ namespace, rules, admissionPolicy }) {
-      server ??= startRealKubeApiServer();
+      server ??= startRealKubeApiServer(flags ? { flags } : {});
       const { info, admin } = await server;
       const adminConfig = admin();
       if (!identities.has(namespace)) {
