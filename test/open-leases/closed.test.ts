@@ -4,6 +4,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type Leases, type OpenLeasesOptions, openLeases } from "../../src/leases/open-leases.ts";
+import { HandoverStore } from "../../src/postgres/handover.ts";
 import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 
 let db: TestDatabase;
@@ -23,20 +24,6 @@ const open = (holder: string, options: OpenLeasesOptions = {}) =>
     ...options,
   });
 
-async function reservedFor(key: string): Promise<string | null> {
-  const client = new pg.Client({ connectionString: db.url });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ reserved_for: string | null }>(
-      "SELECT reserved_for FROM pglease_leases WHERE key = $1",
-      [key],
-    );
-    return rows[0]?.reserved_for ?? null;
-  } finally {
-    await client.end();
-  }
-}
-
 it("a handover waiting for its target when close() ends its leases fails saying the leases were closed", async () => {
   // The leader hears no handover request (no LISTEN) and renews only every 20 s: until then the
   // reservation stands and the handover waits for b to lead.
@@ -49,7 +36,8 @@ it("a handover waiting for its target when close() ends its leases fails saying 
     b.campaign("k");
     await expect.poll(async () => (await operator.candidates("k")).filter((c) => c.live).length).toBe(2);
     const handover = operator.handover("k", { to: "b", reservationMs: 30_000 }).catch((e: unknown) => e);
-    await expect.poll(() => reservedFor("k")).toBe("b");
+    const reservations = new HandoverStore(a.store.pool, a.store.table, 2_500);
+    await expect.poll(async () => (await reservations.reservation("k"))?.reservedFor).toBe("b");
     await operator.close();
     const error = await handover;
     expect(error).toBeInstanceOf(Error);
