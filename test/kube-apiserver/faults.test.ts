@@ -70,6 +70,40 @@ describe("failNext", () => {
     expect(server.pod("default", "p1")?.metadata?.labels?.v).toBe("committed");
   });
 
+  it("with watchEvent fails a watch as kube-apiserver fails one it began: 200, one ERROR event, the end", async () => {
+    server.faults.failNext({ status: 500, watchEvent: true, message: "etcd said no", count: 2 });
+    const events: Array<{ type: string; object: unknown }> = [];
+    const ended = await new Promise<unknown>((resolve) => {
+      new Watch(server.kubeConfig())
+        .watch(
+          "/api/v1/namespaces/default/pods",
+          {},
+          (type, object) => events.push({ type, object }),
+          resolve,
+        )
+        .catch(resolve);
+    });
+    expect(ended).toBeNull();
+    expect(events).toEqual([
+      {
+        type: "ERROR",
+        object: {
+          kind: "Status",
+          apiVersion: "v1",
+          metadata: {},
+          status: "Failure",
+          message: "etcd said no",
+          reason: "InternalError",
+          details: {},
+          code: 500,
+        },
+      },
+    ]);
+    // Anything but a watch gets the failure as its HTTP status.
+    expect((await failureOf(read())).code).toBe(500);
+    expect(server.requests.map((r) => `${r.verb} ${r.status}`)).toEqual(["watch 200", "get 500"]);
+  });
+
   it("clear() removes pending failures", async () => {
     server.faults.failNext({ status: 500, count: 5 });
     server.faults.clear();
