@@ -9,13 +9,17 @@
 // `..data/labels`. A watch on the file goes stale at the first swap (it follows the old inode),
 // so the watcher here watches the folder.
 import type { FSWatcher } from "node:fs";
-import { readFile, realpath } from "node:fs/promises";
 import { join } from "node:path";
 import { fenceFromAnnotation, POD_CONTRACT, ROLE } from "../shared/pod-contract.ts";
 import { parseDownwardApiMap } from "./downward-api-format.ts";
 import { LeadershipReadError, type LeadershipReading, readFence } from "./leadership.ts";
 
-const { watch } = process.getBuiltinModule("node:fs");
+// The callback forms, promisified: node:fs/promises loads readline and the file watchers with it,
+// memory the sidecar keeps for its whole life (issue 30; test/cli/module-graph.test.ts).
+const { readFile: readFileCallback, realpath: realpathCallback, watch } = process.getBuiltinModule("node:fs");
+const { promisify } = process.getBuiltinModule("node:util");
+const readFile = promisify(readFileCallback);
+const realpath = promisify(realpathCallback);
 
 export interface DownwardApiOptions {
   /** Default POD_CONTRACT.roleLabel ("pglease.io/role"); the value "leader" means leader. */

@@ -6,9 +6,13 @@
 // the process of that very run: a report of an earlier run names an earlier holder, never the
 // current one. Followers read their peers' statuses (peer-view.ts) and report the holders named
 // there to the elector's witness.
-import { writeFile } from "node:fs/promises";
 import { CLUSTER_SEPARATOR, RESTART_PROOF_MARKER } from "../election/identity.ts";
 import type { Pod } from "./client/api-types.ts";
+
+// Not node:fs/promises, which loads readline and the file watchers (downward-api.ts says why).
+const writeFile = process
+  .getBuiltinModule("node:util")
+  .promisify(process.getBuiltinModule("node:fs").writeFile);
 
 /** The line a holder writes; the follower matches it whole, so no log line or reason can pass for it. */
 const PREFIX = "pglease-holder ";

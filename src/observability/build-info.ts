@@ -5,7 +5,10 @@
  * two levels up in a source checkout (src/observability) and three in the built package.
  */
 export async function packageVersion(): Promise<string> {
-  const { readFile } = await import("node:fs/promises");
+  // Not node:fs/promises, which loads readline and the file watchers (fence/downward-api.ts says why).
+  const readFile = process
+    .getBuiltinModule("node:util")
+    .promisify(process.getBuiltinModule("node:fs").readFile);
   for (let dir = new URL("./", import.meta.url); ; dir = new URL("../", dir)) {
     const text = await readFile(new URL("package.json", dir), "utf8").catch(() => null);
     const pkg = text === null ? null : (JSON.parse(text) as { name?: string; version?: string });

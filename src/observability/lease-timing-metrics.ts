@@ -1,8 +1,9 @@
 // How close leadership comes to ending by itself: renews sent later than their interval, the
 // local time left before the deadline when a renew's answer arrives, and the database server's
 // clock against this process's. Measured on the elector's clock (performance.now() in the sidecar).
-import client from "prom-client";
+
 import type { Elector, TickReport } from "../election/elector.ts";
+import * as client from "./prom-client.ts";
 
 // Seconds late or left: from a millisecond to beyond a default lease. The chart's
 // PgleaseRenewNearDeadline picks one of these bounds (charts/pglease/templates/prometheus-rule.yaml).

@@ -3,10 +3,11 @@
 // leader_election_master_status is also exported by every controller-runtime operator, so a
 // dashboard on it mixes their leases into ours; it stays for compatibility. Label values come
 // from fixed sets or from the leases the user listed, never from what arrives over the wire.
-import client from "prom-client";
+
 import type { Elector, TickReport } from "../election/elector.ts";
 import type { PatchObservation, PublishedObservation } from "../kube/publisher-contract.ts";
 import { LeaseTimingMetrics } from "./lease-timing-metrics.ts";
+import * as client from "./prom-client.ts";
 
 export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 

@@ -2,8 +2,10 @@
 // (issue 30: <= 64 MiB publishing). An ESM import of a built-in module builds its namespace from
 // every export, lazy getters included: `import { createServer } from "node:http"` runs
 // http.WebSocket's getter, which loads undici with http2 and the web streams, none of which
-// pglease uses. src/ takes such built-ins from process.getBuiltinModule instead; this checks
-// the module graph of `pglease run` in a fresh Node, as the CLI loads it.
+// pglease uses; `node:fs/promises` loads readline and the file watchers. src/ takes such
+// built-ins from process.getBuiltinModule instead, and prom-client's parts from their own files
+// (its index loads its Pushgateway with node:zlib). This checks the module graph of `pglease run`
+// in a fresh Node, as the CLI loads it, with what it loads when it publishes to its pod.
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -11,20 +13,45 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
-const RUN_COMMAND = pathToFileURL(join(import.meta.dirname, "..", "..", "src", "cli", "run.ts")).href;
+const SRC = join(import.meta.dirname, "..", "..", "src");
+/** The run command and what its publishing loads on demand (sidecar/publishing.ts). */
+const RUN_PATH = ["cli/run.ts", "kube/pod-publisher.ts", "kube/client/load-connection.ts"].map(
+  (file) => pathToFileURL(join(SRC, file)).href,
+);
 
-/** Internal modules that only an unused export's getter loads (the WebSocket of node:http). */
-const NEVER_USED = ["internal/deps/undici/undici", "http2", "internal/webstreams/readablestream"];
+/**
+ * Built-in modules the sidecar never uses: loaded only by an unused export's getter (the WebSocket
+ * of node:http), by node:fs/promises, by prom-client's index, or for a kubeconfig exec plugin.
+ */
+const NEVER_USED = [
+  "internal/deps/undici/undici",
+  "http2",
+  "internal/webstreams/readablestream",
+  "fs/promises",
+  "internal/readline/interface",
+  "zlib",
+  "child_process",
+];
 
 describe("pglease run's module graph", () => {
-  it("loads no built-in module that only a lazy export of another would", async () => {
-    const script = `await import(${JSON.stringify(RUN_COMMAND)});
-process.stdout.write(JSON.stringify(process.moduleLoadList));`;
+  it("loads no built-in module it does not use, nor prom-client's index", async () => {
+    const script = `for (const url of ${JSON.stringify(RUN_PATH)}) await import(url);
+const { createRequire } = await import("node:module");
+process.stdout.write(JSON.stringify({ builtins: process.moduleLoadList, files: Object.keys(createRequire(import.meta.url).cache) }));`;
     const { stdout } = await run(process.execPath, ["--input-type=module", "-e", script]);
-    const loaded = (JSON.parse(stdout) as string[])
+    const { builtins, files } = JSON.parse(stdout) as { builtins: string[]; files: string[] };
+    const loaded = builtins
       .filter((entry) => entry.startsWith("NativeModule "))
       .map((entry) => entry.slice("NativeModule ".length));
     expect(loaded).toContain("http");
+    expect(loaded).toContain("https");
     for (const name of NEVER_USED) expect(loaded, `${name} was loaded`).not.toContain(name);
+    const promClient = files.filter((file) => file.includes("/node_modules/prom-client/"));
+    expect(promClient, "prom-client's registry loaded").toContainEqual(
+      expect.stringMatching(/lib\/registry\.js$/),
+    );
+    expect(promClient, "prom-client's index loaded").not.toContainEqual(
+      expect.stringMatching(/prom-client\/index\.js$/),
+    );
   });
 });

@@ -1,10 +1,11 @@
 // The connection a pod's service account gives: the API server from the variables the kubelet
 // injects, its CA and token from the mounted service account directory.
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { KubeConnection } from "./connection.ts";
 
-const { readFileSync } = process.getBuiltinModule("node:fs");
+const { readFile: readFileCallback, readFileSync } = process.getBuiltinModule("node:fs");
+// Not node:fs/promises, which loads readline and the file watchers (fence/downward-api.ts says why).
+const readFile = process.getBuiltinModule("node:util").promisify(readFileCallback);
 
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 

@@ -2,7 +2,6 @@
 // context's cluster and user, files merged as kubectl merges them (the first file that names a
 // cluster, user or context, or sets current-context, wins). Authentication by token, token file,
 // client certificate, basic auth or an exec plugin; anything else is refused at start, by name.
-import { execFile } from "node:child_process";
 import { delimiter, dirname, isAbsolute, join } from "node:path";
 import type { KubeConnection } from "./connection.ts";
 import { bearerFromFile } from "./in-cluster.ts";
@@ -138,7 +137,10 @@ function resolvePath(file: string, dir: string): string {
   return isAbsolute(file) ? file : join(dir, file);
 }
 
-const run = promisify(execFile);
+/** Runs an exec plugin; node:child_process is loaded only then, as most sidecars run none (issue 30, memory). */
+function run(file: string, args: string[], options: { env: NodeJS.ProcessEnv }): Promise<{ stdout: string }> {
+  return promisify(process.getBuiltinModule("node:child_process").execFile)(file, args, options);
+}
 
 /** A client-go credential plugin: its token, cached until the expiry it states. */
 function execCredential(exec: Fields, dir: string): () => Promise<string> {
