@@ -52,11 +52,11 @@ describe("Dockerfile", () => {
     expect(JSON.parse(entrypoint)).toEqual([
       "node",
       "--max-semi-space-size=1",
-      "--max-opt=1",
+      "--max-opt=0",
       "dist/cmd/pglease.js",
     ]);
     expect(await imageEntrypoint()).toEqual({
-      nodeFlags: ["--max-semi-space-size=1", "--max-opt=1"],
+      nodeFlags: ["--max-semi-space-size=1", "--max-opt=0"],
       script: "dist/cmd/pglease.js",
     });
     expect(args(final, "CMD")).toEqual(['["run"]']);
