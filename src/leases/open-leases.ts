@@ -296,9 +296,10 @@ function leasesOn(
     close() {
       closing ??= (async () => {
         if (successorMs > 0) await candidacy.reserveForSuccessors(successorMs);
-        // Every term ends here first, then one statement releases them all.
-        await stopElectors(electors.values(), renewals);
-        await candidacy.close();
+        // Every term ends here first, then one statement releases them all. Every elector has
+        // begun to stop when stopElectors returns its promise, so the candidacy's withdrawal goes
+        // out on another connection beside the release instead of after it.
+        await Promise.all([stopElectors(electors.values(), renewals), candidacy.close()]);
         await pruner.stop();
         await closeAll();
         // Last: until every campaign has ended, nothing of this pod may take over its terms.

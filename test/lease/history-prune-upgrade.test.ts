@@ -74,7 +74,6 @@ it("migrating a history made before the walk adds its indexes and functions; the
   await assertTablePresent(pool, table);
   expect((await pool.query(INDEXES)).rows[0].names).toEqual([
     "pglease_leases_history_changed_at",
-    "pglease_leases_history_key_fence",
     "pglease_leases_history_key_id",
     "pglease_leases_history_pkey",
   ]);
