@@ -145,3 +145,32 @@ it("a connection that dies during the migration fails it, is not pooled again, a
     await pool.end();
   }
 });
+
+it("the lease table keeps half of each page free, and a table made with the earlier fillfactor gets it from the owner's migration, once", async () => {
+  const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+  const reloptions = async (name: string) =>
+    (
+      await pool.query<{ o: string[] | null }>(
+        "SELECT reloptions AS o FROM pg_class WHERE oid = to_regclass($1)",
+        [name],
+      )
+    ).rows[0]?.o;
+  try {
+    await migrate(pool, leaseTable("fill_new", "leases"));
+    expect(await reloptions("fill_new.leases")).toEqual(["fillfactor=50"]);
+    const earlier = leaseTable("fill_old", "leases");
+    await migrate(pool, earlier);
+    await pool.query("ALTER TABLE fill_old.leases SET (fillfactor = 90)");
+    await migrate(pool, earlier);
+    expect(await reloptions("fill_old.leases")).toEqual(["fillfactor=50"]);
+    // Found as it should be: the catalog row is not written again.
+    const version = async () =>
+      (await pool.query("SELECT xmin::text AS x FROM pg_class WHERE oid = 'fill_old.leases'::regclass"))
+        .rows[0]?.x;
+    const upgraded = await version();
+    await migrate(pool, earlier);
+    expect(await version()).toBe(upgraded);
+  } finally {
+    await pool.end();
+  }
+});
