@@ -68,13 +68,13 @@ async function realRow(key: string): Promise<RealRow> {
     reserved_for: string | null;
     reserved_until: string | null;
   }>(
-    // released: the history holds the end of this term by a release, which the next claim's reason follows.
+    // released: the key's newest history entry ends this term, as the claim trigger reads it.
     `SELECT holder, fence::text,
             (extract(epoch FROM acquired_at) * 1000000)::bigint::text AS acquired,
             (extract(epoch FROM expires_at) * 1000000)::bigint::text AS expires,
             reserved_for, (extract(epoch FROM reserved_until) * 1000000)::bigint::text AS reserved_until,
-            EXISTS (SELECT 1 FROM pglease_leases_history h
-                     WHERE h.key = l.key AND h.fence = l.fence AND h.holder IS NULL) AS released
+            coalesce((SELECT h.holder IS NULL AND h.fence = l.fence FROM pglease_leases_history h
+                       WHERE h.key = l.key ORDER BY h.id DESC LIMIT 1), false) AS released
        FROM pglease_leases l WHERE key = $1`,
     [key],
   );
