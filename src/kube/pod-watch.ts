@@ -9,7 +9,7 @@ import type { Clock, Timer } from "../shared/clock.ts";
 import { hideCredentials } from "../shared/hide-credentials.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 import type { Pod, PodList, WatchEvent } from "./client/api-types.ts";
-import { KubeApiError, type KubeClient } from "./client/connection.ts";
+import { KubeApiError, type KubeClient, parseJson } from "./client/connection.ts";
 
 interface WatchTiming {
   client: KubeClient;
@@ -150,7 +150,11 @@ export function watchPods(opts: PodsWatchOptions): PodWatch {
         const lines = buffered.split("\n");
         buffered = lines.pop() ?? "";
         for (const line of lines) {
-          if (line.trim() !== "" && apply(JSON.parse(line) as WatchEvent) === "gone") return "gone";
+          if (
+            line.trim() !== "" &&
+            apply(parseJson<WatchEvent>(line, "the watch sent a line that is not JSON")) === "gone"
+          )
+            return "gone";
         }
       }
       return "ended";

@@ -185,6 +185,35 @@ describe("requests", () => {
       server.close();
     }
   });
+
+  it("fails on a 2xx answer that is not JSON without quoting it: a pod's env values may be in it", async () => {
+    // A body cut or mangled on its way (a proxy): V8's SyntaxError quotes ten characters either
+    // side of where parsing stopped, here the start of an env var's value.
+    const server = createServer((_req, res) => {
+      res.setHeader("Content-Type", "application/json");
+      res.end('{"items":[{"spec":{"containers":[{"env":[{"name":"DB_PASSWORD","value":hunter2s3cret}]}]}}]}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const client = createKubeClient({
+      server: new URL(`http://127.0.0.1:${port}`),
+      tls: { rejectUnauthorized: true },
+      authorization: async () => undefined,
+    });
+    try {
+      const failed = await client
+        .json({ method: "GET", path: "/api/v1/namespaces/a/pods", signal: AbortSignal.timeout(5_000) })
+        .then(
+          () => undefined,
+          (error: Error) => error,
+        );
+      expect(`${failed?.message} ${String(failed?.cause)}`).not.toContain("hunter2");
+      expect(failed?.message).toMatch(/^the answer to GET \/api\/v1\/namespaces\/a\/pods is not JSON/);
+    } finally {
+      client.close();
+      server.close();
+    }
+  });
 });
 
 describe("kubeconfig refusals", () => {

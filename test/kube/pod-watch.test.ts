@@ -4,10 +4,12 @@
 // the watch cache keeps a version for at least 75 s, etcd's compaction forgets it). The resumption
 // itself runs on both servers in publisher-quiet.test.ts. And a watch that fails with an ERROR
 // event: retried, its Status message logged with the credentials hidden.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { ApiException, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import pino from "pino";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import type { Pod } from "../../src/kube/client/api-types.ts";
+import type { Pod, PodList } from "../../src/kube/client/api-types.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client/connection.ts";
 import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
 import { createPodApi } from "../../src/kube/pod-api.ts";
@@ -118,6 +120,64 @@ describe("a watch that fails with an ERROR event", () => {
     ]);
     // The next watch streams: no change can be missed, whatever failed before it.
     await until("the watch healthy again", () => watch?.healthy() === true);
+  });
+});
+
+describe("a watch line that is not JSON", () => {
+  it("is retried, and logged without quoting the line: a pod's env values may be in it", async () => {
+    // A line mangled on its way (a proxy): V8's SyntaxError quotes ten characters either side of
+    // where parsing stopped, here the start of an env var's value.
+    const secret = "hunter2-s3cret";
+    const watches: string[] = [];
+    const raw = createServer((req, res) => {
+      res.setHeader("Content-Type", "application/json");
+      if (!req.url?.includes("watch=true")) {
+        res.end(JSON.stringify({ kind: "PodList", metadata: { resourceVersion: "1" }, items: [] }));
+        return;
+      }
+      watches.push(req.url);
+      res.end(
+        `{"type":"MODIFIED","object":{"metadata":{"name":"${POD}"},"spec":{"containers":[{"env":[{"name":"DB_PASSWORD","value":${secret}}]}]}}}\n`,
+      );
+    });
+    await new Promise<void>((resolve) => raw.listen(0, "127.0.0.1", resolve));
+    const { port } = raw.address() as AddressInfo;
+    client = createKubeClient({
+      server: new URL(`http://127.0.0.1:${port}`),
+      tls: { rejectUnauthorized: true },
+      authorization: async () => undefined,
+    });
+    const through = client;
+    const logs: Array<Record<string, unknown>> = [];
+    try {
+      watch = watchOwnPod({
+        client,
+        list: () =>
+          through.json<PodList>({
+            method: "GET",
+            path: `/api/v1/namespaces/${NS}/pods`,
+            signal: AbortSignal.timeout(5_000),
+          }),
+        namespace: NS,
+        podName: POD,
+        logger: pino({ level: "debug" }, { write: (line: string) => logs.push(JSON.parse(line)) }),
+        backoff: { initialMs: 50, maxMs: 50 },
+        openTimeoutMs: 5_000,
+        random: () => 0,
+        clock: monotonicClock,
+        onPod: () => {},
+        onDeleted: () => {},
+      });
+      // Retried: the line is not taken for the end of the watch.
+      await until("the watch retried", () => watches.length >= 2);
+      const failed = logs.find((l) => l.msg === "pod watch failed; retrying");
+      expect(JSON.stringify(logs)).not.toContain("hunter2");
+      expect(failed?.err).toMatch(/^the watch sent a line that is not JSON/);
+      await watch.stop();
+    } finally {
+      raw.closeAllConnections();
+      raw.close();
+    }
   });
 });
 

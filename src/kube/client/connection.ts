@@ -101,11 +101,24 @@ export function createKubeClient(connection: KubeConnection): KubeClient {
 
   return {
     async json<T>(req: KubeRequest): Promise<T> {
-      return JSON.parse(await readText(await checked(req), req.signal)) as T;
+      const text = await readText(await checked(req), req.signal);
+      return parseJson<T>(text, `the answer to ${req.method} ${req.path} is not JSON`);
     },
     stream: checked,
     close: () => agent.destroy(),
   };
+}
+
+/**
+ * JSON from the API server. V8's SyntaxError quotes the text around where parsing stopped, and a
+ * pod's text holds its env values: a body mangled on its way fails naming what it was, not quoting it.
+ */
+export function parseJson<T>(text: string, notJson: string): T {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new Error(`${notJson} (${text.length} characters, not quoted: they may hold a pod's env values)`);
+  }
 }
 
 function readText(response: IncomingMessage, signal: AbortSignal): Promise<string> {
