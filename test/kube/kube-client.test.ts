@@ -233,6 +233,49 @@ describe("kubeconfig refusals", () => {
     ).rejects.toThrow(/no current-context/);
   });
 
+  it("names where a kubeconfig is malformed without quoting it: the line may hold its token", async () => {
+    const secret = "hunter2s3cret";
+    // YAML: the parser's message quotes the offending line, here a token with a colon unquoted.
+    const yaml = `users:\n- name: u\n  user:\n    token: abc: ${secret}\n`;
+    const yamlError = await kubeconfigTextConnection(yaml).then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    expect(yamlError?.message).not.toContain(secret);
+    expect(yamlError?.message).toMatch(/KUBECONFIG: kubeconfig is not a kubeconfig: .*line 4, column 12/);
+    // JSON: V8's SyntaxError quotes ten characters either side of where parsing stopped.
+    const json = `{"users":[{"name":"u","user":{"token":${secret}}}]}`;
+    const jsonError = await kubeconfigTextConnection(json).then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    expect(jsonError?.message).not.toContain("hunter2");
+    expect(jsonError?.message).toMatch(/KUBECONFIG: kubeconfig is not a kubeconfig/);
+  });
+
+  it("fails on an exec plugin's output that is not JSON without quoting it: it may be the token", async () => {
+    const secret = "eyJhbGciOiJSUzI1NiJ9.hunter2s3cret";
+    const plugin = join(dir, "bare-token-plugin.sh");
+    await writeFile(plugin, `#!/bin/sh\necho '${secret}'\n`);
+    await chmod(plugin, 0o755);
+    const connection = await kubeconfigTextConnection(
+      JSON.stringify({
+        ...base,
+        users: [
+          { name: "u", user: { exec: { apiVersion: "client.authentication.k8s.io/v1", command: plugin } } },
+        ],
+      }),
+    );
+    const failed = await connection.authorization().then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    expect(failed?.message).not.toContain("eyJhbGci");
+    expect(failed?.message).toMatch(
+      /the kubeconfig exec plugin .*bare-token-plugin.sh printed no ExecCredential JSON/,
+    );
+  });
+
   it("names an unreadable KUBECONFIG file", async () => {
     await expect(kubeconfigConnection({ KUBECONFIG: join(dir, "absent") })).rejects.toThrow(
       /KUBECONFIG: cannot read .*absent/,

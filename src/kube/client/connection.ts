@@ -110,14 +110,15 @@ export function createKubeClient(connection: KubeConnection): KubeClient {
 }
 
 /**
- * JSON from the API server. V8's SyntaxError quotes the text around where parsing stopped, and a
- * pod's text holds its env values: a body mangled on its way fails naming what it was, not quoting it.
+ * JSON from the API server or an exec plugin. V8's SyntaxError quotes the text around where parsing
+ * stopped, and that text may be a pod's env values or a token: text that is not JSON fails naming
+ * what it was, never quoting it.
  */
 export function parseJson<T>(text: string, notJson: string): T {
   try {
     return JSON.parse(text) as T;
   } catch {
-    throw new Error(`${notJson} (${text.length} characters, not quoted: they may hold a pod's env values)`);
+    throw new Error(`${notJson} (${text.length} characters, not quoted: they may hold credentials)`);
   }
 }
 

@@ -3,7 +3,7 @@
 // cluster, user or context, or sets current-context, wins). Authentication by token, token file,
 // client certificate, basic auth or an exec plugin; anything else is refused at start, by name.
 import { delimiter, dirname, isAbsolute, join } from "node:path";
-import type { KubeConnection } from "./connection.ts";
+import { type KubeConnection, parseJson } from "./connection.ts";
 import { bearerFromFile } from "./in-cluster.ts";
 
 const { readFileSync } = process.getBuiltinModule("node:fs");
@@ -47,13 +47,17 @@ export async function kubeconfigTextConnection(text: string, dir = "."): Promise
 }
 
 async function parseDocument(text: string, file: string): Promise<Fields> {
+  const json = text.trimStart().startsWith("{");
   try {
-    const parsed: unknown = text.trimStart().startsWith("{")
-      ? JSON.parse(text)
-      : (await import("yaml")).parse(text);
+    const parsed: unknown = json ? JSON.parse(text) : (await import("yaml")).parse(text);
     return typeof parsed === "object" && parsed !== null ? (parsed as Fields) : {};
   } catch (error) {
-    throw new Error(`KUBECONFIG: ${file} is not a kubeconfig: ${(error as Error).message}`);
+    // Where, never what: V8's SyntaxError quotes the text around the fault and yaml's message ends
+    // with the offending line, either of which may be a token or a client key.
+    const where = json ? "not valid JSON" : ((error as Error).message.split("\n")[0] ?? "").replace(/:$/, "");
+    throw new Error(
+      `KUBECONFIG: ${file} is not a kubeconfig: ${where} (its text not quoted: it may hold credentials)`,
+    );
   }
 }
 
@@ -154,8 +158,10 @@ function execCredential(exec: Fields, dir: string): () => Promise<string> {
     const { stdout } = await run(resolved, (exec.args as string[] | null) ?? [], {
       env: { ...process.env, ...env, KUBERNETES_EXEC_INFO: JSON.stringify(info) },
     });
-    const status = (JSON.parse(stdout) as { status?: { token?: string; expirationTimestamp?: string } })
-      .status;
+    const status = parseJson<{ status?: { token?: string; expirationTimestamp?: string } }>(
+      stdout,
+      `the kubeconfig exec plugin ${command} printed no ExecCredential JSON`,
+    ).status;
     if (!status?.token) throw new Error(`the kubeconfig exec plugin ${command} returned no token`);
     const expires = status.expirationTimestamp
       ? Date.parse(status.expirationTimestamp)
