@@ -25,7 +25,8 @@ export interface CandidacyWiring {
 export interface OpenCandidacy {
   candidacy: Candidacy;
   candidates(key?: string): Promise<Candidate[]>;
-  handover(key: string, request?: HandoverRequest): Promise<HandoverResult>;
+  /** `signal` ends a handover still waiting for its target. */
+  handover(key: string, request?: HandoverRequest, signal?: AbortSignal): Promise<HandoverResult>;
 }
 
 export function openCandidacy(w: CandidacyWiring): OpenCandidacy {
@@ -49,6 +50,6 @@ export function openCandidacy(w: CandidacyWiring): OpenCandidacy {
   return {
     candidacy,
     candidates: (key) => candidates.list(key ?? null),
-    handover: (key, request) => handOver({ handovers, candidates }, key, request),
+    handover: (key, request, signal) => handOver({ handovers, candidates }, key, request, signal),
   };
 }

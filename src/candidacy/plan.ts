@@ -99,6 +99,8 @@ export async function handOver(
   stores: { handovers: HandoverStore; candidates: CandidateStore },
   key: string,
   request: HandoverRequest = {},
+  /** Ends the wait for the target (the leases closing), with the signal's reason. */
+  signal?: AbortSignal,
 ): Promise<HandoverResult> {
   const reservationMs = request.reservationMs ?? DEFAULT_RESERVATION_MS;
   const lease = await stores.handovers.reservation(key);
@@ -115,6 +117,7 @@ export async function handOver(
   const result = { key, from: reserved.holder, fromFence: reserved.fence, to: target };
   if (request.wait === false) return { ...result, fence: null, tookMs: null };
   for (;;) {
+    signal?.throwIfAborted();
     const now = await stores.handovers.reservation(key);
     if (now?.live && now.holder === target.holder) {
       return { ...result, fence: now.fence, tookMs: performance.now() - startedAt };
@@ -129,6 +132,9 @@ export async function handOver(
         `asked ${reserved.holder} to hand lease ${key} to ${target.holder}, but it did not lead within the ${reservationMs} ms reservation; the lease is ${state}`,
       );
     }
-    await sleep(LOOK_EVERY_MS);
+    // Rejected with the signal's reason, not timers' AbortError: the caller says why it ended.
+    await sleep(LOOK_EVERY_MS, undefined, signal ? { signal } : {}).catch((error: unknown) => {
+      throw signal?.reason ?? error;
+    });
   }
 }

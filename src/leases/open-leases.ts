@@ -61,8 +61,9 @@ export interface Leases {
   handover(key: string, request?: HandoverRequest): Promise<HandoverResult>;
   /**
    * Stops every elector (work aborted, leases released), then closes what was opened. Idempotent.
-   * From then on campaign, candidates and handover fail saying these leases are closed, as does a
-   * candidates or handover call still running when it began.
+   * From then on campaign, candidates and handover fail saying these leases are closed; a handover
+   * still waiting for its target when it began ends so too. Calls under way are awaited first: none
+   * reaches the pool (yours included) after close() resolved.
    */
   close(): Promise<void>;
 }
@@ -226,6 +227,11 @@ function leasesOn(
   });
   const successorMs = options.successorReservationMs ?? DEFAULT_SUCCESSOR_RESERVATION_MS;
   let closing: Promise<void> | undefined;
+  // Aborted when close() begins: a handover waiting for its target stops looking at the row.
+  const closed = new AbortController();
+  // Candidates and handover calls under way: close() waits for them before it ends the pool, and
+  // a caller's pool, which close() leaves open, sees no statement of these leases after close().
+  const running = new Set<Promise<unknown>>();
   const refuseClosed = (what: string) => {
     if (closing)
       throw new Error(`cannot ${what}: these leases are closed; open them again (openLeases) to do it`);
@@ -236,11 +242,15 @@ function leasesOn(
    */
   const whileOpen = async <T>(what: string, ended: string, call: () => Promise<T>): Promise<T> => {
     refuseClosed(what);
+    const answer = call();
+    running.add(answer);
     try {
-      return await call();
+      return await answer;
     } catch (error) {
       if (!closing) throw error;
       throw new Error(ended, { cause: error });
+    } finally {
+      running.delete(answer);
     }
   };
   return {
@@ -260,7 +270,7 @@ function leasesOn(
         // The reservation may be written already, and the target may still claim within it.
         `handover of lease ${key} ended: these leases were closed while it ran; the handover may still ` +
           "happen (its reservation stands): see the lease with pglease status, and hand over again from leases that are open",
-        () => handover(key, request),
+        () => handover(key, request, closed.signal),
       ),
     campaign(key, { priority, preempt, noLead, campaign, ...campaignOptions } = {}) {
       refuseClosed(`campaign for lease ${key}`);
@@ -295,12 +305,14 @@ function leasesOn(
     },
     close() {
       closing ??= (async () => {
+        closed.abort(new Error("these leases were closed"));
         if (successorMs > 0) await candidacy.reserveForSuccessors(successorMs);
         // Every term ends here first, then one statement releases them all. Every elector has
         // begun to stop when stopElectors returns its promise, so the candidacy's withdrawal goes
         // out on another connection beside the release instead of after it.
         await Promise.all([stopElectors(electors.values(), renewals), candidacy.close()]);
         await pruner.stop();
+        await Promise.allSettled(running);
         await closeAll();
         // Last: until every campaign has ended, nothing of this pod may take over its terms.
         await restartLock?.release();

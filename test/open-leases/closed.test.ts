@@ -45,7 +45,8 @@ it("a handover waiting for its target when close() ends its leases fails saying 
       "handover of lease k ended: these leases were closed while it ran; the handover may still " +
         "happen (its reservation stands): see the lease with pglease status, and hand over again from leases that are open",
     );
-    expect(((error as Error).cause as Error).message).toBe("Cannot use a pool after calling end on the pool");
+    // Ended by close() itself, before it ended the pool: the pool's own error never surfaces.
+    expect(((error as Error).cause as Error).message).toBe("these leases were closed");
   } finally {
     await operator.close();
     await b.close();
@@ -71,6 +72,37 @@ it("after close(), handover and candidates fail at once saying the leases are cl
     // The caller's pool is still the caller's: close() left it open.
     expect((await pool.query<{ one: number }>("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
   } finally {
+    await pool.end();
+  }
+});
+
+it("close() ends a handover waiting for its target on the caller's pool, which close() leaves open", async () => {
+  // Nothing ends the caller's pool, so only close() itself can stop the handover looking at the
+  // row: a handover left running would query the caller's pool after close() resolved, for up to
+  // its reservation (here until a's next renew, 20 s on).
+  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  const a = await open("a", { notify: false });
+  const b = await open("b");
+  const operator = await open("operator", { pool });
+  try {
+    const ea = a.campaign("k2", { leaseDurationMs: 60_000, renewIntervalMs: 20_000 });
+    await expect.poll(() => ea.isLeader()).toBe(true);
+    b.campaign("k2");
+    await expect.poll(async () => (await operator.candidates("k2")).filter((c) => c.live).length).toBe(2);
+    const handover = operator.handover("k2", { to: "b", reservationMs: 30_000 }).catch((e: unknown) => e);
+    const reservations = new HandoverStore(a.store.pool, a.store.table, 2_500);
+    await expect.poll(async () => (await reservations.reservation("k2"))?.reservedFor).toBe("b");
+    await operator.close();
+    // Settled by the time close() resolved: the race takes an already settled promise first.
+    const error = await Promise.race([handover, Promise.resolve("still running after close()")]);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toMatch(
+      /^handover of lease k2 ended: these leases were closed while it ran;/,
+    );
+  } finally {
+    await operator.close();
+    await b.close();
+    await a.close();
     await pool.end();
   }
 });
