@@ -2,8 +2,9 @@
 // also loads its Pushgateway (node:https, node:zlib), its cluster aggregator and Summary with
 // their dependencies, none of which pglease uses: 3 MiB of resident memory for the sidecar's
 // whole life (issue 30, charts/pglease/README.md#memory). prom-client has no "exports" map, so
-// these paths are its published files, pinned to 15.1.x in package.json (a minor release could add one); test/cli/module-graph.test.ts checks they stay loadable
-// and that the index stays out. Types come from the package's own declarations.
+// these paths are its published files, pinned to 15.1.x in package.json (a minor release could
+// add one); test/cli/module-graph.test.ts checks they stay loadable and that the index stays out.
+// Types come from the package's own declarations.
 import type * as PromClient from "prom-client";
 
 const require = process.getBuiltinModule("node:module").createRequire(import.meta.url);
