@@ -179,6 +179,10 @@ const FIND_HISTORY = `
          to_regprocedure($5) IS NOT NULL AS record_ended_present,
          coalesce(strpos((SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($2)), $7) > 0, false) AS record_current,
          to_regclass($8) IS NOT NULL AS key_fence_present,
+         -- CREATE OR REPLACE needs the function's owner and CREATE on its schema; DROP INDEX the table's owner.
+         coalesce((SELECT pg_has_role(proowner, 'USAGE') AND has_schema_privilege(pronamespace, 'CREATE')
+                     FROM pg_proc WHERE oid = to_regprocedure($2)), false) AS record_replaceable,
+         coalesce((SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = to_regclass($8)), false) AS key_fence_owned,
          (SELECT array_agg(tgname::text ORDER BY tgname) FROM pg_trigger
            WHERE tgrelid = to_regclass($3) AND NOT tgisinternal AND tgname = ANY($4)
              AND (tgname <> 'pglease_history_update' OR strpos(pg_get_triggerdef(oid), $6) > 0)) AS triggers,
@@ -191,6 +195,8 @@ interface Found {
   record_ended_present: boolean;
   record_current: boolean;
   key_fence_present: boolean;
+  record_replaceable: boolean;
+  key_fence_owned: boolean;
   triggers: string[] | null;
   update_outdated: boolean;
 }
@@ -241,10 +247,14 @@ export async function migrateHistory(client: Pick<pg.ClientBase, "query">, t: Le
   if (!found.record_ended_present) await client.query(createRecordEndedFunction(t));
   // The (key, id DESC) index the record function of this version reads is built here.
   await migratePrune(client, t);
-  if (!found.record_current) await client.query(createRecordFunction(t));
+  // An older pglease's function stays correct beside its index: a lease role that may not replace
+  // it (a replica starting with migrations on) leaves both for the owner's migration.
+  const replace = !found.record_current && (!found.record_present || found.record_replaceable);
+  if (replace) await client.query(createRecordFunction(t));
   // Only once no function reads it (an older pglease's, replaced just above, did); an older
   // pglease migrating later builds it only with a new table, and finds its function present.
-  if (found.key_fence_present) await client.query(`DROP INDEX ${keyFenceIndex(t)}`);
+  if (found.key_fence_present && found.key_fence_owned && (found.record_current || replace))
+    await client.query(`DROP INDEX ${keyFenceIndex(t)}`);
   // An older pglease's update trigger is replaced in this transaction: no statement sees neither.
   if (found.update_outdated) await client.query(`DROP TRIGGER pglease_history_update ON ${t.qualified}`);
   const triggers = new Set(found.triggers ?? []);

@@ -201,3 +201,44 @@ it("a batched release of 10,000 terms records each ended term once; stale terms 
   expect(next.won && next.change?.reason).toBe("claim");
   expect((await store.claim("b1", "other", 60_000)).won).toBe(false);
 });
+
+it("a lease role that owns nothing migrates a history the pglease before made: it keeps that function and its index, and claims are recorded as before", async () => {
+  const t = leaseTable("newest_unowned", "pglease_leases");
+  await makePrevious(t);
+  await pool.query(`ALTER TABLE ${t.qualified} SET (fillfactor = 90)`);
+  await pool.query(
+    "DO $$ BEGIN CREATE ROLE pglease_newest_user LOGIN PASSWORD 'pw'; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+  );
+  await pool.query(
+    `GRANT USAGE ON SCHEMA ${t.schema} TO pglease_newest_user; ` +
+      `GRANT SELECT, INSERT, UPDATE ON ${t.qualified} TO pglease_newest_user; ` +
+      `GRANT USAGE ON SEQUENCE ${t.fenceSequence} TO pglease_newest_user`,
+  );
+  const url = new URL(db.url);
+  url.username = "pglease_newest_user";
+  url.password = "pw";
+  const restricted = new pg.Pool({ connectionString: url.toString(), max: 1 });
+  const previous = await recordFunctionVersion(t);
+  try {
+    // A replica's start with migrations on (the default): what it cannot change it leaves as it is.
+    await migrate(restricted, t);
+    expect(await recordFunctionVersion(t)).toBe(previous);
+    expect(await indexes(t)).toContain("pglease_leases_history_key_fence");
+    const reloptions = await pool.query("SELECT reloptions AS o FROM pg_class WHERE oid = $1::regclass", [
+      t.qualified,
+    ]);
+    expect(reloptions.rows[0]?.o).toEqual(["fillfactor=90"]);
+    const store = new PgLeaseStore({ pool: restricted, schema: t.schema, statementTimeoutMs: 10_000 });
+    const a = await store.claim("k", "a", 60_000);
+    if (!a.won) throw new Error("expected a to win");
+    expect(await store.release("k", "a", a.fence)).toBe(true);
+    const b = await store.claim("k", "b", 60_000);
+    expect(b.won && b.change?.reason).toBe("claim");
+  } finally {
+    await restricted.end();
+  }
+  // The owner's migration then upgrades both.
+  await migrate(pool, t);
+  expect(await recordFunctionVersion(t)).not.toBe(previous);
+  expect(await indexes(t)).not.toContain("pglease_leases_history_key_fence");
+});
