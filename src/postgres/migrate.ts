@@ -30,10 +30,13 @@ const createTable = (t: LeaseTable) => `
 // about twice the server CPU (docs/operations.md, Bloat).
 const FILLFACTOR = 50;
 
+// Every earlier version made the table with this; any other value is the operator's, kept.
+const EARLIER_FILLFACTOR = 90;
+
 // Settable by the owner alone, under a lock that blocks no lease statement; pages written from then
 // on keep the space free. The lease role migrating a table it does not own leaves it as it is.
 const FIND_FILLFACTOR = `
-  SELECT coalesce(reloptions @> ARRAY['fillfactor=${FILLFACTOR}'], false) AS current,
+  SELECT coalesce(reloptions @> ARRAY['fillfactor=${EARLIER_FILLFACTOR}'], false) AS earlier,
          pg_has_role(relowner, 'USAGE') AS owned
     FROM pg_class WHERE oid = to_regclass($1)`;
 const setFillfactor = (t: LeaseTable) => `ALTER TABLE ${t.qualified} SET (fillfactor = ${FILLFACTOR})`;
@@ -171,11 +174,14 @@ async function addMissingColumns(client: Pick<pg.ClientBase, "query">, t: LeaseT
   }
 }
 
-/** A table made with the fillfactor of an earlier version gets this one's, if this role owns it. */
+/**
+ * A table with the fillfactor an earlier version made it with gets this one's, if this role owns
+ * it; a value the operator set stays (a migration at every start would otherwise undo it).
+ */
 async function upgradeFillfactor(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
-  const { rows } = await client.query<{ current: boolean; owned: boolean }>(FIND_FILLFACTOR, [t.qualified]);
+  const { rows } = await client.query<{ earlier: boolean; owned: boolean }>(FIND_FILLFACTOR, [t.qualified]);
   const found = rows[0];
-  if (found && !found.current && found.owned) await client.query(setFillfactor(t));
+  if (found?.earlier && found.owned) await client.query(setFillfactor(t));
 }
 
 /** Creates the lease table and its fence sequence if needed, in one transaction under the migration lock. */

@@ -174,3 +174,21 @@ it("the lease table keeps half of each page free, and a table made with the earl
     await pool.end();
   }
 });
+
+it("a fillfactor the operator chose for the lease table is kept by every migration; only the earlier version's 90 is raised", async () => {
+  const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+  const table = leaseTable("fill_chosen", "leases");
+  try {
+    await migrate(pool, table);
+    await pool.query(
+      "ALTER TABLE fill_chosen.leases SET (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01)",
+    );
+    await migrate(pool, table);
+    const { rows } = await pool.query<{ o: string[] | null }>(
+      "SELECT reloptions AS o FROM pg_class WHERE oid = 'fill_chosen.leases'::regclass",
+    );
+    expect(rows[0]?.o).toEqual(["fillfactor=70", "autovacuum_vacuum_scale_factor=0.01"]);
+  } finally {
+    await pool.end();
+  }
+});
