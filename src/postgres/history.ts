@@ -236,6 +236,31 @@ export async function missingHistory(client: Pick<pg.ClientBase, "query">, t: Le
   ].filter((m): m is string => m !== null);
 }
 
+// The drop's ACCESS EXCLUSIVE lock waits behind any reader of the history (pg_dump, a long report),
+// and every change of hands queues behind the drop: wait this long at most, far below the lease
+// statements' timeout. The index only costs a write; a migration that finds it free drops it.
+const DROP_LOCK_TIMEOUT = "200ms";
+const READ_LOCK_TIMEOUT = "SELECT current_setting('lock_timeout') AS value";
+const SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', $1, true)";
+const LOCK_NOT_AVAILABLE = "55P03";
+
+/** Drops the older pglease's (key, fence) index if its lock comes at once; otherwise leaves it. */
+async function dropKeyFenceIndex(client: Pick<pg.ClientBase, "query">, t: LeaseTable): Promise<void> {
+  const { rows } = await client.query<{ value: string }>(READ_LOCK_TIMEOUT);
+  // A savepoint: the lock timeout aborts only the drop, not the migration.
+  await client.query("SAVEPOINT pglease_drop_key_fence");
+  try {
+    await client.query(SET_LOCK_TIMEOUT, [DROP_LOCK_TIMEOUT]);
+    await client.query(`DROP INDEX ${keyFenceIndex(t)}`);
+    await client.query("RELEASE SAVEPOINT pglease_drop_key_fence");
+  } catch (error) {
+    if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw error;
+    await client.query("ROLLBACK TO SAVEPOINT pglease_drop_key_fence");
+  }
+  // The rest of the migration waits as long as before.
+  await client.query(SET_LOCK_TIMEOUT, [rows[0]?.value ?? "0"]);
+}
+
 /**
  * Inside the migration's transaction: creates only what is missing, so a table made by an older
  * pglease gains history, and a migration that finds it complete takes no lock on the lease table
@@ -254,7 +279,7 @@ export async function migrateHistory(client: Pick<pg.ClientBase, "query">, t: Le
   // Only once no function reads it (an older pglease's, replaced just above, did); an older
   // pglease migrating later builds it only with a new table, and finds its function present.
   if (found.key_fence_present && found.key_fence_owned && (found.record_current || replace))
-    await client.query(`DROP INDEX ${keyFenceIndex(t)}`);
+    await dropKeyFenceIndex(client, t);
   // An older pglease's update trigger is replaced in this transaction: no statement sees neither.
   if (found.update_outdated) await client.query(`DROP TRIGGER pglease_history_update ON ${t.qualified}`);
   const triggers = new Set(found.triggers ?? []);

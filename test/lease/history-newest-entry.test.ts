@@ -242,3 +242,32 @@ it("a lease role that owns nothing migrates a history the pglease before made: i
   expect(await recordFunctionVersion(t)).not.toBe(previous);
   expect(await indexes(t)).not.toContain("pglease_leases_history_key_fence");
 });
+
+it("a reader of the history (a pg_dump, a long report) keeps the (key, fence) index for the next migration instead of making every change of hands wait behind the drop", async () => {
+  const t = leaseTable("newest_read", "pglease_leases");
+  await makePrevious(t);
+  const store = new PgLeaseStore({ pool, schema: t.schema, statementTimeoutMs: 10_000 });
+  const reader = new pg.Client({ connectionString: db.url });
+  await reader.connect();
+  try {
+    // As pg_dump does: ACCESS SHARE on the history until its transaction ends.
+    await reader.query(`BEGIN; SELECT count(*) FROM ${t.history.table}`);
+    const previous = await recordFunctionVersion(t);
+    // On the code before, the DROP INDEX waited here for the reader up to the migration's 60 s lock timeout.
+    await migrate(pool, t);
+    expect(await recordFunctionVersion(t)).not.toBe(previous);
+    expect(await indexes(t)).toContain("pglease_leases_history_key_fence");
+    // The new function with the index still there: every reason as before, the reader still open.
+    const a = await store.claim("k", "a", 60_000);
+    if (!a.won) throw new Error("expected a to win");
+    expect(await store.release("k", "a", a.fence)).toBe(true);
+    const b = await store.claim("k", "b", 60_000);
+    expect(b.won && b.change?.reason).toBe("claim");
+  } finally {
+    await reader.query("COMMIT");
+    await reader.end();
+  }
+  // The next migration, unhindered, drops it.
+  await migrate(pool, t);
+  expect(await indexes(t)).not.toContain("pglease_leases_history_key_fence");
+});
