@@ -1,6 +1,8 @@
 // Kubernetes Events on the pod for each gain and loss of leadership, best effort: a few
 // attempts each, then logged and dropped. They are for humans (`kubectl describe pod`);
-// nothing depends on them, so they never hold up publishing or shutdown for long.
+// nothing depends on them, so they never hold up publishing or shutdown for long: each waits
+// until the pod shows the change it reports, so that in a handover it takes neither a connection
+// nor the API server's time from the requests that move the label.
 
 import type { Logger } from "pino";
 import type { Clock } from "../shared/clock.ts";
@@ -27,6 +29,11 @@ export interface EventRecorderOptions {
   wallClock: () => Date;
   /** Aborts retries' pauses when the publisher stops. */
   stopSignal: AbortSignal;
+  /**
+   * Resolves once the pod shows its desired state, or after a bound. Sent beside a handover's
+   * passes, an event took the one kept-alive connection, and the quorum list then opened a new one.
+   */
+  published: () => Promise<unknown>;
 }
 
 /** The events a change of desired state calls for: a loss, a gain, or both when the term changed. */
@@ -67,6 +74,7 @@ export function createEventRecorder(opts: EventRecorderOptions) {
 
   async function drain(): Promise<void> {
     for (let next = pending.shift(); next; next = pending.shift()) {
+      await opts.published();
       await send(opts, next);
     }
     sending = null;

@@ -80,6 +80,12 @@ class KubePodPublisher implements PodPublisher {
       clock: this.#clock,
       wallClock: this.#wallClock,
       stopSignal: this.#stopping.signal,
+      published: () =>
+        this.#tracker.waitFor(
+          () => (this.#state.gone !== null || podShowsDesired(this.#state) ? true : null),
+          this.#timing.requestTimeoutMs,
+          this.#stopping.signal,
+        ),
     });
     this.#tracker = createPublishTracker(this.#clock);
     this.#loop = this.#reconcileLoop();

@@ -1,6 +1,7 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
+import { roleIn } from "../support/kube/leader-timeline.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 import {
   follower,
@@ -294,6 +295,24 @@ await onEachKubeServer("publisher suite", (kube) => {
             involved: expect.objectContaining({ kind: "Pod", name: POD, uid }),
           },
         ]),
+      );
+    });
+
+    it("sends a new leader's event once its pod shows the label: the handover's requests go first", async () => {
+      h = await startHarness(kube);
+      await h.publisher.start(follower());
+      const from = h.server.requests.length;
+      h.publisher.setDesired(leader(42));
+      await until("leader", () => h.publisher.state().published);
+      await until("the event", async () => (await h.server.events(NAMESPACE)).length === 1);
+      const sent = h.server.requests.slice(from);
+      const label = sent.find((r) => r.method === "PATCH" && !r.subresource && roleIn(r.body) === "leader");
+      const event = sent.find((r) => r.method === "POST" && r.resource === "events");
+      // Sent beside the pass, it took a connection (often a fresh TLS one) from the quorum list.
+      expect(label?.answeredAt).toBeGreaterThan(0);
+      expect(event?.at).toBeGreaterThanOrEqual(label?.answeredAt ?? Number.POSITIVE_INFINITY);
+      expect(sent.indexOf(event as (typeof sent)[number])).toBeGreaterThan(
+        sent.indexOf(label as (typeof sent)[number]),
       );
     });
 
