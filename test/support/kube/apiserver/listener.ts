@@ -2,6 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from "node:https";
 import type { Socket } from "node:net";
 
+const KUBE_APISERVER_IDLE_TIMEOUT_MS = 90_000;
+
 export type DownMode = "refuse" | "reset";
 
 /**
@@ -20,9 +22,11 @@ export class Listener {
     handler: (request: IncomingMessage, response: ServerResponse) => void,
     tls?: { cert: Buffer; key: Buffer },
   ) {
-    this.#server = tls
-      ? createTlsServer({ keepAliveTimeout: 5_000, ...tls }, handler)
-      : createServer({ keepAliveTimeout: 5_000 }, handler);
+    // kube-apiserver closes a connection idle for 90 s (IdleTimeout in k8s.io/apiserver's
+    // secure_serving.go); node:http's default of 5 s made a client open a fresh TLS connection
+    // after any pause of a few seconds, as no client of the real server does.
+    const options = { keepAliveTimeout: KUBE_APISERVER_IDLE_TIMEOUT_MS };
+    this.#server = tls ? createTlsServer({ ...options, ...tls }, handler) : createServer(options, handler);
     this.#server.on("connection", (socket: Socket) => {
       if (this.#resetting) {
         socket.resetAndDestroy();
