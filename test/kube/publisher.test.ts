@@ -177,6 +177,10 @@ await onEachKubeServer("publisher suite", (kube) => {
       h.server.clearRequests();
       h.publisher.setDesired(follower("orders-1-x"));
       await until("follower on the pod", () => h.publisher.state().published);
+      // Its LeadershipLost event goes out once the pod shows the demotion: counted with that change.
+      await until("the loss recorded", async () =>
+        (await h.server.events(NAMESPACE)).some((e) => e.message?.endsWith("(fence 43)")),
+      );
       h.server.clearRequests();
       h.publisher.setDesired(follower("orders-2-y"));
       await until("the new holder on the pod", () => h.publisher.state().published);
