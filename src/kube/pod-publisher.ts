@@ -119,6 +119,11 @@ class KubePodPublisher implements PodPublisher {
 
   async demote(timeoutMs: number, why?: string): Promise<boolean> {
     const desired = this.#state.desired;
+    if (this.#state.held) {
+      // The state the hold kept from the pod (setDesired recorded it) is written now.
+      this.#state.held = false;
+      this.#loop.wake();
+    }
     if (!desired) return false;
     this.setDesired({ ...desired.state, role: "follower", fence: null, ...(why ? { why } : {}) });
     let moot = false;
@@ -141,6 +146,10 @@ class KubePodPublisher implements PodPublisher {
       );
     }
     return demoted;
+  }
+
+  holdOwnWrites(): void {
+    this.#state.held = true;
   }
 
   /**

@@ -83,8 +83,14 @@ export interface StartResult {
 export interface PodPublisher {
   start(initial: LeadershipState): Promise<StartResult>;
   setDesired(state: LeadershipState): void;
-  /** Sets follower and waits, at most timeoutMs, until the pod shows it; `why` goes into the Event. */
+  /** Sets follower and waits, at most timeoutMs, until the pod shows it; `why` goes into the Event. Ends a hold. */
   demote(timeoutMs: number, why?: string): Promise<boolean>;
+  /**
+   * Writes nothing more to this pod until demote(): its pod is being deleted and a new leader takes
+   * its label off (peer demotion), so its own writes would only queue beside that demotion at the
+   * API server. setDesired() still records the state; demote() writes it.
+   */
+  holdOwnWrites(): void;
   state(): { published: boolean; lastError?: string };
   /** The other pods of this lease (the peer selector), as the API server lists them now. */
   listPeers(): Promise<Pod[]>;

@@ -47,6 +47,8 @@ export interface PublisherState {
    * as when `helm uninstall` deletes the ServiceAccount and RBAC while the pods still stop.
    */
   accessRefused: boolean;
+  /** No pass writes to the pod until demote() (PodPublisher.holdOwnWrites). */
+  held: boolean;
 }
 
 export function initialState(uid: string | null): PublisherState {
@@ -61,6 +63,7 @@ export function initialState(uid: string | null): PublisherState {
     fenceRead: null,
     lastError: undefined,
     accessRefused: false,
+    held: false,
   };
 }
 

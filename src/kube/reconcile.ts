@@ -66,7 +66,8 @@ export class NoLongerLeads extends Error {
 
 export async function reconcile(state: PublisherState, ctx: ReconcileContext): Promise<void> {
   const target = state.desired;
-  if (!target || state.gone !== null) return;
+  // Held: this pod is being deleted and the new leader demotes it; demote() ends the hold.
+  if (!target || state.gone !== null || state.held) return;
   const superseded = () =>
     state.desired?.generation !== target.generation || ctx.stopSignal.aborted || state.gone !== null;
   if (state.podStale || !state.pod) {

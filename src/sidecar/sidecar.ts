@@ -115,7 +115,12 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     throw error;
   }
   leases.releases?.subscribe((key) => metrics.observeNotice(key));
-  const shutdown: Shutdown = { started: false, demotion: null };
+  const shutdown: Shutdown = {
+    started: false,
+    demotion: null,
+    ownWritesDeferred: false,
+    resumeOwnWrites: null,
+  };
   const electors = campaign({ config, log, leases, publisher, appHealth, shutdown, metrics, view });
   log.info(
     { leases: config.leases, http: `${config.http.host}:${http.port}`, notify: leases.notify },
@@ -137,6 +142,11 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
   // follower role, until that SIGTERM; a pod marked for deletion never campaigns again.
   onDeletion = () => {
     if (campaignEnd !== null) return;
+    // Before the release, so no demotion of this pod's own is sent beside it (see Shutdown).
+    if (publisher && newLeaderFencesOff(config)) {
+      shutdown.ownWritesDeferred = true;
+      publisher.holdOwnWrites();
+    }
     log.info(
       { leases: config.leases },
       `pod ${config.pod.name} is being deleted: handing over now, not campaigning again (the SIGTERM then stops the process)`,
@@ -154,7 +164,13 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       shutdown.started = true;
       stopping ??= (async () => {
         await endCampaigns();
-        // A demotion sent beside the release still gets its bounded chance to land.
+        if (shutdown.ownWritesDeferred) {
+          // The SIGTERM: no new leader may have taken this pod's label off (none was ready, or
+          // there is no other replica); the pod shows what its electors say, and is demoted.
+          shutdown.ownWritesDeferred = false;
+          shutdown.demotion = shutdown.resumeOwnWrites?.() ?? null;
+        }
+        // A demotion sent beside the release (or at the SIGTERM) gets its bounded chance to land.
         await shutdown.demotion?.catch(() => {});
         await publisher?.stop().catch(() => {});
         // After the publisher: a last pod event must not re-arm the gate's timers.
@@ -269,6 +285,26 @@ interface Shutdown {
   started: boolean;
   /** The demotion a release did not wait for (see campaign()), settling within its budget. */
   demotion: Promise<unknown> | null;
+  /**
+   * The pod is being deleted and a new leader fences it off: until the SIGTERM this process writes
+   * nothing to its own pod (no demotion, no holder annotation). The EndpointSlice controller took
+   * the pod out of every Service's ready endpoints already, and each write of its own would queue
+   * at the API server beside the new leader's demotion of this pod, which the new leader's label
+   * waits for (a handover's critical path; issue 30).
+   */
+  ownWritesDeferred: boolean;
+  /** Ends the hold and demotes the pod (bounded): what the SIGTERM does when deferred. */
+  resumeOwnWrites: (() => Promise<unknown>) | null;
+}
+
+/**
+ * Whether a new leader takes this pod's leader label off before it labels itself: with peer
+ * demotion in one cluster it reads its peers from the API server (a quorum list) and fences off or
+ * demotes each. Across clusters the new leader cannot reach these pods; without peer demotion it
+ * does not try. The setting is the workload's: every pod of a lease shares it.
+ */
+function newLeaderFencesOff(config: RunConfig): boolean {
+  return config.publish.peerDemotion && config.clusterName === null;
 }
 
 /**
@@ -295,12 +331,10 @@ function campaign({
   view: SidecarView;
 }): Elector[] {
   const stepBudget = Math.floor(config.gracePeriodMs / 4);
-  // Gap, never overlap, kept by the new leader: with peer demotion in one cluster it reads its peers
-  // from the API server (a quorum list) and fences off or demotes each before it labels itself, so
-  // the stopping leader releases at once and demotes its pod in parallel. Without peer demotion, or
-  // across clusters (the new leader cannot reach these pods), nobody else takes this pod's label
-  // off: the demotion comes first. The setting is the workload's: every pod of a lease shares it.
-  const newLeaderFencesOff = config.publish.peerDemotion && config.clusterName === null;
+  // Gap, never overlap, kept by the new leader (newLeaderFencesOff): the stopping leader releases
+  // at once and demotes its pod in parallel, or, its pod being deleted, leaves the demotion to the
+  // new leader (or its SIGTERM). Where nobody else takes this pod's label off, the demotion comes first.
+  const fencedOffByNext = newLeaderFencesOff(config);
   const since = performance.now();
   const electors = config.leases.map((key) => {
     const published = publisher !== null && key === config.publishLease;
@@ -314,8 +348,9 @@ function campaign({
       ...(published
         ? {
             beforeRelease: async ({ reason }) => {
+              if (shutdown.ownWritesDeferred) return;
               const demoted = publisher.demote(stepBudget, reason);
-              if (!newLeaderFencesOff) return demoted;
+              if (!fencedOffByNext) return demoted;
               shutdown.demotion = demoted;
             },
           }
@@ -339,6 +374,7 @@ function campaign({
       gate?.subscribe(publish);
       // A follower's holder annotation follows the leader it sees, even without a transition.
       elector.on("leader-changed", publish);
+      shutdown.resumeOwnWrites = () => publisher.demote(stepBudget);
     }
     return elector;
   });

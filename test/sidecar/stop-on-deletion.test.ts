@@ -5,9 +5,13 @@
 // waited for SIGTERM left the leader Service with no ready endpoint for that long (issue 30). The
 // leader now hands over when its watch shows the deletion: the follower must lead while the test
 // sends no SIGTERM at all. Then the SIGTERM: the same shutdown, once, exit 0, no new campaign.
+// With peer demotion the deleted pod's own sidecar writes nothing to its pod before the SIGTERM:
+// the new leader demotes it, and every write of its own queued beside that demotion at the API
+// server, on the new leader's critical path (issue 30); alone, its SIGTERM demotes it.
 import pg from "pg";
 import { expect, it } from "vitest";
 import type { RecordedRequest } from "../support/kube/apiserver/index.ts";
+import { seedWorkloadPod } from "../support/kube/kubelet.ts";
 import { labelEvents, roleIn } from "../support/kube/leader-timeline.ts";
 import { onEachSidecarKubeServer } from "../support/kube/sidecar-kube-suite.ts";
 
@@ -17,6 +21,20 @@ const LABELS = { "app.kubernetes.io/name": "orders", "app.kubernetes.io/instance
 const LONG = ["--duration", "10s", "--grace-period", "40s"];
 // Far below the 10 s lease; the old code's follower waited for the SIGTERM the test never sends.
 const NO_SIGTERM_MS = 5_000;
+
+/**
+ * The patches of `pod` its own sidecar sent from `since`: a follower's metadata patch is a JSON
+ * merge patch, while a new leader's demotion of a peer is a guarded JSON patch; and every condition
+ * patch after the first (the new leader sends one with its demotion of the peer).
+ */
+function ownPatches(requests: readonly RecordedRequest[], pod: string, since: number): RecordedRequest[] {
+  const patches = requests.filter(
+    (r) => r.method === "PATCH" && r.resource === "pods" && r.name === pod && r.at >= since,
+  );
+  const merged = patches.filter((r) => !r.subresource && r.contentType?.includes("merge-patch"));
+  const conditions = patches.filter((r) => r.subresource === "status");
+  return [...merged, ...conditions.slice(1)];
+}
 
 /** When the API server answered the first accepted patch labelling `pod` leader (Date.now()). */
 function labelledLeaderAt(requests: readonly RecordedRequest[], pod: string): number | undefined {
@@ -65,7 +83,7 @@ await onEachSidecarKubeServer("pglease handing over when its pod is deleted", NS
     );
     // Still running: the SIGTERM has not come yet.
     expect(a.child.exitCode).toBeNull();
-    expect(await suite.role(podA)).toBe("follower");
+    await expect.poll(() => suite.role(podA), { timeout: NO_SIGTERM_MS }).toBe("follower");
     // Never two pods labelled leader: a's label came off before b's went on.
     const shown = labelEvents(suite.kube.requests, new Map());
     const demoted = shown.findIndex((s) => s.pod === podA && !s.leader);
@@ -88,7 +106,10 @@ await onEachSidecarKubeServer("pglease handing over when its pod is deleted", NS
   }
 
   it("with peer demotion, the follower leads before any SIGTERM; the SIGTERM then stops the old leader once", async () => {
-    const { a, b, podB } = await deleteLeaderPod("peer", "deleted-peer", LONG);
+    const since = Date.now();
+    const { a, b, podA, podB } = await deleteLeaderPod("peer", "deleted-peer", LONG);
+    // The new leader alone demoted the deleted pod: its own sidecar sent nothing to it.
+    expect(ownPatches(suite.kube.requests, podA, since)).toEqual([]);
     await sigtermAfterHandover(a, "deleted-peer");
     expect(await suite.role(podB)).toBe("leader");
     expect(b.output()).not.toMatch(/released lease deleted-peer/);
@@ -97,6 +118,21 @@ await onEachSidecarKubeServer("pglease handing over when its pod is deleted", NS
   it("without peer demotion, the leader's demotion still comes first, before any SIGTERM", async () => {
     const { a } = await deleteLeaderPod("own", "deleted-own", [...LONG, "--no-peer-demotion"]);
     await sigtermAfterHandover(a, "deleted-own");
+  });
+
+  it("with peer demotion and no other pod, the deleted leader's SIGTERM demotes its pod", async () => {
+    await seedWorkloadPod(suite.kube, NS, "alone-a", LABELS, true);
+    const { run } = await suite.sidecar("alone-a", "deleted-alone", LONG);
+    await run.waitForLog(/^acquired lease deleted-alone with fence \d+$/);
+    await expect.poll(() => suite.role("alone-a"), { timeout: 10_000 }).toBe("leader");
+    suite.kube.clearRequests();
+    await suite.kube.deletePod(NS, "alone-a", 30);
+    await run.waitForLog(/^released lease deleted-alone \(fence \d+\)$/, NO_SIGTERM_MS);
+    // Out of every Service's ready endpoints, and nobody else leads: the label waits for the SIGTERM.
+    expect(ownPatches(suite.kube.requests, "alone-a", 0)).toEqual([]);
+    expect(await suite.role("alone-a")).toBe("leader");
+    expect((await run.stop()).code).toBe(0);
+    expect(await suite.role("alone-a")).toBe("follower");
   });
 
   it("a follower whose pod is being deleted campaigns no more", async () => {
