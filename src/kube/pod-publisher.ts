@@ -152,6 +152,37 @@ class KubePodPublisher implements PodPublisher {
     this.#state.held = true;
   }
 
+  async endHold(timeoutMs: number): Promise<boolean> {
+    if (!this.#state.held) return this.demote(timeoutMs);
+    const since = this.#clock.now();
+    // The kubelet's SIGTERM can come before the new leader's demotion of this pod (a native
+    // sidecar's comes once the application exited, often within a second): a write of its own
+    // now would still queue beside that demotion, on the new leader's way to its label.
+    if (this.#successorPossible()) {
+      const { roleLabel, leaderValue } = this.#opts.config;
+      const demotedByPeer = await this.#tracker.waitFor(
+        () => {
+          if (this.#state.gone !== null) return true;
+          return this.#state.pod?.metadata?.labels?.[roleLabel] === leaderValue ? null : true;
+        },
+        timeoutMs,
+        this.#stopping.signal,
+      );
+      if (demotedByPeer) return true;
+    }
+    return this.demote(Math.max(0, timeoutMs - (this.#clock.now() - since)));
+  }
+
+  /**
+   * Whether another pod may take the lease and demote this one: a peer not being deleted, or peers
+   * not known (no healthy peer view). Without one (one replica, `helm uninstall`) nobody will.
+   */
+  #successorPossible(): boolean {
+    const peers = this.#peerView?.peers();
+    if (!peers) return true;
+    return peers.some((peer) => !peer.metadata?.deletionTimestamp);
+  }
+
   /**
    * Waiting for the demotion would route nothing and keep the lease from a follower: this pod is
    * being deleted, so the EndpointSlice controller has taken it out of every Service's ready

@@ -91,6 +91,12 @@ export interface PodPublisher {
    * API server. setDesired() still records the state; demote() writes it.
    */
   holdOwnWrites(): void;
+  /**
+   * Ends a hold at the SIGTERM: waits, at most timeoutMs, for a new leader to take this pod's leader
+   * label off while another pod not being deleted could lead, and demotes the pod itself only if
+   * none did. Resolves true once the pod no longer shows leader (or shows the state demote() wrote).
+   */
+  endHold(timeoutMs: number): Promise<boolean>;
   state(): { published: boolean; lastError?: string };
   /** The other pods of this lease (the peer selector), as the API server lists them now. */
   listPeers(): Promise<Pod[]>;

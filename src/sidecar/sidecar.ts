@@ -165,8 +165,8 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       stopping ??= (async () => {
         await endCampaigns();
         if (shutdown.ownWritesDeferred) {
-          // The SIGTERM: no new leader may have taken this pod's label off (none was ready, or
-          // there is no other replica); the pod shows what its electors say, and is demoted.
+          // The SIGTERM: the pod is demoted by the new leader, or by this process if none does
+          // within the budget (none was ready) or none can (no other pod: one replica, uninstall).
           shutdown.ownWritesDeferred = false;
           shutdown.demotion = shutdown.resumeOwnWrites?.() ?? null;
         }
@@ -286,14 +286,15 @@ interface Shutdown {
   /** The demotion a release did not wait for (see campaign()), settling within its budget. */
   demotion: Promise<unknown> | null;
   /**
-   * The pod is being deleted and a new leader fences it off: until the SIGTERM this process writes
-   * nothing to its own pod (no demotion, no holder annotation). The EndpointSlice controller took
+   * The pod is being deleted and a new leader fences it off: this process writes nothing to its own
+   * pod (no demotion, no holder annotation), and at the SIGTERM only if no new leader demoted it
+   * within the budget (PodPublisher.endHold). The EndpointSlice controller took
    * the pod out of every Service's ready endpoints already, and each write of its own would queue
    * at the API server beside the new leader's demotion of this pod, which the new leader's label
    * waits for (a handover's critical path; issue 30).
    */
   ownWritesDeferred: boolean;
-  /** Ends the hold and demotes the pod (bounded): what the SIGTERM does when deferred. */
+  /** Ends the hold (bounded): the SIGTERM's demotion when deferred (PodPublisher.endHold). */
   resumeOwnWrites: (() => Promise<unknown>) | null;
 }
 
@@ -374,7 +375,7 @@ function campaign({
       gate?.subscribe(publish);
       // A follower's holder annotation follows the leader it sees, even without a transition.
       elector.on("leader-changed", publish);
-      shutdown.resumeOwnWrites = () => publisher.demote(stepBudget);
+      shutdown.resumeOwnWrites = () => publisher.endHold(stepBudget);
     }
     return elector;
   });

@@ -120,8 +120,30 @@ await onEachSidecarKubeServer("pglease handing over when its pod is deleted", NS
     await sigtermAfterHandover(a, "deleted-own");
   });
 
+  it("with peer demotion, a SIGTERM right after the deletion still leaves the demotion to the new leader", async () => {
+    // A native sidecar's SIGTERM comes once the application exited: in the real cluster often
+    // before the new leader's demotion of this pod (its claim, its list, then its patches).
+    const { a, b } = await suite.pair("early", "deleted-early", LABELS, LONG);
+    suite.kube.clearRequests();
+    await suite.kube.deletePod(NS, "early-a", 30);
+    await a.waitForLog(/pod early-a is being deleted/, NO_SIGTERM_MS);
+    const exit = await a.stop();
+    expect(exit.code).toBe(0);
+    await b.waitForLog(/^acquired lease deleted-early with fence \d+$/, NO_SIGTERM_MS);
+    await expect.poll(() => suite.role("early-b"), { timeout: NO_SIGTERM_MS }).toBe("leader");
+    expect(await suite.role("early-a")).toBe("follower");
+    expect(ownPatches(suite.kube.requests, "early-a", 0)).toEqual([]);
+  });
+
   it("with peer demotion and no other pod, the deleted leader's SIGTERM demotes its pod", async () => {
-    await seedWorkloadPod(suite.kube, NS, "alone-a", LABELS, true);
+    // Another instance: the pods of the tests above are peers of LABELS, and still there.
+    await seedWorkloadPod(
+      suite.kube,
+      NS,
+      "alone-a",
+      { ...LABELS, "app.kubernetes.io/instance": "alone" },
+      true,
+    );
     const { run } = await suite.sidecar("alone-a", "deleted-alone", LONG);
     await run.waitForLog(/^acquired lease deleted-alone with fence \d+$/);
     await expect.poll(() => suite.role("alone-a"), { timeout: 10_000 }).toBe("leader");
