@@ -158,6 +158,8 @@ class KubePodPublisher implements PodPublisher {
     // The kubelet's SIGTERM can come before the new leader's demotion of this pod (a native
     // sidecar's comes once the application exited, often within a second): a write of its own
     // now would still queue beside that demotion, on the new leader's way to its label.
+    // Half the budget at most, so a demotion of its own still has time to be tried: a new leader
+    // refused by the API server (`helm uninstall` deleted the RBAC) never demotes this pod.
     if (this.#successorPossible()) {
       const { roleLabel, leaderValue } = this.#opts.config;
       const demotedByPeer = await this.#tracker.waitFor(
@@ -165,7 +167,7 @@ class KubePodPublisher implements PodPublisher {
           if (this.#state.gone !== null) return true;
           return this.#state.pod?.metadata?.labels?.[roleLabel] === leaderValue ? null : true;
         },
-        timeoutMs,
+        timeoutMs / 2,
         this.#stopping.signal,
       );
       if (demotedByPeer) return true;

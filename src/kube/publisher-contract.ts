@@ -92,9 +92,10 @@ export interface PodPublisher {
    */
   holdOwnWrites(): void;
   /**
-   * Ends a hold at the SIGTERM: waits, at most timeoutMs, for a new leader to take this pod's leader
-   * label off while another pod not being deleted could lead, and demotes the pod itself only if
-   * none did. Resolves true once the pod no longer shows leader (or shows the state demote() wrote).
+   * Ends a hold at the SIGTERM: waits, at most half of timeoutMs, for a new leader to take this
+   * pod's leader label off while another pod not being deleted could lead, and demotes the pod
+   * itself (within the rest) only if none did. Resolves true once the pod no longer shows leader
+   * (or shows the state demote() wrote).
    */
   endHold(timeoutMs: number): Promise<boolean>;
   state(): { published: boolean; lastError?: string };
