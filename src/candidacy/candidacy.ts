@@ -1,15 +1,15 @@
 // This process as a candidate of each key it campaigns for: its row in the candidates table
 // (written after the campaign's first tick, refreshed once per lease duration for all keys in one statement,
-// removed at close), its answer to a handover request (the campaign gate closed for the
-// reservation, so the elector hands over as it would stop), and its graceful stop, which reserves
-// each lease it leads for the best live candidate before releasing it.
+// removed at close), and its answer to a handover request (the campaign gate closed for the
+// reservation, so the elector hands over as it would stop). A graceful stop's releases pick the
+// successor among these rows themselves (src/postgres/statement-parts.ts, SUCCESSORS).
 
 import { type CampaignGate, CampaignSwitch } from "../election/campaign-gate.ts";
 import type { Elector } from "../election/elector.ts";
 import type { CandidateEntry, CandidateStore, Standing } from "../postgres/candidates.ts";
 import type { HandoverStore } from "../postgres/handover.ts";
 import { allGates } from "./gates.ts";
-import { DEFAULT_RESERVATION_MS, eligible, rankCandidates } from "./plan.ts";
+import { DEFAULT_RESERVATION_MS } from "./plan.ts";
 import { PriorityGate } from "./priority-gate.ts";
 
 export interface CandidacyOptions {
@@ -21,7 +21,7 @@ export interface CandidacyOptions {
   revision: string | null;
   /** Handover requests for any key of the table (the release feed's second channel). */
   subscribeHandovers?: (listener: (key: string) => void) => () => void;
-  /** Bound on what stopping adds to a shutdown (the statements that reserve for a successor). */
+  /** Each statement's deadline: a candidacy stays live through one missed refresh plus one of it. */
   statementTimeoutMs: number;
   /**
    * Each answer to an announcement until the first that settles it: "recorded" (the rows are
@@ -68,7 +68,7 @@ export class Candidacy {
   #settled = false;
   #unsubscribe: (() => void) | null = null;
   #closed = false;
-  /** Stopping reserves for successors: this process's own notice is then not a request to it. */
+  /** Stopping: the releases name successors, and no notice is a request to this process any more. */
   #stopping = false;
 
   constructor(options: CandidacyOptions) {
@@ -250,43 +250,12 @@ export class Candidacy {
   }
 
   /**
-   * Before a graceful stop: each lease this process leads is reserved for its best live candidate
-   * (priority, then the newest revision), so the release that follows goes to it, not to whichever
-   * follower wakes first. Bounded; a failure only means the release goes to anyone.
+   * A graceful stop has begun: its releases name each lease's successor themselves
+   * (releaseToSuccessors, src/postgres/store.ts), so a handover notice, this process's own among
+   * them, is no longer a request to this process.
    */
-  async reserveForSuccessors(reservationMs: number): Promise<void> {
+  stopping(): void {
     this.#stopping = true;
-    const led = [...this.#keys.values()].filter((k) => k.elector?.isLeader());
-    if (led.length === 0) return;
-    // One statement for the candidates of every key led: 10,000 leases must not cost 10,000 reads.
-    const reserveAll = async () => {
-      const live = await this.#o.candidates.liveOf(
-        led.map((joined) => joined.entry.key),
-        this.#o.holder,
-      );
-      // Only the keys with a live candidate: 10,000 leases without one ask nothing more of their electors.
-      const withCandidates = led.filter((joined) => live.has(joined.entry.key));
-      await Promise.all(
-        withCandidates.map(async (joined) => {
-          const fence = joined.elector?.status().fence;
-          const of = live.get(joined.entry.key);
-          if (fence === null || fence === undefined || !of) return;
-          const best = rankCandidates(eligible(of, this.#o.holder))[0];
-          if (best) await this.#o.handovers.reserve(joined.entry.key, fence, best.holder, reservationMs);
-        }),
-      );
-    };
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, 2 * this.#o.statementTimeoutMs);
-    });
-    const all = reserveAll().catch((error: Error) => {
-      this.#o.warn("could not reserve the leases for a successor; releasing them to any candidate", {
-        err: error.message,
-      });
-    });
-    await Promise.race([all, bound]);
-    clearTimeout(timer);
   }
 
   /** Stops refreshing and removes this process's rows. */

@@ -27,20 +27,26 @@ export class HandoverNotTaken extends Error {
 /**
  * Best first: higher priority; then a candidate of the newest revision (the revision of the
  * candidate that began campaigning last: in a rollout, the new pods); then the longest campaigning.
+ * Ties go to the holder first in code-unit order. A graceful stop's release ranks in SQL
+ * (src/postgres/statement-parts.ts, SUCCESSORS): test/postgres/successor-ranking.test.ts holds the
+ * two to the same choice, so a change here is a change there.
  */
 export function rankCandidates(candidates: readonly Candidate[]): Candidate[] {
   const newest = [...candidates]
     .filter((c) => c.revision !== null)
-    .sort((a, b) => b.startedAt.getTime() - a.startedAt.getTime())[0]?.revision;
+    .sort((a, b) => b.startedAt.getTime() - a.startedAt.getTime() || byHolder(a, b))[0]?.revision;
   const ofNewest = (c: Candidate) => (newest !== undefined && c.revision === newest ? 1 : 0);
   return [...candidates].sort(
     (a, b) =>
       b.priority - a.priority ||
       ofNewest(b) - ofNewest(a) ||
       a.startedAt.getTime() - b.startedAt.getTime() ||
-      a.holder.localeCompare(b.holder),
+      byHolder(a, b),
   );
 }
+
+/** Code-unit order, which is PostgreSQL's COLLATE "C" (UTF-8 byte order) for every holder without astral characters. */
+const byHolder = (a: Candidate, b: Candidate) => (a.holder < b.holder ? -1 : a.holder > b.holder ? 1 : 0);
 
 /** The candidates that could take `key` from `holder` now: live, willing to lead, not the holder. */
 export function eligible(candidates: readonly Candidate[], holder: string): Candidate[] {

@@ -4,7 +4,15 @@
 // are missing (measured: 64 s for 10,000 leases instead of ~0.1 s).
 import { parseFence } from "../shared/fence-token.ts";
 import { SET_BASED_SETTING } from "./history.ts";
-import { END_TERM, LIVE, NOW, SESSION_GONE, TTL_MS } from "./statement-parts.ts";
+import {
+  END_TERM,
+  LIVE,
+  NOW,
+  RESERVE_SUCCESSOR,
+  SESSION_GONE,
+  SUCCESSORS,
+  TTL_MS,
+} from "./statement-parts.ts";
 import type { LeaseTable } from "./table.ts";
 
 type Run<R> = (values: unknown[]) => Promise<R[]>;
@@ -45,15 +53,20 @@ export const releaseManySql = (t: LeaseTable) => `
   -- Set-based history: one trigger call records every term this statement ends (history.ts).
   -- Set before any row is updated (the UPDATE joins it), for this transaction only.
   named AS (SELECT set_config('${SET_BASED_SETTING}', 'on', true) AS set_based),
+  -- $4: a graceful stop's successor reservation (ms), or null: as in a single release.
+  ${SUCCESSORS(t, "$2::text[]", "$1", "$4::bigint")},
   released AS (
-    UPDATE ${t.qualified} AS lease SET ${END_TERM}
+    UPDATE ${t.qualified} AS lease SET ${END_TERM}, ${RESERVE_SUCCESSOR("$4::bigint")}
       FROM now, named, unnest($2::text[], $3::bigint[]) AS term(key, fence)
+           LEFT JOIN successor ON successor.key = term.key
      -- The same guard as a single release, per row: this holder, that term's fence, still live.
      WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND ${LIVE}
        AND named.set_based IS NOT NULL
-    RETURNING lease.key, lease.fence
+    RETURNING lease.key, lease.fence, successor.holder AS successor
   )
-  SELECT key, fence::text, pg_notify('${t.channel}', key) FROM released`;
+  SELECT key, fence::text, pg_notify('${t.channel}', key),
+         CASE WHEN successor IS NOT NULL THEN pg_notify('${t.handoverChannel}', key) END
+    FROM released`;
 
 /** Releases many terms of one holder in one statement and announces each; answers the fence released per key. */
 export async function runReleaseMany(

@@ -82,14 +82,6 @@ const listSql = (t: LeaseTable) => `
    WHERE $1::text IS NULL OR key = $1
    ORDER BY key, priority DESC, started_at, holder`;
 
-// The live candidates that lead, of many keys at once: a stopping process asks once for all it leads.
-// Never its own rows: it hands over to others, and 10,000 rows of its own cost more than the query.
-const liveOfSql = (t: LeaseTable) => `
-  SELECT key, holder, pod, priority, revision, leads, started_at, seen_at, true AS live
-    FROM ${t.candidates}
-   WHERE key = ANY($1::text[]) AND holder <> $2 AND leads AND seen_until > clock_timestamp()
-   ORDER BY key, priority DESC, started_at, holder`;
-
 /** What a candidate learns from its own announcement, per key. */
 export interface Standing {
   /** The highest priority among the other live candidates that lead; null when there is none. */
@@ -123,7 +115,7 @@ export class CandidateStore {
   readonly table: string;
   readonly #pool: pg.Pool;
   readonly #timeoutMs: number;
-  readonly #sql: { announce: string; withdraw: string; list: string; liveOf: string };
+  readonly #sql: { announce: string; withdraw: string; list: string };
 
   constructor(pool: pg.Pool, table: LeaseTable, statementTimeoutMs: number) {
     this.table = table.candidates;
@@ -133,7 +125,6 @@ export class CandidateStore {
       announce: announceSql(table),
       withdraw: withdrawSql(table),
       list: listSql(table),
-      liveOf: liveOfSql(table),
     };
   }
 
@@ -186,21 +177,6 @@ export class CandidateStore {
   /** Every candidate of `key` (or of every key), best first: priority, then the earliest to campaign. */
   async list(key: string | null = null): Promise<Candidate[]> {
     return this.#select(this.#sql.list, key);
-  }
-
-  /**
-   * The live candidates that lead, of each of `keys`, but `except` (the asking holder), in one
-   * statement: keys without one are absent.
-   */
-  async liveOf(keys: readonly string[], except: string): Promise<Map<string, Candidate[]>> {
-    const byKey = new Map<string, Candidate[]>();
-    if (keys.length === 0) return byKey;
-    for (const candidate of await this.#select(this.#sql.liveOf, keys, except)) {
-      const of = byKey.get(candidate.key);
-      if (of) of.push(candidate);
-      else byKey.set(candidate.key, [candidate]);
-    }
-    return byKey;
   }
 
   async #select(text: string, ...values: unknown[]): Promise<Candidate[]> {

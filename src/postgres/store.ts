@@ -1,13 +1,21 @@
 // The lease store on PostgreSQL: each operation is one statement on a pooled connection that
 // goes straight back to the pool, and every time that matters is the server's clock_timestamp().
-import type pg from "pg";
+import pg from "pg";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import { parseFence } from "../shared/fence-token.ts";
 import { releaseManySql, renewManySql, runReleaseMany, runRenewMany } from "./bulk-statements.ts";
 import { claimSql, runClaim } from "./claim-statement.ts";
 import { REASON_SETTING } from "./history.ts";
 import type { HolderSession } from "./release-feed.ts";
-import { END_TERM, LIVE, NOW, SESSION_GONE, TTL_MS } from "./statement-parts.ts";
+import {
+  END_TERM,
+  LIVE,
+  NOW,
+  RESERVE_SUCCESSOR,
+  SESSION_GONE,
+  SUCCESSORS,
+  TTL_MS,
+} from "./statement-parts.ts";
 import { type LeaseTable, leaseTable } from "./table.ts";
 
 export interface PgLeaseStoreOptions {
@@ -42,16 +50,22 @@ const renewSql = (t: LeaseTable) => `
   WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND ${LIVE} AND NOT ${SESSION_GONE}
   RETURNING lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
 
+// $4: a graceful stop's successor reservation (ms), or null for a release to anyone.
 const releaseSql = (t: LeaseTable) => `
   WITH ${NOW},
+  ${SUCCESSORS(t, "ARRAY[$1::text]", "$2", "$4::bigint")},
   released AS (
     -- Expired in place, never deleted: the row stays for operators, and the fence keeps increasing.
-    UPDATE ${t.qualified} AS lease SET ${END_TERM}
-      FROM now
+    UPDATE ${t.qualified} AS lease SET ${END_TERM}, ${RESERVE_SUCCESSOR("$4::bigint")}
+      FROM now LEFT JOIN successor ON true
+     -- The reservation, like the release, only for this holder's live term of that fence.
      WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND ${LIVE}
-    RETURNING lease.key
+    RETURNING lease.key, successor.holder AS successor
   )
-  SELECT key, pg_notify('${t.channel}', key) FROM released`;
+  -- The successor's candidacy hears it is the one named, as a handover's reserve tells it.
+  SELECT key, pg_notify('${t.channel}', key),
+         CASE WHEN successor IS NOT NULL THEN pg_notify('${t.handoverChannel}', key) END
+    FROM released`;
 
 const readSql = (t: LeaseTable) => `
   WITH ${NOW}
@@ -146,6 +160,24 @@ export class NoHolderSession extends Error {
   }
 }
 
+/** What a graceful stop asks of every release: the reservation's length, and whom to tell when the server refuses it. */
+export interface Successor {
+  reservationMs: number;
+  onRefused: (error: Error) => void;
+}
+
+let toSuccessors: (store: PgLeaseStore, successor: Successor) => void;
+
+/**
+ * From now on, every release `store` sends (close()'s, of every term it leads) also reserves the
+ * lease for its best live candidate for `reservationMs` (a positive whole number), in the same statement: the claim lets only
+ * that candidate claim until the reservation passes (statement-parts.ts, SUCCESSORS). A key
+ * without a live candidate is released as before.
+ */
+export function releaseToSuccessors(store: PgLeaseStore, successor: Successor): void {
+  toSuccessors(store, successor);
+}
+
 export function assertDuration(durationMs: number): void {
   if (!Number.isSafeInteger(durationMs) || durationMs <= 0) {
     throw new RangeError(`lease duration must be a positive whole number of milliseconds, got ${durationMs}`);
@@ -163,6 +195,14 @@ export class PgLeaseStore implements LeaseStore {
   /** Null unless session takeover is on. */
   readonly #session: (() => HolderSession | null) | null;
   readonly #crashed: () => readonly string[];
+  /** Set by releaseToSuccessors (a graceful stop): every release then reserves for the best live candidate. */
+  #successor: Successor | null = null;
+
+  static {
+    toSuccessors = (store, successor) => {
+      store.#successor = successor;
+    };
+  }
 
   constructor(options: PgLeaseStoreOptions) {
     this.table = leaseTable(options.schema, options.table);
@@ -257,7 +297,7 @@ export class PgLeaseStore implements LeaseStore {
   }
 
   async release(key: string, holder: string, fence: number): Promise<boolean> {
-    const rows = await this.#run<{ key: string }>("release", [key, holder, fence]);
+    const rows = await this.#release<{ key: string }>("release", [key, holder, fence]);
     return rows.length > 0;
   }
 
@@ -266,7 +306,27 @@ export class PgLeaseStore implements LeaseStore {
     holder: string,
     terms: ReadonlyArray<{ key: string; fence: number }>,
   ): Promise<Map<string, number>> {
-    return runReleaseMany((values) => this.#run("releaseMany", values), holder, terms);
+    return runReleaseMany((values) => this.#release("releaseMany", values), holder, terms);
+  }
+
+  /**
+   * A release statement, with the successor reservation once releaseToSuccessors asked for it. A
+   * server that refuses that statement (the role cannot read the candidates table, say) wrote
+   * nothing: the release is sent again without it and goes to whichever candidate claims first.
+   */
+  async #release<R extends pg.QueryResultRow>(
+    name: "release" | "releaseMany",
+    values: unknown[],
+  ): Promise<R[]> {
+    const successor = this.#successor;
+    if (!successor) return this.#run<R>(name, [...values, null]);
+    try {
+      return await this.#run<R>(name, [...values, successor.reservationMs]);
+    } catch (error) {
+      if (!(error instanceof pg.DatabaseError)) throw error;
+      successor.onRefused(error);
+      return this.#run<R>(name, [...values, null]);
+    }
   }
 
   /** An operator's release of whoever holds the key now; the next claim still bumps the fence. */

@@ -1,12 +1,14 @@
 // The candidacy's decisions (src/candidacy/candidacy.ts), on a real PostgreSQL with real electors
 // on an injected clock: what join() refuses and which reason its gate gives first, when a
 // handover notice closes the leader's gate (only a live reservation of its own term for someone
-// else), when a follower asks by priority (--preempt), and whom a stopping leader reserves for.
+// else), when a follower asks by priority (--preempt), and whom a stopping leader's releases reserve for.
 import { describe, expect, it } from "vitest";
 import { Candidacy, NO_LEAD } from "../../src/candidacy/candidacy.ts";
 import { CampaignSwitch } from "../../src/election/campaign-gate.ts";
+import { stopElectors } from "../../src/election/elector.ts";
 import { CandidateStore } from "../../src/postgres/candidates.ts";
 import { HandoverStore } from "../../src/postgres/handover.ts";
+import { PgLeaseStore, releaseToSuccessors } from "../../src/postgres/store.ts";
 import {
   electorHarness,
   settle,
@@ -28,6 +30,7 @@ interface Process {
     key: string,
     clock: ManualClock,
     options?: { priority?: number; preempt?: boolean; noLead?: boolean },
+    store?: PgLeaseStore,
   ): Watched;
 }
 
@@ -55,9 +58,9 @@ function processOf(holder: string, revision: string | null = null): Process {
     notify: (key) => {
       for (const listener of listeners) listener(key);
     },
-    campaign: (key, clock, options = {}) => {
+    campaign: (key, clock, options = {}, store) => {
       const gate = candidacy.join(key, standardTiming, options);
-      const w = h.elector(clock, { key, holder, campaign: gate });
+      const w = h.elector(clock, { key, holder, campaign: gate, ...(store ? { store } : {}) });
       candidacy.attach(key, w.e);
       w.e.start();
       return w;
@@ -162,7 +165,7 @@ describe("a handover notice", () => {
     expect(eb.e.status().notCampaigning).toBeNull();
   });
 
-  it("is not a request while this process stops: its own reservation for a successor does not close its gate", async () => {
+  it("is not a request while this process stops: a reservation of its term does not close its gate", async () => {
     const clock = new ManualClock();
     const a = processOf("a3");
     const b = processOf("b3");
@@ -170,8 +173,8 @@ describe("a handover notice", () => {
     await until(clock, () => ea.e.isLeader(), "a leads");
     b.campaign("own", clock);
     await announced(clock, "own", ["a3", "b3"]);
-    await a.candidacy.reserveForSuccessors(60_000);
-    expect((await handovers().reservation("own"))?.reservedFor).toBe("b3");
+    a.candidacy.stopping();
+    await handovers().reserve("own", ea.e.status().fence ?? Number.NaN, "b3", 60_000);
     a.notify("own");
     await readsAnswered();
     expect(ea.e.status().notCampaigning).toBeNull();
@@ -180,15 +183,17 @@ describe("a handover notice", () => {
 });
 
 describe("a stopping leader's successors", () => {
-  it("each lease it leads is reserved for its best live candidate that leads; a lease without one for nobody", async () => {
+  it("each lease it leads is reserved for its best live candidate that leads, by its release; a lease without one for nobody", async () => {
     const clock = new ManualClock();
+    // The stopping leader's own store: the successor reservation is asked of a store, not of h.store.
+    const stopping = new PgLeaseStore({ pool: h.pool, statementTimeoutMs: TIMEOUT_MS });
     const a = processOf("a4");
     const low = processOf("low4", "r1");
     const fresh = processOf("fresh4", "r2");
     const never = processOf("never4", "r2");
-    const e1 = a.campaign("s1", clock);
-    const e2 = a.campaign("s2", clock);
-    const e3 = a.campaign("s3", clock);
+    const e1 = a.campaign("s1", clock, {}, stopping);
+    const e2 = a.campaign("s2", clock, {}, stopping);
+    const e3 = a.campaign("s3", clock, {}, stopping);
     await until(clock, () => e1.e.isLeader() && e2.e.isLeader() && e3.e.isLeader(), "a leads all three");
     low.campaign("s1", clock, { priority: 1 });
     low.campaign("s3", clock);
@@ -201,10 +206,35 @@ describe("a stopping leader's successors", () => {
     never.campaign("s1", clock, { priority: 9, noLead: true });
     await announced(clock, "s1", ["a4", "low4", "fresh4", "never4"]);
     await announced(clock, "s3", ["a4", "low4", "fresh4"]);
-    await a.candidacy.reserveForSuccessors(60_000);
-    expect(await handovers().reservation("s1")).toMatchObject({ holder: "a4", reservedFor: "low4" });
-    expect(await handovers().reservation("s3")).toMatchObject({ holder: "a4", reservedFor: "fresh4" });
-    expect(await handovers().reservation("s2")).toMatchObject({ holder: "a4", reservedFor: null });
+    const refused: string[] = [];
+    releaseToSuccessors(stopping, { reservationMs: 60_000, onRefused: (e) => refused.push(e.message) });
+    // s1 alone (its single release), then s2 and s3 together (one releaseMany).
+    const done = { one: false, both: false };
+    void e1.e.stop().then(() => {
+      done.one = true;
+    });
+    await until(clock, () => done.one, "s1 released");
+    void stopElectors([e2.e, e3.e], stopping).then(() => {
+      done.both = true;
+    });
+    await until(clock, () => done.both, "s2 and s3 released");
+    expect(await handovers().reservation("s1")).toMatchObject({
+      holder: "a4",
+      live: false,
+      reservedFor: "low4",
+    });
+    expect(await handovers().reservation("s3")).toMatchObject({
+      holder: "a4",
+      live: false,
+      reservedFor: "fresh4",
+    });
+    expect(await handovers().reservation("s2")).toMatchObject({
+      holder: "a4",
+      live: false,
+      reservedFor: null,
+    });
+    expect((await handovers().reservation("s1"))?.reservedForMs).toBeGreaterThan(50_000);
+    expect(refused).toEqual([]);
   });
 });
 

@@ -1,6 +1,6 @@
 // Candidates and planned handover through the library, several processes' lease stacks on one
 // real PostgreSQL: the leader hears the request, ends its work, runs beforeRelease and releases;
-// the named candidate claims first; a stopping leader reserves for its best successor.
+// the named candidate claims first; a stopping leader's release reserves for its best successor.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { HandoverRefused } from "../../src/candidacy/plan.ts";
@@ -122,16 +122,18 @@ it("a stopping leader reserves the lease for its best successor: priority, then 
   }
 });
 
-it("a stopping leader of many leases reads their candidates in one statement, and still reserves each for its successor", async () => {
+it("a stopping leader of many leases sends one statement, which ends each term and reserves it for its successor", async () => {
   const pool = new pg.Pool({ connectionString: db.url, max: 4 });
-  const candidateReads: string[] = [];
-  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
-  pool.query = ((...args: unknown[]) => {
-    const config = args[0] as { text?: string } | string;
-    const text = typeof config === "string" ? config : (config.text ?? "");
-    if (text.includes("pglease_leases_candidates") && !/INSERT|DELETE/.test(text)) candidateReads.push(text);
-    return query(...args);
-  }) as typeof pool.query;
+  // Every statement any client of the pool sends (pool.query and the store's checked-out clients alike).
+  const sent: string[] = [];
+  pool.on("connect", (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    client.query = ((...args: unknown[]) => {
+      const config = args[0] as { text?: string } | string;
+      sent.push(typeof config === "string" ? config : (config.text ?? ""));
+      return query(...args);
+    }) as typeof client.query;
+  });
   const many = await openLeases({ pool, holder: "many", pod: { name: "many-pod" }, restartTakeover: false });
   const successor = await open("successor");
   const keys = ["m0", "m1", "m2", "m3", "m4"];
@@ -143,9 +145,12 @@ it("a stopping leader of many leases reads their candidates in one statement, an
     await expect
       .poll(async () => (await many.candidates()).filter((x) => x.holder === "successor" && x.live).length)
       .toBe(3);
-    candidateReads.length = 0;
+    sent.length = 0;
     await many.close();
-    expect(candidateReads).toHaveLength(1);
+    // Before the fold: a read of the candidates, a reserve per key with one, then the release.
+    const leaseStatements = sent.filter((text) => !/^\s*DELETE FROM \S+_candidates/.test(text));
+    expect(leaseStatements).toHaveLength(1);
+    expect(leaseStatements[0]).toContain("unnest(");
     await expect.poll(() => followers.every((e) => e.isLeader())).toBe(true);
     for (const key of keys.slice(0, 3)) {
       const history = await readHistory(successor.store.pool, successor.store.table, { key, limit: 10 });
