@@ -7,10 +7,11 @@ import { SET_BASED_SETTING } from "./history.ts";
 import {
   END_TERM,
   LIVE,
+  NO_SUCCESSOR,
   NOW,
-  RESERVE_SUCCESSOR,
   SESSION_GONE,
-  SUCCESSORS,
+  SUCCESSOR,
+  type SuccessorParts,
   TTL_MS,
 } from "./statement-parts.ts";
 import type { LeaseTable } from "./table.ts";
@@ -48,25 +49,28 @@ export async function runRenewMany(
   );
 }
 
-export const releaseManySql = (t: LeaseTable) => `
+// With a successor (a graceful stop, $4 its reservation in ms), each row also reserves its lease
+// for its best live candidate (statement-parts.ts, SUCCESSOR).
+export const releaseManySql = (t: LeaseTable, s: SuccessorParts = NO_SUCCESSOR) => `
   WITH ${NOW},
   -- Set-based history: one trigger call records every term this statement ends (history.ts).
   -- Set before any row is updated (the UPDATE joins it), for this transaction only.
-  named AS (SELECT set_config('${SET_BASED_SETTING}', 'on', true) AS set_based),
-  -- $4: a graceful stop's successor reservation (ms), or null: as in a single release.
-  ${SUCCESSORS(t, "$2::text[]", "$1", "$4::bigint")},
+  named AS (SELECT set_config('${SET_BASED_SETTING}', 'on', true) AS set_based),${s.cte}
   released AS (
-    UPDATE ${t.qualified} AS lease SET ${END_TERM}, ${RESERVE_SUCCESSOR("$4::bigint")}
-      FROM now, named, unnest($2::text[], $3::bigint[]) AS term(key, fence)
-           LEFT JOIN successor ON successor.key = term.key
+    UPDATE ${t.qualified} AS lease SET ${END_TERM}${s.set}
+      FROM now, named, unnest($2::text[], $3::bigint[]) AS term(key, fence)${s.join}
      -- The same guard as a single release, per row: this holder, that term's fence, still live.
      WHERE lease.key = term.key AND lease.fence = term.fence AND lease.holder = $1 AND ${LIVE}
        AND named.set_based IS NOT NULL
-    RETURNING lease.key, lease.fence, successor.holder AS successor
+    RETURNING lease.key, lease.fence${s.returning}
   )
-  SELECT key, fence::text, pg_notify('${t.channel}', key),
-         CASE WHEN successor IS NOT NULL THEN pg_notify('${t.handoverChannel}', key) END
-    FROM released`;
+  SELECT key, fence::text, pg_notify('${t.channel}', key)${s.notify} FROM released`;
+
+export const releaseManyToSuccessorsSql = (t: LeaseTable) =>
+  releaseManySql(
+    t,
+    SUCCESSOR(t, { keys: "$2::text[]", holder: "$1", reservationMs: "$4::bigint", on: "term.key" }),
+  );
 
 /** Releases many terms of one holder in one statement and announces each; answers the fence released per key. */
 export async function runReleaseMany(

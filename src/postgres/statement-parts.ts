@@ -35,17 +35,36 @@ export const END_TERM =
 
 // A graceful stop's successor, in the release itself: per key, the best live candidate that leads
 // and is not the holder, ranked as rankCandidates (src/candidacy/plan.ts) ranks them, which
-// test/postgres/successor-ranking.test.ts holds it to on random candidate sets. Empty unless the
-// reservation is asked for (a positive `reservationMs`): the plain release pays a one-time filter.
-// started_at is compared to the millisecond, as the ranking in TypeScript sees it (a Date), and
-// holders byte by byte (COLLATE "C"), as it compares them.
-export const SUCCESSORS = (t: LeaseTable, keys: string, holder: string, reservationMs: string) => `
+// test/candidacy/successor-ranking.test.ts holds it to on random candidate sets. started_at is
+// compared to the millisecond, as TypeScript sees it (a Date), and holders byte by byte
+// (COLLATE "C"), as it compares them. The pieces a release statement takes to write the
+// reservation (the claim then lets only that candidate claim until it passes); NO_SUCCESSOR
+// leaves the statement as it was, with no reference to the candidates table: a role that cannot
+// read it still releases.
+export interface SuccessorParts {
+  /** CTEs, each followed by a comma. */
+  cte: string;
+  /** Appended to the SET list. */
+  set: string;
+  /** Joined to the UPDATE's FROM item that carries the key (`on` names its key column). */
+  join: string;
+  returning: string;
+  /** Appended to the final SELECT's columns, which read `released`. */
+  notify: string;
+}
+
+export const NO_SUCCESSOR: SuccessorParts = { cte: "", set: "", join: "", returning: "", notify: "" };
+
+export const SUCCESSOR = (
+  t: LeaseTable,
+  p: { keys: string; holder: string; reservationMs: string; on: string },
+): SuccessorParts => ({
+  cte: `
   eligible AS (
     SELECT c.key, c.holder, c.priority, c.revision, date_trunc('milliseconds', c.started_at) AS started_at
       FROM ${t.candidates} c, now
-     -- Live by the statement's instant, the clock that wrote seen_until.
-     WHERE ${reservationMs} > 0 AND c.key = ANY(${keys}) AND c.holder <> ${holder} AND c.leads
-       AND c.seen_until > now.t),
+     -- Live by the statement's instant (the clock that wrote seen_until), willing to lead, not the holder.
+     WHERE c.key = ANY(${p.keys}) AND c.holder <> ${p.holder} AND c.leads AND c.seen_until > now.t),
   -- The revision of the candidate that began campaigning last: in a rollout, the new pods'.
   newest AS (
     SELECT DISTINCT ON (key) key, revision FROM eligible WHERE revision IS NOT NULL
@@ -54,11 +73,15 @@ export const SUCCESSORS = (t: LeaseTable, keys: string, holder: string, reservat
     SELECT DISTINCT ON (e.key) e.key, e.holder
       FROM eligible e LEFT JOIN newest n ON n.key = e.key
      ORDER BY e.key, e.priority DESC, coalesce(e.revision = n.revision, false) DESC, e.started_at,
-              e.holder COLLATE "C")`;
-
-// The reservation a release with a successor writes (the claim lets only it claim until it
-// passes); without one the row's reservation stays as it was, as a plain release leaves it.
-export const RESERVE_SUCCESSOR = (reservationMs: string) =>
-  `reserved_for = coalesce(successor.holder, lease.reserved_for),
-   reserved_until = CASE WHEN successor.holder IS NULL THEN lease.reserved_until
-                         ELSE now.t + ${reservationMs} * interval '1 millisecond' END`;
+              e.holder COLLATE "C"),`,
+  // Without a live candidate the row's reservation stays as it was, as a plain release leaves it.
+  set: `,
+    reserved_for = coalesce(successor.holder, lease.reserved_for),
+    reserved_until = CASE WHEN successor.holder IS NULL THEN lease.reserved_until
+                          ELSE now.t + ${p.reservationMs} * interval '1 millisecond' END`,
+  join: ` LEFT JOIN successor ON successor.key = ${p.on}`,
+  returning: ", successor.holder AS successor",
+  // The successor's candidacy hears it is the one named, as a handover's reserve tells it.
+  notify: `,
+         CASE WHEN successor IS NOT NULL THEN pg_notify('${t.handoverChannel}', key) END`,
+});

@@ -3,17 +3,24 @@
 import pg from "pg";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import { parseFence } from "../shared/fence-token.ts";
-import { releaseManySql, renewManySql, runReleaseMany, runRenewMany } from "./bulk-statements.ts";
+import {
+  releaseManySql,
+  releaseManyToSuccessorsSql,
+  renewManySql,
+  runReleaseMany,
+  runRenewMany,
+} from "./bulk-statements.ts";
 import { claimSql, runClaim } from "./claim-statement.ts";
 import { REASON_SETTING } from "./history.ts";
 import type { HolderSession } from "./release-feed.ts";
 import {
   END_TERM,
   LIVE,
+  NO_SUCCESSOR,
   NOW,
-  RESERVE_SUCCESSOR,
   SESSION_GONE,
-  SUCCESSORS,
+  SUCCESSOR,
+  type SuccessorParts,
   TTL_MS,
 } from "./statement-parts.ts";
 import { type LeaseTable, leaseTable } from "./table.ts";
@@ -50,22 +57,19 @@ const renewSql = (t: LeaseTable) => `
   WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND ${LIVE} AND NOT ${SESSION_GONE}
   RETURNING lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
 
-// $4: a graceful stop's successor reservation (ms), or null for a release to anyone.
-const releaseSql = (t: LeaseTable) => `
-  WITH ${NOW},
-  ${SUCCESSORS(t, "ARRAY[$1::text]", "$2", "$4::bigint")},
+// With a successor (a graceful stop, $4 its reservation in ms), the same UPDATE also reserves the
+// lease for its best live candidate (statement-parts.ts, SUCCESSOR).
+const releaseSql = (t: LeaseTable, s: SuccessorParts = NO_SUCCESSOR) => `
+  WITH ${NOW},${s.cte}
   released AS (
     -- Expired in place, never deleted: the row stays for operators, and the fence keeps increasing.
-    UPDATE ${t.qualified} AS lease SET ${END_TERM}, ${RESERVE_SUCCESSOR("$4::bigint")}
-      FROM now LEFT JOIN successor ON true
-     -- The reservation, like the release, only for this holder's live term of that fence.
+    UPDATE ${t.qualified} AS lease SET ${END_TERM}${s.set}
+      FROM now${s.join}
+     -- Holder and fence: only this term ends, and only its lease is reserved for a successor.
      WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND ${LIVE}
-    RETURNING lease.key, successor.holder AS successor
+    RETURNING lease.key${s.returning}
   )
-  -- The successor's candidacy hears it is the one named, as a handover's reserve tells it.
-  SELECT key, pg_notify('${t.channel}', key),
-         CASE WHEN successor IS NOT NULL THEN pg_notify('${t.handoverChannel}', key) END
-    FROM released`;
+  SELECT key, pg_notify('${t.channel}', key)${s.notify} FROM released`;
 
 const readSql = (t: LeaseTable) => `
   WITH ${NOW}
@@ -96,6 +100,8 @@ type StatementName =
   | "renew"
   | "release"
   | "releaseMany"
+  | "releaseToSuccessor"
+  | "releaseManyToSuccessors"
   | "read"
   | "list"
   | "renewMany"
@@ -218,6 +224,11 @@ export class PgLeaseStore implements LeaseStore {
       renew: renewSql(t),
       release: releaseSql(t),
       releaseMany: releaseManySql(t),
+      releaseToSuccessor: releaseSql(
+        t,
+        SUCCESSOR(t, { keys: "ARRAY[$1::text]", holder: "$2", reservationMs: "$4::bigint", on: "$1" }),
+      ),
+      releaseManyToSuccessors: releaseManyToSuccessorsSql(t),
       read: readSql(t),
       list: listSql(t),
       renewMany: renewManySql(t),
@@ -232,7 +243,10 @@ export class PgLeaseStore implements LeaseStore {
       values,
       query_timeout: this.#timeoutMs,
       // The many-lease statements are planned per call (bulk-statements.ts says why).
-      ...(this.#prepared && name !== "renewMany" && name !== "releaseMany"
+      ...(this.#prepared &&
+      name !== "renewMany" &&
+      name !== "releaseMany" &&
+      name !== "releaseManyToSuccessors"
         ? { name: `pglease_${name}_${this.table.tag}` }
         : {}),
     };
@@ -319,13 +333,14 @@ export class PgLeaseStore implements LeaseStore {
     values: unknown[],
   ): Promise<R[]> {
     const successor = this.#successor;
-    if (!successor) return this.#run<R>(name, [...values, null]);
+    if (!successor) return this.#run<R>(name, values);
     try {
-      return await this.#run<R>(name, [...values, successor.reservationMs]);
+      const withSuccessor = name === "release" ? "releaseToSuccessor" : "releaseManyToSuccessors";
+      return await this.#run<R>(withSuccessor, [...values, successor.reservationMs]);
     } catch (error) {
       if (!(error instanceof pg.DatabaseError)) throw error;
       successor.onRefused(error);
-      return this.#run<R>(name, [...values, null]);
+      return this.#run<R>(name, values);
     }
   }
 
