@@ -1,7 +1,7 @@
 // The model's side of model-vs-postgres.test.ts: runs one lease statement of
 // lease-statements.ts against a mirrored row and says whether a real answer (and the real row
 // after it) is one the model could have given, for a statement clock known only within bounds.
-import type { LeaseRow, Semantics, StatementContext } from "./lease-statements.ts";
+import type { CandidateRow, LeaseRow, Semantics, StatementContext } from "./lease-statements.ts";
 import type { Rng } from "./prng.ts";
 import { execute, keysOf, type Request } from "./requests.ts";
 
@@ -65,6 +65,8 @@ export interface MirrorCase {
    * nothing else draws), or at least (statements that queued together drew in an unknown order).
    */
   fences: { next: number; exact: boolean };
+  /** The candidates table as the statement saw it (a release with a successor reads it). */
+  candidates?: readonly CandidateRow[];
 }
 
 export function judge(c: MirrorCase): Verdict {
@@ -95,6 +97,7 @@ export function judgeEachClock(c: MirrorCase): { matches: Verdict[]; problems: s
             drawFence: () => c.fences.next,
             startFence: c.fences.next,
             newTuple: () => -1,
+            candidates: c.candidates?.filter((row) => row.key === key) ?? [],
           },
         ]),
       );

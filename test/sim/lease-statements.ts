@@ -4,6 +4,7 @@
 // at start, row lock, commit order); this file decides WHAT it does then. The switches are the
 // safety fixes of issue 12, one by one: all off is the SQL before them (BEFORE_FIXES), profile.ts
 // says which ones the store ships, and model-vs-postgres.test.ts holds the model to its answers.
+import { eligible, rankCandidates } from "../../src/candidacy/plan.ts";
 import { provenDeadPredecessor, restartProof } from "../../src/election/identity.ts";
 import type { ClaimAnswer, LeaseView, RenewAnswer } from "../../src/election/ports.ts";
 
@@ -22,6 +23,17 @@ export interface LeaseRow {
   reservedUntil?: number;
   /** Session takeover: the notice session this term's claim recorded (session_fence = fence). */
   session?: number;
+}
+
+/** A row of the candidates table (times µs on the server's clock): what a release with a successor reads. */
+export interface CandidateRow {
+  key: string;
+  holder: string;
+  priority: number;
+  revision: string | null;
+  leads: boolean;
+  startedAt: number;
+  seenUntil: number;
 }
 
 export interface Semantics {
@@ -82,6 +94,8 @@ export interface StatementContext {
    * statistics snapshot sees it (absent: nothing is ever gone, the differential test's store).
    */
   sessionGone?: (session: number) => boolean;
+  /** The key's rows of the candidates table, as the statement sees them (absent: none). */
+  candidates?: readonly CandidateRow[];
 }
 
 /** SESSION_GONE: the term recorded a session, and it has ended. */
@@ -277,9 +291,17 @@ export function renewMany(
 
 /**
  * UPDATE … SET (END_TERM) WHERE key AND holder AND fence AND the term is live, and pg_notify on
- * commit when a row was released.
+ * commit when a row was released. With `successorMs` (a graceful stop), the same UPDATE reserves
+ * the lease for the best live candidate that leads, other than the holder, by the statement's
+ * clock, ranked as rankCandidates ranks them (the SQL's SUCCESSOR, which the differential test
+ * holds to this); without one the row's reservation stays as it was.
  */
-export function release(ctx: StatementContext, holder: string, fence: number): Executed<boolean> {
+export function release(
+  ctx: StatementContext,
+  holder: string,
+  fence: number,
+  successorMs?: number,
+): Executed<boolean> {
   const row = updatable(ctx);
   if (!row || row.holder !== holder || row.fence !== fence || !live(ctx, row)) {
     return { answer: false };
@@ -288,24 +310,45 @@ export function release(ctx: StatementContext, holder: string, fence: number): E
   const ended = ctx.sem.releaseAtNow
     ? { expiresAt: now, acquiredAt: Math.min(row.acquiredAt, now - 1) }
     : { expiresAt: Math.max(now, row.acquiredAt + 1) };
-  return { answer: true, write: { ...row, ...ended, released: true } };
+  const successor = successorMs === undefined ? undefined : successorOf(ctx, holder);
+  const reserved = successor
+    ? { reservedFor: successor, reservedUntil: now + (successorMs ?? 0) * 1000 }
+    : {};
+  return { answer: true, write: { ...row, ...ended, ...reserved, released: true } };
+}
+
+/** The candidate a release with a successor reserves for: what TypeScript sees of the rows (Dates, to the ms). */
+function successorOf(ctx: StatementContext, holder: string): string | undefined {
+  const seen = (ctx.candidates ?? []).map((c) => ({
+    key: c.key,
+    holder: c.holder,
+    pod: `${c.holder}-pod`,
+    priority: c.priority,
+    revision: c.revision,
+    leads: c.leads,
+    startedAt: date(c.startedAt),
+    seenAt: date(c.startedAt),
+    live: c.seenUntil > ctx.now,
+  }));
+  return rankCandidates(eligible(seen, holder))[0]?.holder;
 }
 
 /**
  * UPDATE … FROM unnest($keys, $fences) SET (END_TERM) WHERE key AND fence AND holder AND live, and
- * pg_notify per released row: the release above per row, in one statement.
+ * pg_notify per released row: the release above per row (its successor too), in one statement.
  */
 export function releaseMany(
   contexts: ReadonlyMap<string, StatementContext>,
   holder: string,
   terms: ReadonlyArray<{ key: string; fence: number }>,
+  successorMs?: number,
 ): { answer: Map<string, number>; writes: LeaseRow[] } | { error: string } {
   const answer = new Map<string, number>();
   const writes: LeaseRow[] = [];
   for (const term of terms) {
     const ctx = contexts.get(term.key);
     if (!ctx || answer.has(term.key)) continue;
-    const one = release(ctx, holder, term.fence);
+    const one = release(ctx, holder, term.fence, successorMs);
     if ("error" in one) return one;
     if (one.answer && one.write) {
       answer.set(term.key, term.fence);

@@ -8,7 +8,7 @@ import { connectLeaseStore } from "../../src/leases/open-leases.ts";
 import { HandoverStore } from "../../src/postgres/handover.ts";
 import { migrate } from "../../src/postgres/migrate.ts";
 import { createLeasePool } from "../../src/postgres/pool.ts";
-import { PgLeaseStore, StatementNotSent } from "../../src/postgres/store.ts";
+import { PgLeaseStore, releaseToSuccessors, StatementNotSent } from "../../src/postgres/store.ts";
 import { createTestDatabase, type TestDatabase } from "../support/postgres/database.ts";
 import {
   admitsQueued,
@@ -20,7 +20,7 @@ import {
   KEYS,
   type RealRow,
 } from "./differential.ts";
-import type { LeaseRow } from "./lease-statements.ts";
+import type { CandidateRow, LeaseRow } from "./lease-statements.ts";
 import { Rng } from "./prng.ts";
 import { SHIPPED } from "./profile.ts";
 import { describe as describeRequest, keysOf, type Request } from "./requests.ts";
@@ -33,6 +33,11 @@ let store: PgLeaseStore;
 let crashed: readonly string[] = [];
 let handovers: HandoverStore;
 let clock: pg.Client;
+/** A graceful stop's releases (successorMs): one store per reservation length. */
+const SUCCESSOR_MS = [3, 400];
+const toSuccessors = new Map<number, PgLeaseStore>();
+/** The candidates table as written (exact µs), which a release with a successor reads. */
+let candidateRows: CandidateRow[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -40,6 +45,16 @@ beforeAll(async () => {
   store = new PgLeaseStore({ pool, statementTimeoutMs: 10_000, crashedHolders: () => crashed });
   handovers = new HandoverStore(pool, store.table, 10_000);
   await migrate(pool, store.table);
+  for (const reservationMs of [...SUCCESSOR_MS, 60_000]) {
+    const stopping = new PgLeaseStore({ pool, statementTimeoutMs: 10_000 });
+    releaseToSuccessors(stopping, {
+      reservationMs,
+      onRefused: (error) => {
+        throw error;
+      },
+    });
+    toSuccessors.set(reservationMs, stopping);
+  }
   clock = new pg.Client({ connectionString: db.url });
   await clock.connect();
 });
@@ -93,6 +108,79 @@ async function realRow(key: string): Promise<RealRow> {
     : null;
 }
 
+/**
+ * A fixed candidates table for the run (the model reads it as a static table): each holder a
+ * candidate of each key or not, live or long gone, with priorities, revisions and start instants
+ * that make every clause of the ranking count somewhere.
+ */
+async function seedCandidates(
+  rng: Rng | null,
+  fixed: ReadonlyArray<Omit<CandidateRow, "startedAt" | "seenUntil"> & { live: boolean }> = [],
+): Promise<void> {
+  await pool.query("TRUNCATE pglease_leases_candidates");
+  const drawn = rng
+    ? KEYS.flatMap((key) =>
+        HOLDERS.filter(() => rng.chance(0.6)).map((holder) => ({
+          key,
+          holder,
+          priority: rng.pick([0, 0, 1]),
+          revision: rng.pick([null, "r1", "r2"]),
+          leads: rng.chance(0.85),
+          live: rng.chance(0.8),
+          startUs: rng.pick([0, 1, 999, 1_000, 2_500]),
+        })),
+      )
+    : fixed.map((c, i) => ({ ...c, startUs: i * 1_000 }));
+  await pool.query(
+    `INSERT INTO pglease_leases_candidates (key, holder, pod, priority, revision, leads, started_at, seen_at, seen_until)
+     SELECT d.key, d.holder, d.holder || '-pod', d.priority, d.revision, d.leads,
+            timestamptz '2026-01-01 00:00:00+00' + d.start_us * interval '1 microsecond', clock_timestamp(),
+            clock_timestamp() + CASE WHEN d.live THEN interval '1 hour' ELSE interval '-1 hour' END
+       FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::boolean[], $6::bigint[], $7::boolean[])
+            AS d(key, holder, priority, revision, leads, start_us, live)`,
+    [
+      drawn.map((d) => d.key),
+      drawn.map((d) => d.holder),
+      drawn.map((d) => d.priority),
+      drawn.map((d) => d.revision),
+      drawn.map((d) => d.leads),
+      drawn.map((d) => d.startUs),
+      drawn.map((d) => d.live),
+    ],
+  );
+  const { rows } = await pool.query<{
+    key: string;
+    holder: string;
+    priority: number;
+    revision: string | null;
+    leads: boolean;
+    started: string;
+    until: string;
+  }>(
+    `SELECT key, holder, priority, revision, leads,
+            (extract(epoch FROM started_at) * 1000000)::bigint::text AS started,
+            (extract(epoch FROM seen_until) * 1000000)::bigint::text AS until
+       FROM pglease_leases_candidates`,
+  );
+  candidateRows = rows.map((r) => ({
+    key: r.key,
+    holder: r.holder,
+    priority: r.priority,
+    revision: r.revision,
+    leads: r.leads,
+    startedAt: Number(r.started),
+    seenUntil: Number(r.until),
+  }));
+}
+
+/** The store that sends `request`: a release with a successor goes through a stopping one. */
+function storeFor(request: { successorMs?: number }): PgLeaseStore {
+  if (request.successorMs === undefined) return store;
+  const stopping = toSuccessors.get(request.successorMs);
+  if (!stopping) throw new Error(`no store reserving for ${request.successorMs} ms`);
+  return stopping;
+}
+
 async function perform(request: Request): Promise<unknown> {
   try {
     switch (request.kind) {
@@ -105,9 +193,9 @@ async function perform(request: Request): Promise<unknown> {
       case "renewMany":
         return await store.renewMany(request.holder, request.terms, request.durationMs);
       case "release":
-        return await store.release(request.key, request.holder, request.fence);
+        return await storeFor(request).release(request.key, request.holder, request.fence);
       case "releaseMany":
-        return await store.releaseMany(request.holder, request.terms);
+        return await storeFor(request).releaseMany(request.holder, request.terms);
       case "read":
         return await store.read(request.key);
       case "reserve":
@@ -126,9 +214,11 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
   const seen = new Set<string>();
   for (const seed of [1, 2, 3]) {
     await pool.query("TRUNCATE pglease_leases");
+    await seedCandidates(Rng.stream(seed, "candidates"));
     const rng = Rng.stream(seed, "differential");
-    // Its own stream, so the sequences drawn from "differential" stay what they were.
+    // Its own streams, so the sequences drawn from "differential" stay what they were.
     const staleRng = Rng.stream(seed, "stale-fence");
+    const successorRng = Rng.stream(seed, "successor");
     let rows = new Map<string, LeaseRow>();
     for (let i = 0; i < 250; i++) {
       // Now and then a row's clock is ahead of the server's (as after a backward clock step), and
@@ -176,6 +266,10 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
           seen.add(`${batch.kind}:stale-own-live`);
         }
       }
+      // Half the releases are a graceful stop's, which reserve for the best live candidate.
+      if ((request.kind === "release" || request.kind === "releaseMany") && successorRng.chance(0.5)) {
+        request = { ...request, successorMs: successorRng.pick(SUCCESSOR_MS) };
+      }
       seen.add(await judged(`seed ${seed} step ${i}`, request, rows));
       rows = await readBack(rows);
     }
@@ -186,6 +280,11 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
   await pool.query("TRUNCATE pglease_leases");
   let rows = new Map<string, LeaseRow>();
   const [leader, named, other] = ["h1", "h2", "h3"];
+  // The leader's candidacy and the other's: a stop of the named one's term reserves for the other.
+  await seedCandidates(null, [
+    { key: "k1", holder: leader, priority: 0, revision: null, leads: true, live: true },
+    { key: "k1", holder: other, priority: 1, revision: null, leads: true, live: true },
+  ]);
   const live: string[] = [];
   for (const request of [
     { kind: "claim", key: "k1", holder: leader, durationMs: 60_000 },
@@ -205,6 +304,10 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
     { kind: "reserve", key: "k1", fence: -1, target: named, windowMs: 60_000 },
     { kind: "release", key: "k1", holder: leader, fence: -1 },
     { kind: "claim", key: "k1", holder: named, durationMs: 60_000 },
+    { kind: "release", key: "k1", holder: named, fence: -1, successorMs: 60_000 },
+    { kind: "claim", key: "k1", holder: leader, durationMs: 60_000 },
+    { kind: "claim", key: "k1", holder: other, durationMs: 60_000 },
+    { kind: "releaseMany", holder: other, terms: [{ key: "k1", fence: -1 }], successorMs: 60_000 },
   ] as Request[]) {
     const sent = withRowFences(request, rows);
     live.push(await judged(`live leases: ${describeRequest(sent)}`, sent, rows));
@@ -220,6 +323,10 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
     "reserve:row",
     "release:true",
     "claim:handover",
+    "release:successor",
+    "claim:lost",
+    "claim:handover",
+    "releaseMany:successor",
   ]);
   for (const b of live) seen.add(b);
   // The same, certain to happen once: k1's old term, its holder's new one live, in one batch.
@@ -265,8 +372,10 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
     "releaseMany:stale-own-live",
     "release:true",
     "release:false",
+    "release:successor",
     "releaseMany:0",
     "releaseMany:1",
+    "releaseMany:successor",
     "read:row",
     "read:null",
     "delete:true",
@@ -305,9 +414,16 @@ async function judged(step: string, request: Request, rows: ReadonlyMap<string, 
     realAnswer: answer,
     realRows,
     fences: { next, exact: true },
+    candidates: candidateRows,
   });
   expect(verdict.ok, `${step}: ${describeRequest(request)}: ${verdict.detail}`).toBe(true);
-  return branch(request, answer);
+  // A release that reserved for a successor: the reservation begins at the release's instant.
+  const successorMs = "successorMs" in request ? request.successorMs : undefined;
+  const reserved = [...realRows.values()].some(
+    (row) =>
+      row !== null && successorMs !== undefined && row.reservedUntil === row.expiresAt + successorMs * 1000,
+  );
+  return reserved ? `${request.kind}:successor` : branch(request, answer);
 }
 
 /** What the fence sequence's nextval() returns next, read without drawing. */

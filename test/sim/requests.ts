@@ -32,8 +32,14 @@ export type Request =
       terms: ReadonlyArray<{ key: string; fence: number }>;
       durationMs: number;
     }
-  | { kind: "release"; key: string; holder: string; fence: number }
-  | { kind: "releaseMany"; holder: string; terms: ReadonlyArray<{ key: string; fence: number }> }
+  /** successorMs: a graceful stop's release, which reserves for the best live candidate (close()). */
+  | { kind: "release"; key: string; holder: string; fence: number; successorMs?: number }
+  | {
+      kind: "releaseMany";
+      holder: string;
+      terms: ReadonlyArray<{ key: string; fence: number }>;
+      successorMs?: number;
+    }
   | { kind: "read"; key: string }
   | { kind: "delete"; key: string }
   | { kind: "reserve"; key: string; fence: number; target: string; windowMs: number };
@@ -65,7 +71,7 @@ export function execute(request: Request, contexts: Map<string, StatementContext
     return { answer: result.answer, writes: new Map(result.writes.map((row) => [row.key, row])) };
   }
   if (request.kind === "releaseMany") {
-    const result = releaseMany(contexts, request.holder, request.terms);
+    const result = releaseMany(contexts, request.holder, request.terms, request.successorMs);
     if ("error" in result) return result;
     return { answer: result.answer, writes: new Map(result.writes.map((row) => [row.key, row])) };
   }
@@ -80,7 +86,7 @@ export function execute(request: Request, contexts: Map<string, StatementContext
     case "renew":
       return single(request.key, renew(ctx, request.holder, request.fence, request.durationMs));
     case "release":
-      return single(request.key, release(ctx, request.holder, request.fence));
+      return single(request.key, release(ctx, request.holder, request.fence, request.successorMs));
     case "read":
       return single(request.key, read(ctx));
     case "delete":
@@ -111,9 +117,9 @@ export function describe(request: Request): string {
     case "renewMany":
       return `renewMany(${request.holder}, ${request.terms.map((t) => `${t.key}:${t.fence}`).join(" ")})`;
     case "release":
-      return `release(${request.key}, ${request.holder}, fence ${request.fence})`;
+      return `release(${request.key}, ${request.holder}, fence ${request.fence}${successor(request)})`;
     case "releaseMany":
-      return `releaseMany(${request.holder}, ${request.terms.map((t) => `${t.key}:${t.fence}`).join(" ")})`;
+      return `releaseMany(${request.holder}, ${request.terms.map((t) => `${t.key}:${t.fence}`).join(" ")}${successor(request)})`;
     case "read":
       return `read(${request.key})`;
     case "delete":
@@ -122,3 +128,6 @@ export function describe(request: Request): string {
       return `reserve(${request.key}, fence ${request.fence}, for ${request.target}, ${request.windowMs} ms)`;
   }
 }
+
+const successor = (request: { successorMs?: number }) =>
+  request.successorMs === undefined ? "" : `, to the best successor for ${request.successorMs} ms`;

@@ -5,7 +5,7 @@
 // the scheduler's pick. Nothing a client does cancels server work; only the server-side
 // statement_timeout can (off today), and it cannot interrupt an fsync.
 import type { EventLoop, SimEvent } from "./event-loop.ts";
-import type { LeaseRow, Semantics, StatementContext } from "./lease-statements.ts";
+import type { CandidateRow, LeaseRow, Semantics, StatementContext } from "./lease-statements.ts";
 import type { Rng } from "./prng.ts";
 import { type Execution, execute, judgedOnSnapshot, keysOf, type Request } from "./requests.ts";
 
@@ -13,6 +13,8 @@ export interface ServerConfig {
   sem: Semantics;
   /** statement_timeout (and lock_timeout) of lease connections, ms; null: none, as today. */
   statementTimeoutMs: number | null;
+  /** The candidates table a release with a successor reads (absent: empty). */
+  candidates?: readonly CandidateRow[];
 }
 
 export type Reply = { answer: unknown } | { error: string };
@@ -182,6 +184,7 @@ export class Server {
             startFence: stmt.startFence,
             newTuple: () => ++this.#tuples,
             sessionGone: this.#goneFor(stmt),
+            candidates: this.#config.candidates?.filter((c) => c.key === key) ?? [],
           },
         ];
       }),
