@@ -60,8 +60,9 @@ export interface OpenLeasesOptions {
    */
   revision?: string | null;
   /**
-   * Before close() releases a lease this process leads, reserve it for the best live candidate
-   * (priority, then the newest revision) for this long (default 5 s); 0 releases to any candidate.
+   * close()'s release of each lease this process leads also reserves it, in the same statement,
+   * for the best live candidate (priority, then the newest revision) for this long, in whole
+   * milliseconds (default 5 s); 0 releases to any candidate.
    */
   successorReservationMs?: number;
   /**

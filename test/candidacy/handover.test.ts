@@ -162,6 +162,14 @@ it("a stopping leader of many leases sends one statement, which ends each term a
   }
 });
 
+it("refuses a successor reservation that is not 0 or a whole number of milliseconds, naming it", async () => {
+  for (const successorReservationMs of [2.5, -1, Number.NaN]) {
+    await expect(openLeases({ connectionString: db.url, successorReservationMs })).rejects.toThrow(
+      `successorReservationMs must be 0 (release to any candidate) or a positive whole number of milliseconds, got ${successorReservationMs}`,
+    );
+  }
+});
+
 const quick = (name: string) =>
   openLeases({
     connectionString: db.url,
