@@ -34,3 +34,14 @@ export function isUnreachable(error: unknown): boolean {
 export function isOutOfConnections(error: unknown): boolean {
   return error instanceof Error && (error as { code?: string }).code === "53300";
 }
+
+/**
+ * The server answered the statement with an error (pg's DatabaseError: an ErrorResponse, which
+ * always carries a severity and a SQLSTATE): it rolled back, so nothing of it was written. Not a
+ * lost connection or a client-side timeout, after which it may still have committed.
+ */
+export function isServerError(error: unknown): error is Error {
+  if (!(error instanceof Error)) return false;
+  const { code, severity } = error as { code?: unknown; severity?: unknown };
+  return typeof code === "string" && typeof severity === "string";
+}

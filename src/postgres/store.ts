@@ -1,6 +1,6 @@
 // The lease store on PostgreSQL: each operation is one statement on a pooled connection that
 // goes straight back to the pool, and every time that matters is the server's clock_timestamp().
-import pg from "pg";
+import type pg from "pg";
 import type { ClaimAnswer, LeaseStore, LeaseView, RenewAnswer } from "../election/ports.ts";
 import { parseFence } from "../shared/fence-token.ts";
 import {
@@ -11,6 +11,7 @@ import {
   runRenewMany,
 } from "./bulk-statements.ts";
 import { claimSql, runClaim } from "./claim-statement.ts";
+import { isServerError } from "./connection-errors.ts";
 import { REASON_SETTING } from "./history.ts";
 import type { HolderSession } from "./release-feed.ts";
 import {
@@ -338,7 +339,7 @@ export class PgLeaseStore implements LeaseStore {
       const withSuccessor = name === "release" ? "releaseToSuccessor" : "releaseManyToSuccessors";
       return await this.#run<R>(withSuccessor, [...values, successor.reservationMs]);
     } catch (error) {
-      if (!(error instanceof pg.DatabaseError)) throw error;
+      if (!isServerError(error)) throw error;
       successor.onRefused(error);
       return this.#run<R>(name, values);
     }
