@@ -2,7 +2,7 @@
 // (written after the campaign's first tick, refreshed once per lease duration for all keys in one statement,
 // removed at close), and its answer to a handover request (the campaign gate closed for the
 // reservation, so the elector hands over as it would stop). A graceful stop's releases pick the
-// successor among these rows themselves (src/postgres/statement-parts.ts, SUCCESSORS).
+// successor among these rows themselves (src/postgres/statement-parts.ts, SUCCESSOR).
 
 import { type CampaignGate, CampaignSwitch } from "../election/campaign-gate.ts";
 import type { Elector } from "../election/elector.ts";

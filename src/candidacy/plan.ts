@@ -28,7 +28,7 @@ export class HandoverNotTaken extends Error {
  * Best first: higher priority; then a candidate of the newest revision (the revision of the
  * candidate that began campaigning last: in a rollout, the new pods); then the longest campaigning.
  * Ties go to the holder first in code-unit order. A graceful stop's release ranks in SQL
- * (src/postgres/statement-parts.ts, SUCCESSORS): test/postgres/successor-ranking.test.ts holds the
+ * (src/postgres/statement-parts.ts, SUCCESSOR): test/candidacy/successor-ranking.test.ts holds the
  * two to the same choice, so a change here is a change there.
  */
 export function rankCandidates(candidates: readonly Candidate[]): Candidate[] {

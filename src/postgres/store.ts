@@ -177,9 +177,10 @@ let toSuccessors: (store: PgLeaseStore, successor: Successor) => void;
 
 /**
  * From now on, every release `store` sends (close()'s, of every term it leads) also reserves the
- * lease for its best live candidate for `reservationMs` (a positive whole number), in the same statement: the claim lets only
- * that candidate claim until the reservation passes (statement-parts.ts, SUCCESSORS). A key
- * without a live candidate is released as before.
+ * lease for its best live candidate for `reservationMs` (a positive whole number, checked by
+ * openLeases), in the same statement: the claim lets only that candidate claim until the
+ * reservation passes (statement-parts.ts, SUCCESSOR). A key without a live candidate is released
+ * as before.
  */
 export function releaseToSuccessors(store: PgLeaseStore, successor: Successor): void {
   toSuccessors(store, successor);

@@ -68,6 +68,22 @@ describe("rankCandidates: best first", () => {
     // The input is left as it was.
     expect(holders(cs)).toEqual(["c", "b", "a"]);
   });
+
+  it("ties go to the holder first in byte order, as the release's SQL breaks them (COLLATE \"C\"), not the locale's", () => {
+    const cs = [candidate("a"), candidate("é"), candidate("B"), candidate("b-1"), candidate("b1")];
+    expect(holders(rankCandidates(cs))).toEqual(["B", "a", "b-1", "b1", "é"]);
+  });
+
+  it("the newest revision's own tie (two began in the same millisecond) goes to the holder first, whatever the input order", () => {
+    const cs = [
+      candidate("y", { startedS: 9, revision: "r1" }),
+      candidate("x", { startedS: 9, revision: "r2" }),
+      candidate("early", { startedS: 0, revision: "r1" }),
+    ];
+    // x's r2 is the newest revision: x leads, then the longest campaigning.
+    expect(holders(rankCandidates(cs))).toEqual(["x", "early", "y"]);
+    expect(holders(rankCandidates([...cs].reverse()))).toEqual(["x", "early", "y"]);
+  });
 });
 
 describe("eligible: who could take the lease from its holder now", () => {
