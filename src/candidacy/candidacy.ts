@@ -68,8 +68,6 @@ export class Candidacy {
   #settled = false;
   #unsubscribe: (() => void) | null = null;
   #closed = false;
-  /** Stopping: the releases name successors, and no notice is a request to this process any more. */
-  #stopping = false;
 
   constructor(options: CandidacyOptions) {
     this.#o = options;
@@ -223,7 +221,8 @@ export class Candidacy {
   /** A notice is a hint: the row must show a live reservation of this very term for someone else. */
   async #handoverAsked(key: string): Promise<void> {
     const joined = this.#keys.get(key);
-    if (!joined || this.#closed || this.#stopping) return;
+    // Closed (close() closes it as its electors begin to stop): no notice is a request any more.
+    if (!joined || this.#closed) return;
     const row = await this.#o.handovers.reservation(key).catch((error: Error) => {
       this.#o.warn(`could not read the handover asked for lease ${key}; not handing over`, {
         err: error.message,
@@ -247,15 +246,6 @@ export class Candidacy {
     if (joined.reopen) clearTimeout(joined.reopen);
     joined.reopen = null;
     joined.handover.fit();
-  }
-
-  /**
-   * A graceful stop has begun: its releases name each lease's successor themselves
-   * (releaseToSuccessors, src/postgres/store.ts), so a handover notice, this process's own among
-   * them, is no longer a request to this process.
-   */
-  stopping(): void {
-    this.#stopping = true;
   }
 
   /** Stops refreshing and removes this process's rows. */

@@ -164,22 +164,6 @@ describe("a handover notice", () => {
     expect(ea.e.status().notCampaigning).toBeNull();
     expect(eb.e.status().notCampaigning).toBeNull();
   });
-
-  it("is not a request while this process stops: a reservation of its term does not close its gate", async () => {
-    const clock = new ManualClock();
-    const a = processOf("a3");
-    const b = processOf("b3");
-    const ea = a.campaign("own", clock);
-    await until(clock, () => ea.e.isLeader(), "a leads");
-    b.campaign("own", clock);
-    await announced(clock, "own", ["a3", "b3"]);
-    a.candidacy.stopping();
-    await handovers().reserve("own", ea.e.status().fence ?? Number.NaN, "b3", 60_000);
-    a.notify("own");
-    await readsAnswered();
-    expect(ea.e.status().notCampaigning).toBeNull();
-    expect(ea.e.isLeader()).toBe(true);
-  });
 });
 
 describe("a stopping leader's successors", () => {
