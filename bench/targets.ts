@@ -80,7 +80,7 @@ export const TARGETS: TargetSpec[] = [
     unit: "ms",
     op: "<",
     threshold: 20,
-    note: "counts the processes' scheduling and, before the release, the stopping leader's successor reservation (a read of the candidates and a write); the database steps alone are the lease-ops group's graceful handover table",
+    note: "counts the processes' scheduling on the shared host; the release reserves the lease for the best live candidate in the same statement; the database steps alone are the lease-ops group's graceful handover table",
   },
   {
     id: "graceful-labelled",
@@ -89,7 +89,7 @@ export const TARGETS: TargetSpec[] = [
     unit: "ms",
     op: "<",
     threshold: 60,
-    note: "the whole handover: after its claim the new leader lists its peers, patches them, then labels itself (three API round trips), the host's scheduling included: a busy shared host can miss it",
+    note: "the whole handover: after its claim the new leader lists its peers, patches them, then labels itself (three API round trips on kept-alive connections), the host's scheduling included: a busy shared host can miss it",
   },
   {
     id: "graceful-labelled-no-notify",
@@ -123,7 +123,7 @@ export const TARGETS: TargetSpec[] = [
     unit: "ms",
     op: "<",
     threshold: 200,
-    note: "every term ends locally in one pass, then one statement releases them all; most of what remains is that statement (10,000 rows, their history entries and notices) and the candidates' withdrawal",
+    note: "every term ends locally in one pass, then one statement releases them all, the candidates' withdrawal beside it; most of what remains is that statement (10,000 rows, their history entries and notices)",
   },
   {
     id: "steady-db-statements",
@@ -167,7 +167,7 @@ export const TARGETS: TargetSpec[] = [
     unit: "MiB",
     op: "<=",
     threshold: 64,
-    note: "start-up and the first publish included; Node 24 itself is 42 MiB with an empty event loop, 52 MiB once node:http and node:https are loaded",
+    note: "start-up and the first publish included, over TLS to the API server; Node 24 itself is 42 MiB with an empty event loop, 52 MiB once node:http and node:https are loaded",
   },
   {
     id: "handover-to-labelled",
@@ -197,7 +197,7 @@ export const TARGETS: TargetSpec[] = [
     unit: "ms",
     op: "<",
     threshold: 100,
-    note: "the chart's defaults, 3 replicas, a few trials (p99 is the largest); the client-go labeller is beside it in the real-cluster table",
+    note: "the chart's defaults, 3 replicas, a few trials (p99 is the largest): after the claim, four API writes in turn (the quorum list, the peers' demotion, the own label, the EndpointSlice); the client-go labeller is beside it in the real-cluster table",
   },
   {
     id: "cluster-delete-no-overlap",
