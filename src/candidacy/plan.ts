@@ -2,6 +2,7 @@
 // pick a live candidate (named, or the best), reserve the lease for it in the term the caller saw,
 // then, when asked to, wait until it leads or the reservation has passed.
 import { setTimeout as sleep } from "node:timers/promises";
+import { provenDeadPredecessor } from "../election/identity.ts";
 import type { Candidate, CandidateStore } from "../postgres/candidates.ts";
 import type { HandoverStore } from "../postgres/handover.ts";
 
@@ -48,9 +49,14 @@ export function rankCandidates(candidates: readonly Candidate[]): Candidate[] {
 /** Code-unit order, which is PostgreSQL's COLLATE "C" (UTF-8 byte order) for every holder without astral characters. */
 const byHolder = (a: Candidate, b: Candidate) => (a.holder < b.holder ? -1 : a.holder > b.holder ? 1 : 0);
 
-/** The candidates that could take `key` from `holder` now: live, willing to lead, not the holder. */
+/**
+ * The candidates that could take `key` from `holder` now: live, willing to lead, neither the holder
+ * nor a predecessor it proved dead (a restart in place: its row stays live until its seen_until).
+ */
 export function eligible(candidates: readonly Candidate[], holder: string): Candidate[] {
-  return candidates.filter((c) => c.live && c.leads && c.holder !== holder);
+  return candidates.filter(
+    (c) => c.live && c.leads && c.holder !== holder && !provenDeadPredecessor(holder, c.holder),
+  );
 }
 
 function describe(candidates: readonly Candidate[]): string {

@@ -15,7 +15,8 @@ export const TTL_MS = (col: string) => `(extract(epoch FROM ${col} - now.t) * 10
 export const LIVE = "lease.expires_at > clock_timestamp()";
 
 // A holder's restart proof: {lock token, bind instant}, or NULL without one (src/election/identity.ts).
-export const PROOF = (row: string) => `(regexp_match(${row}.holder, '${RESTART_PROOF_PATTERN}'))`;
+const PROOF_OF = (holder: string) => `(regexp_match(${holder}, '${RESTART_PROOF_PATTERN}'))`;
+export const PROOF = (row: string) => PROOF_OF(`${row}.holder`);
 
 // The term's holder recorded its server session and that session is gone. Only a session recorded
 // by this very term counts (a claim that does not write the columns, an older pglease's, bumps the
@@ -34,7 +35,7 @@ export const END_TERM =
   "expires_at = now.t, acquired_at = least(lease.acquired_at, now.t - interval '1 microsecond')";
 
 // A graceful stop's successor, in the release itself: per key, the best live candidate that leads
-// and is not the holder, ranked as rankCandidates (src/candidacy/plan.ts) ranks them, which
+// and is neither the holder nor its proven-dead predecessor, ranked as rankCandidates (src/candidacy/plan.ts) ranks them, which
 // test/candidacy/successor-ranking.test.ts holds it to on random candidate sets. started_at is
 // compared to the millisecond, as TypeScript sees it (a Date), and holders byte by byte
 // (COLLATE "C"), as it compares them. The pieces a release statement takes to write the
@@ -64,7 +65,10 @@ export const SUCCESSOR = (
     SELECT c.key, c.holder, c.priority, c.revision, date_trunc('milliseconds', c.started_at) AS started_at
       FROM ${t.candidates} c, now
      -- Live by the statement's instant (the clock that wrote seen_until), willing to lead, not the holder.
-     WHERE c.key = ANY(${p.keys}) AND c.holder <> ${p.holder} AND c.leads AND c.seen_until > now.t),
+     WHERE c.key = ANY(${p.keys}) AND c.holder <> ${p.holder} AND c.leads AND c.seen_until > now.t
+       -- Nor the holder's predecessor proven dead (same restart lock, bound earlier): its row outlives it.
+       AND NOT coalesce(${PROOF("c")}[1] = ${PROOF_OF(`${p.holder}::text`)}[1]
+                        AND ${PROOF("c")}[2]::numeric < ${PROOF_OF(`${p.holder}::text`)}[2]::numeric, false)),
   -- The revision of the candidate that began campaigning last: in a rollout, the new pods'.
   newest AS (
     SELECT DISTINCT ON (key) key, revision FROM eligible WHERE revision IS NOT NULL

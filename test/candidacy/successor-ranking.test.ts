@@ -182,3 +182,31 @@ it("a server that refuses the reservation's statement still gets the release, to
     expect.stringContaining("does not exist"),
   ]);
 });
+
+it("never reserves for the releasing process's own predecessor, proven dead by the restart lock, while its row still looks live", async () => {
+  // A container restarted in place: its new process took the lease over by the restart proof
+  // (same lock, bound later), and the dead one's candidacy row stays live until its seen_until.
+  const token = "0123456789abcdef0123456789abcdef";
+  const [dead, self] = [`pod-a-1#r:${token}.100`, `pod-a-2#r:${token}.200`];
+  // The dead process campaigned longest: by rank alone it would be first.
+  const fences: number[] = [];
+  for (const key of ["restarted", "restarted-many"]) {
+    await seed(key, [
+      { holder: dead, priority: 0, revision: "r1", leads: true, startUs: 0, live: true },
+      { holder: "pod-b", priority: 0, revision: "r1", leads: true, startUs: 7_000, live: true },
+    ]);
+    const claimed = await plain.claim(key, self, 60_000);
+    if (!claimed.won) throw new Error(`${key} not won`);
+    fences.push(claimed.fence);
+  }
+  expect(await stopping.release("restarted", self, fences[0] as number)).toBe(true);
+  expect(
+    (await stopping.releaseMany(self, [{ key: "restarted-many", fence: fences[1] as number }])).size,
+  ).toBe(1);
+  for (const key of ["restarted", "restarted-many"]) {
+    expect(await handovers.reservation(key)).toMatchObject({ live: false, reservedFor: "pod-b" });
+  }
+  // TypeScript's ranking (pglease handover's default target) agrees.
+  const ranked = rankCandidates(eligible(await candidates.list("restarted"), self));
+  expect(ranked.map((c) => c.holder)).toEqual(["pod-b"]);
+});
