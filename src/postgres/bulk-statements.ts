@@ -49,8 +49,8 @@ export async function runRenewMany(
   );
 }
 
-// With a successor (a graceful stop, $4 its reservation in ms), each row also reserves its lease
-// for its best live candidate (statement-parts.ts, SUCCESSOR).
+// With a successor (a graceful stop, $4 its reservation in ms, $5 the holders reported terminated),
+// each row also reserves its lease for its best live candidate (statement-parts.ts, SUCCESSOR).
 export const releaseManySql = (t: LeaseTable, s: SuccessorParts = NO_SUCCESSOR) => `
   WITH ${NOW},
   -- Set-based history: one trigger call records every term this statement ends (history.ts).
@@ -69,7 +69,13 @@ export const releaseManySql = (t: LeaseTable, s: SuccessorParts = NO_SUCCESSOR) 
 export const releaseManyToSuccessorsSql = (t: LeaseTable) =>
   releaseManySql(
     t,
-    SUCCESSOR(t, { keys: "$2::text[]", holder: "$1", reservationMs: "$4::bigint", on: "term.key" }),
+    SUCCESSOR(t, {
+      keys: "$2::text[]",
+      holder: "$1",
+      reservationMs: "$4::bigint",
+      crashed: "$5::text[]",
+      on: "term.key",
+    }),
   );
 
 /** Releases many terms of one holder in one statement and announces each; answers the fence released per key. */

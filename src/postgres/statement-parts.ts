@@ -35,10 +35,11 @@ export const END_TERM =
   "expires_at = now.t, acquired_at = least(lease.acquired_at, now.t - interval '1 microsecond')";
 
 // A graceful stop's successor, in the release itself: per key, the best live candidate that leads
-// and is neither the holder nor its proven-dead predecessor, ranked as rankCandidates (src/candidacy/plan.ts) ranks them, which
-// test/candidacy/successor-ranking.test.ts holds it to on random candidate sets. started_at is
-// compared to the millisecond, as TypeScript sees it (a Date), and holders byte by byte
-// (COLLATE "C"), as it compares them. The pieces a release statement takes to write the
+// and is none of the holder, its proven-dead predecessor and the holders reported terminated (a
+// dead process's row stays live until its seen_until), ranked as rankCandidates
+// (src/candidacy/plan.ts) ranks them, which test/candidacy/successor-ranking.test.ts holds it to on
+// random candidate sets. started_at is compared to the millisecond, as TypeScript sees it (a
+// Date), and holders byte by byte (COLLATE "C"), as it compares them. The pieces a release statement takes to write the
 // reservation (the claim then lets only that candidate claim until it passes); NO_SUCCESSOR
 // leaves the statement as it was, with no reference to the candidates table: a role that cannot
 // read it still releases.
@@ -58,7 +59,7 @@ export const NO_SUCCESSOR: SuccessorParts = { cte: "", set: "", join: "", return
 
 export const SUCCESSOR = (
   t: LeaseTable,
-  p: { keys: string; holder: string; reservationMs: string; on: string },
+  p: { keys: string; holder: string; reservationMs: string; crashed: string; on: string },
 ): SuccessorParts => ({
   cte: `
   eligible AS (
@@ -68,7 +69,9 @@ export const SUCCESSOR = (
      WHERE c.key = ANY(${p.keys}) AND c.holder <> ${p.holder} AND c.leads AND c.seen_until > now.t
        -- Nor the holder's predecessor proven dead (same restart lock, bound earlier): its row outlives it.
        AND NOT coalesce(${PROOF("c")}[1] = ${PROOF_OF(`${p.holder}::text`)}[1]
-                        AND ${PROOF("c")}[2]::numeric < ${PROOF_OF(`${p.holder}::text`)}[2]::numeric, false)),
+                        AND ${PROOF("c")}[2]::numeric < ${PROOF_OF(`${p.holder}::text`)}[2]::numeric, false)
+       -- Nor one the kubelet reported terminated (the claim's crash-takeover witness).
+       AND c.holder <> ALL(${p.crashed})),
   -- The revision of the candidate that began campaigning last: in a rollout, the new pods'.
   newest AS (
     SELECT DISTINCT ON (key) key, revision FROM eligible WHERE revision IS NOT NULL

@@ -44,6 +44,7 @@ export interface PgLeaseStoreOptions {
    * Crash takeover: the holders (each with a restart proof) the kubelet reported terminated; a
    * claim may take a live term of one of them. `pglease run --crash-takeover` fills it. Name only
    * holders a real witness saw die: a live holder named here loses its term while it believes.
+   * A graceful stop's release (releaseToSuccessors) never reserves for one of them.
    */
   crashedHolders?: () => readonly string[];
 }
@@ -58,8 +59,8 @@ const renewSql = (t: LeaseTable) => `
   WHERE lease.key = $1 AND lease.holder = $2 AND lease.fence = $3 AND ${LIVE} AND NOT ${SESSION_GONE}
   RETURNING lease.expires_at, ${TTL_MS("lease.expires_at")} AS ttl_ms`;
 
-// With a successor (a graceful stop, $4 its reservation in ms), the same UPDATE also reserves the
-// lease for its best live candidate (statement-parts.ts, SUCCESSOR).
+// With a successor (a graceful stop, $4 its reservation in ms, $5 the holders reported terminated),
+// the same UPDATE also reserves the lease for its best live candidate (statement-parts.ts, SUCCESSOR).
 const releaseSql = (t: LeaseTable, s: SuccessorParts = NO_SUCCESSOR) => `
   WITH ${NOW},${s.cte}
   released AS (
@@ -228,7 +229,13 @@ export class PgLeaseStore implements LeaseStore {
       releaseMany: releaseManySql(t),
       releaseToSuccessor: releaseSql(
         t,
-        SUCCESSOR(t, { keys: "ARRAY[$1::text]", holder: "$2", reservationMs: "$4::bigint", on: "$1" }),
+        SUCCESSOR(t, {
+          keys: "ARRAY[$1::text]",
+          holder: "$2",
+          reservationMs: "$4::bigint",
+          crashed: "$5::text[]",
+          on: "$1",
+        }),
       ),
       releaseManyToSuccessors: releaseManyToSuccessorsSql(t),
       read: readSql(t),
@@ -338,7 +345,7 @@ export class PgLeaseStore implements LeaseStore {
     if (!successor) return this.#run<R>(name, values);
     try {
       const withSuccessor = name === "release" ? "releaseToSuccessor" : "releaseManyToSuccessors";
-      return await this.#run<R>(withSuccessor, [...values, successor.reservationMs]);
+      return await this.#run<R>(withSuccessor, [...values, successor.reservationMs, this.#crashed()]);
     } catch (error) {
       if (!isServerError(error)) throw error;
       successor.onRefused(error);

@@ -210,3 +210,29 @@ it("never reserves for the releasing process's own predecessor, proven dead by t
   const ranked = rankCandidates(eligible(await candidates.list("restarted"), self));
   expect(ranked.map((c) => c.holder)).toEqual(["pod-b"]);
 });
+
+it("never reserves for a candidate the kubelet reported terminated (crash takeover's witness), while its row still looks live", async () => {
+  // The process of pod-c died: its row stays live until its seen_until, and ranked alone it is first.
+  const witnessed = new PgLeaseStore({
+    pool,
+    statementTimeoutMs: TIMEOUT_MS,
+    crashedHolders: () => ["pod-c"],
+  });
+  releaseToSuccessors(witnessed, { reservationMs: 60_000, onRefused: (e) => refused.push(e.message) });
+  const fences: number[] = [];
+  for (const key of ["crashed", "crashed-many"]) {
+    await seed(key, [
+      { holder: "pod-c", priority: 1, revision: null, leads: true, startUs: 0, live: true },
+      { holder: "pod-b", priority: 0, revision: null, leads: true, startUs: 0, live: true },
+    ]);
+    fences.push(await held(key));
+  }
+  expect(await witnessed.release("crashed", LEADER, fences[0] as number)).toBe(true);
+  expect(
+    (await witnessed.releaseMany(LEADER, [{ key: "crashed-many", fence: fences[1] as number }])).size,
+  ).toBe(1);
+  for (const key of ["crashed", "crashed-many"]) {
+    expect(await handovers.reservation(key)).toMatchObject({ live: false, reservedFor: "pod-b" });
+  }
+  expect(refused).toEqual([]);
+});

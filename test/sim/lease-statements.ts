@@ -294,13 +294,15 @@ export function renewMany(
  * commit when a row was released. With `successorMs` (a graceful stop), the same UPDATE reserves
  * the lease for the best live candidate that leads, other than the holder, by the statement's
  * clock, ranked as rankCandidates ranks them (the SQL's SUCCESSOR, which the differential test
- * holds to this); without one the row's reservation stays as it was.
+ * holds to this), and none of `crashed` (reported terminated); without one the row's reservation
+ * stays as it was.
  */
 export function release(
   ctx: StatementContext,
   holder: string,
   fence: number,
   successorMs?: number,
+  crashed: readonly string[] = [],
 ): Executed<boolean> {
   const row = updatable(ctx);
   if (!row || row.holder !== holder || row.fence !== fence || !live(ctx, row)) {
@@ -310,7 +312,7 @@ export function release(
   const ended = ctx.sem.releaseAtNow
     ? { expiresAt: now, acquiredAt: Math.min(row.acquiredAt, now - 1) }
     : { expiresAt: Math.max(now, row.acquiredAt + 1) };
-  const successor = successorMs === undefined ? undefined : successorOf(ctx, holder);
+  const successor = successorMs === undefined ? undefined : successorOf(ctx, holder, crashed);
   const reserved = successor
     ? { reservedFor: successor, reservedUntil: now + (successorMs ?? 0) * 1000 }
     : {};
@@ -318,7 +320,7 @@ export function release(
 }
 
 /** The candidate a release with a successor reserves for: what TypeScript sees of the rows (Dates, to the ms). */
-function successorOf(ctx: StatementContext, holder: string): string | undefined {
+function successorOf(ctx: StatementContext, holder: string, crashed: readonly string[]): string | undefined {
   const seen = (ctx.candidates ?? []).map((c) => ({
     key: c.key,
     holder: c.holder,
@@ -330,7 +332,7 @@ function successorOf(ctx: StatementContext, holder: string): string | undefined 
     seenAt: date(c.startedAt),
     live: c.seenUntil > ctx.now,
   }));
-  return rankCandidates(eligible(seen, holder))[0]?.holder;
+  return rankCandidates(eligible(seen, holder).filter((c) => !crashed.includes(c.holder)))[0]?.holder;
 }
 
 /**
@@ -342,13 +344,14 @@ export function releaseMany(
   holder: string,
   terms: ReadonlyArray<{ key: string; fence: number }>,
   successorMs?: number,
+  crashed: readonly string[] = [],
 ): { answer: Map<string, number>; writes: LeaseRow[] } | { error: string } {
   const answer = new Map<string, number>();
   const writes: LeaseRow[] = [];
   for (const term of terms) {
     const ctx = contexts.get(term.key);
     if (!ctx || answer.has(term.key)) continue;
-    const one = release(ctx, holder, term.fence, successorMs);
+    const one = release(ctx, holder, term.fence, successorMs, crashed);
     if ("error" in one) return one;
     if (one.answer && one.write) {
       answer.set(term.key, term.fence);

@@ -29,7 +29,7 @@ import { lockedRowOutcome, queuedClaimFence, queuedOnExpiringRow } from "./serve
 let db: TestDatabase;
 let pool: pg.Pool;
 let store: PgLeaseStore;
-/** The holders the next claim carries as reported dead (crash takeover). */
+/** The holders the next claim, or release with a successor, carries as reported dead (crash takeover). */
 let crashed: readonly string[] = [];
 let handovers: HandoverStore;
 let clock: pg.Client;
@@ -46,7 +46,7 @@ beforeAll(async () => {
   handovers = new HandoverStore(pool, store.table, 10_000);
   await migrate(pool, store.table);
   for (const reservationMs of [...SUCCESSOR_MS, 60_000]) {
-    const stopping = new PgLeaseStore({ pool, statementTimeoutMs: 10_000 });
+    const stopping = new PgLeaseStore({ pool, statementTimeoutMs: 10_000, crashedHolders: () => crashed });
     releaseToSuccessors(stopping, {
       reservationMs,
       onRefused: (error) => {
@@ -193,8 +193,10 @@ async function perform(request: Request): Promise<unknown> {
       case "renewMany":
         return await store.renewMany(request.holder, request.terms, request.durationMs);
       case "release":
+        crashed = request.crashed ?? [];
         return await storeFor(request).release(request.key, request.holder, request.fence);
       case "releaseMany":
+        crashed = request.crashed ?? [];
         return await storeFor(request).releaseMany(request.holder, request.terms);
       case "read":
         return await store.read(request.key);
@@ -269,6 +271,11 @@ it("random claim, renew, renewMany, release, read, reserve (handover) and DELETE
       // Half the releases are a graceful stop's, which reserve for the best live candidate.
       if ((request.kind === "release" || request.kind === "releaseMany") && successorRng.chance(0.5)) {
         request = { ...request, successorMs: successorRng.pick(SUCCESSOR_MS) };
+        // Now and then the kubelet reported some candidates terminated: never the successor then.
+        if (successorRng.chance(0.3)) {
+          const holders = [...new Set(candidateRows.map((c) => c.holder))];
+          request = { ...request, crashed: holders.filter(() => successorRng.chance(0.4)) };
+        }
       }
       seen.add(await judged(`seed ${seed} step ${i}`, request, rows));
       rows = await readBack(rows);

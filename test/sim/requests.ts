@@ -32,13 +32,24 @@ export type Request =
       terms: ReadonlyArray<{ key: string; fence: number }>;
       durationMs: number;
     }
-  /** successorMs: a graceful stop's release, which reserves for the best live candidate (close()). */
-  | { kind: "release"; key: string; holder: string; fence: number; successorMs?: number }
+  /**
+   * successorMs: a graceful stop's release, which reserves for the best live candidate (close())
+   * but none of `crashed`, the holders the kubelet reported terminated.
+   */
+  | {
+      kind: "release";
+      key: string;
+      holder: string;
+      fence: number;
+      successorMs?: number;
+      crashed?: readonly string[];
+    }
   | {
       kind: "releaseMany";
       holder: string;
       terms: ReadonlyArray<{ key: string; fence: number }>;
       successorMs?: number;
+      crashed?: readonly string[];
     }
   | { kind: "read"; key: string }
   | { kind: "delete"; key: string }
@@ -71,7 +82,7 @@ export function execute(request: Request, contexts: Map<string, StatementContext
     return { answer: result.answer, writes: new Map(result.writes.map((row) => [row.key, row])) };
   }
   if (request.kind === "releaseMany") {
-    const result = releaseMany(contexts, request.holder, request.terms, request.successorMs);
+    const result = releaseMany(contexts, request.holder, request.terms, request.successorMs, request.crashed);
     if ("error" in result) return result;
     return { answer: result.answer, writes: new Map(result.writes.map((row) => [row.key, row])) };
   }
@@ -86,7 +97,10 @@ export function execute(request: Request, contexts: Map<string, StatementContext
     case "renew":
       return single(request.key, renew(ctx, request.holder, request.fence, request.durationMs));
     case "release":
-      return single(request.key, release(ctx, request.holder, request.fence, request.successorMs));
+      return single(
+        request.key,
+        release(ctx, request.holder, request.fence, request.successorMs, request.crashed),
+      );
     case "read":
       return single(request.key, read(ctx));
     case "delete":
@@ -129,5 +143,7 @@ export function describe(request: Request): string {
   }
 }
 
-const successor = (request: { successorMs?: number }) =>
-  request.successorMs === undefined ? "" : `, to the best successor for ${request.successorMs} ms`;
+const successor = (request: { successorMs?: number; crashed?: readonly string[] }) =>
+  request.successorMs === undefined
+    ? ""
+    : `, to the best successor for ${request.successorMs} ms${request.crashed?.length ? ` but ${request.crashed.join(" ")}` : ""}`;
