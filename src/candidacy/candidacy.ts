@@ -230,8 +230,12 @@ export class Candidacy {
       return null;
     });
     if (!row || row.reservedFor === null || row.reservedForMs <= 0) return;
-    // This process is the target: whatever handover it took part in before is over, it claims now.
-    if (row.reservedFor === this.#o.holder) return this.#reopen(joined);
+    // This process is the target: whatever handover it took part in before is over, it claims now,
+    // without waiting for a candidate of higher priority (the one leaving, often), which may not.
+    if (row.reservedFor === this.#o.holder) {
+      joined.priority.reserved(row.reservedForMs);
+      return this.#reopen(joined);
+    }
     const fence = joined.elector?.status().fence;
     if (!row.live || row.holder !== this.#o.holder || row.fence !== fence) return;
     if (joined.reopen) clearTimeout(joined.reopen);

@@ -16,6 +16,8 @@ export class PriorityGate implements CampaignGate {
   /** The lease was seen free at least one delay ago: the wait is over until someone leads again. */
   #waited = false;
   #timer: NodeJS.Timeout | null = null;
+  /** performance.now() until which a reservation names this process. */
+  #reservedUntil = 0;
 
   constructor(priority: number, delayMs: number) {
     this.#priority = priority;
@@ -35,8 +37,19 @@ export class PriorityGate implements CampaignGate {
     this.#changed();
   }
 
+  /**
+   * The lease is reserved for this process for `forMs` (a handover, or a stopping leader's release
+   * naming it): only it may claim then, so waiting for a higher one would leave the lease
+   * leaderless. Stands aside until the reservation passes, whatever the ticks observe meanwhile.
+   */
+  reserved(forMs: number): void {
+    this.#reservedUntil = performance.now() + forMs;
+    this.#changed();
+  }
+
   reasonNotToLead(): string | null {
     if (this.#higher === null || this.#waited || this.#elector?.isLeader()) return null;
+    if (performance.now() < this.#reservedUntil) return null;
     return `waiting one retry interval for a live candidate of priority ${this.#higher} (this one: ${this.#priority})`;
   }
 

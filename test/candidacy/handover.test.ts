@@ -228,3 +228,32 @@ it("priority never preempts a live leader, unless the higher candidate asks with
     await closeAll([a, high, pre]);
   }
 });
+
+it("a stopping leader of higher priority hands over at once: its successor's priority wait stands aside for the reservation", async () => {
+  const slow = (name: string) =>
+    openLeases({
+      connectionString: db.url,
+      holder: name,
+      pod: { name: `${name}-pod` },
+      restartTakeover: false,
+      statementTimeoutMs: 500,
+    });
+  // A retry interval far beyond the reservation (5 s): waiting it out would leave the lease leaderless.
+  const SLOW = { leaseDurationMs: 60_000, retryIntervalMs: 30_000 };
+  const [top, b, c] = await Promise.all([slow("top6"), slow("b6"), slow("c6")]);
+  try {
+    const et = top.campaign("k6", { ...SLOW, priority: 5 });
+    await expect.poll(() => et.isLeader()).toBe(true);
+    const eb = b.campaign("k6", SLOW);
+    await expect.poll(async () => (await top.candidates("k6")).length).toBe(2);
+    c.campaign("k6", SLOW);
+    await expect.poll(async () => (await top.candidates("k6")).length).toBe(3);
+    await top.close();
+    // b campaigned longest of the two left: the release reserved the lease for it.
+    await expect.poll(() => eb.isLeader(), { timeout: 4_000 }).toBe(true);
+    const history = await readHistory(b.store.pool, b.store.table, { key: "k6", limit: 10 });
+    expect(history.at(-1)).toMatchObject({ holder: "b6", previousHolder: "top6", reason: "handover" });
+  } finally {
+    await closeAll([top, b, c]);
+  }
+});
