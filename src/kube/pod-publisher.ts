@@ -155,9 +155,9 @@ class KubePodPublisher implements PodPublisher {
   async endHold(timeoutMs: number): Promise<boolean> {
     if (!this.#state.held) return this.demote(timeoutMs);
     const since = this.#clock.now();
-    // The kubelet's SIGTERM can come before the new leader's demotion of this pod (a native
-    // sidecar's comes once the application exited, often within a second): a write of its own
-    // now would still queue beside that demotion, on the new leader's way to its label.
+    // Called once the release is done, before the new leader's demotion of this pod (its claim,
+    // its list, then its patches): a write of its own now would queue beside that demotion, on
+    // the new leader's way to its label.
     // Half the budget at most, so a demotion of its own still has time to be tried: a new leader
     // refused by the API server (`helm uninstall` deleted the RBAC) never demotes this pod.
     if (this.#successorPossible()) {

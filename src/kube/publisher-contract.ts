@@ -92,7 +92,8 @@ export interface PodPublisher {
    */
   holdOwnWrites(): void;
   /**
-   * Ends a hold at the SIGTERM: waits, at most half of timeoutMs, for a new leader to take this
+   * Ends a hold once the lease is released (not at the SIGTERM, which a preStop hook can hold
+   * back for minutes): waits, at most half of timeoutMs, for a new leader to take this
    * pod's leader label off while another pod not being deleted could lead, and demotes the pod
    * itself (within the rest) only if none did. Resolves true once the pod no longer shows leader
    * (or shows the state demote() wrote).

@@ -151,8 +151,19 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       { leases: config.leases },
       `pod ${config.pod.name} is being deleted: handing over now, not campaigning again (the SIGTERM then stops the process)`,
     );
-    // stop() awaits the same promise and reports a failure; here it must not go unhandled.
-    endCampaigns().catch(() => {});
+    // stop() awaits the same promise and reports a failure; here it must not go unhandled. The
+    // hold's bound runs from the release, not from the SIGTERM: a preStop hook can hold that back
+    // for minutes, and a pod that released its lease must not say `leader` all that time when no
+    // new leader takes the label off (none eligible, none left).
+    endCampaigns()
+      .catch(() => {})
+      .then(endHold);
+  };
+  // Once, whichever comes first after the release: the deletion's path or the SIGTERM's.
+  const endHold = () => {
+    if (!shutdown.ownWritesDeferred) return;
+    shutdown.ownWritesDeferred = false;
+    shutdown.demotion = shutdown.resumeOwnWrites?.() ?? null;
   };
   if (deleting) onDeletion();
   let stopping: Promise<void> | null = null;
@@ -164,13 +175,10 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
       shutdown.started = true;
       stopping ??= (async () => {
         await endCampaigns();
-        if (shutdown.ownWritesDeferred) {
-          // The SIGTERM: the pod is demoted by the new leader, or by this process if none does
-          // within the budget (none was ready) or none can (no other pod: one replica, uninstall).
-          shutdown.ownWritesDeferred = false;
-          shutdown.demotion = shutdown.resumeOwnWrites?.() ?? null;
-        }
-        // A demotion sent beside the release (or at the SIGTERM) gets its bounded chance to land.
+        // The pod is demoted by the new leader, or by this process if none does within the budget
+        // (none was ready) or none can (no other pod: one replica, uninstall).
+        endHold();
+        // A demotion sent beside the release (or after a hold) gets its bounded chance to land.
         await shutdown.demotion?.catch(() => {});
         await publisher?.stop().catch(() => {});
         // After the publisher: a last pod event must not re-arm the gate's timers.
@@ -287,14 +295,14 @@ interface Shutdown {
   demotion: Promise<unknown> | null;
   /**
    * The pod is being deleted and a new leader fences it off: this process writes nothing to its own
-   * pod (no demotion, no holder annotation), and at the SIGTERM only if no new leader demoted it
-   * within the budget (PodPublisher.endHold). The EndpointSlice controller took
+   * pod (no demotion, no holder annotation) until its release is done, then demotes it itself only
+   * if no new leader did within the budget (PodPublisher.endHold), SIGTERM or not. The EndpointSlice controller took
    * the pod out of every Service's ready endpoints already, and each write of its own would queue
    * at the API server beside the new leader's demotion of this pod, which the new leader's label
    * waits for (a handover's critical path; issue 30).
    */
   ownWritesDeferred: boolean;
-  /** Ends the hold (bounded): the SIGTERM's demotion when deferred (PodPublisher.endHold). */
+  /** Ends the hold (bounded) once the release is done (PodPublisher.endHold). */
   resumeOwnWrites: (() => Promise<unknown>) | null;
 }
 
@@ -334,7 +342,7 @@ function campaign({
   const stepBudget = Math.floor(config.gracePeriodMs / 4);
   // Gap, never overlap, kept by the new leader (newLeaderFencesOff): the stopping leader releases
   // at once and demotes its pod in parallel, or, its pod being deleted, leaves the demotion to the
-  // new leader (or its SIGTERM). Where nobody else takes this pod's label off, the demotion comes first.
+  // new leader (or demotes it itself once the release is done, if none did). Where nobody else takes this pod's label off, the demotion comes first.
   const fencedOffByNext = newLeaderFencesOff(config);
   const since = performance.now();
   const electors = config.leases.map((key) => {

@@ -135,7 +135,7 @@ await onEachSidecarKubeServer("pglease handing over when its pod is deleted", NS
     expect(ownPatches(suite.kube.requests, "early-a", 0)).toEqual([]);
   });
 
-  it("with peer demotion and no other pod, the deleted leader's SIGTERM demotes its pod", async () => {
+  it("with peer demotion and no other pod, the deleted leader demotes its pod without waiting for the SIGTERM", async () => {
     // Another instance: the pods of the tests above are peers of LABELS, and still there.
     await seedWorkloadPod(
       suite.kube,
@@ -150,11 +150,37 @@ await onEachSidecarKubeServer("pglease handing over when its pod is deleted", NS
     suite.kube.clearRequests();
     await suite.kube.deletePod(NS, "alone-a", 30);
     await run.waitForLog(/^released lease deleted-alone \(fence \d+\)$/, NO_SIGTERM_MS);
-    // Out of every Service's ready endpoints, and nobody else leads: the label waits for the SIGTERM.
-    expect(ownPatches(suite.kube.requests, "alone-a", 0)).toEqual([]);
-    expect(await suite.role("alone-a")).toBe("leader");
+    // Nobody else can take the label off, and a preStop hook (or the application's own stop) can
+    // hold the SIGTERM back for minutes: the pod that released its lease must not keep saying
+    // `leader` to its application (its downward API files) or to a Service that publishes
+    // not-ready addresses all that time. The old code kept the label until the SIGTERM.
+    await expect.poll(() => suite.role("alone-a"), { timeout: NO_SIGTERM_MS }).toBe("follower");
+    expect(run.child.exitCode).toBeNull();
     expect((await run.stop()).code).toBe(0);
     expect(await suite.role("alone-a")).toBe("follower");
+  });
+
+  it("with peer demotion and a peer that never claims, the deleted leader demotes its pod itself without the SIGTERM", async () => {
+    // A peer that is not being deleted but never claims (unhealthy, not eligible, its sidecar not
+    // started): nobody takes the label off, and the SIGTERM may be minutes away (a preStop hook).
+    const labels = { ...LABELS, "app.kubernetes.io/instance": "idle" };
+    await seedWorkloadPod(suite.kube, NS, "idle-a", labels, true);
+    await seedWorkloadPod(suite.kube, NS, "idle-b", labels, true);
+    // --grace-period 8s: a step's budget of 2 s, half of it 1 s for the new leader that never comes.
+    const { run } = await suite.sidecar("idle-a", "deleted-idle", [
+      "--duration",
+      "10s",
+      "--grace-period",
+      "8s",
+    ]);
+    await run.waitForLog(/^acquired lease deleted-idle with fence \d+$/);
+    await expect.poll(() => suite.role("idle-a"), { timeout: 10_000 }).toBe("leader");
+    await suite.kube.deletePod(NS, "idle-a", 30);
+    await run.waitForLog(/^released lease deleted-idle \(fence \d+\)$/, NO_SIGTERM_MS);
+    // The old code kept the label until the SIGTERM, however late.
+    await expect.poll(() => suite.role("idle-a"), { timeout: NO_SIGTERM_MS }).toBe("follower");
+    expect(run.child.exitCode).toBeNull();
+    expect((await run.stop()).code).toBe(0);
   });
 
   it("a follower whose pod is being deleted campaigns no more", async () => {
