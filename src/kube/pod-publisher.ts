@@ -50,6 +50,8 @@ class KubePodPublisher implements PodPublisher {
   #peerView: PeerView | null = null;
   #starting: Promise<StartResult> | null = null;
   #stopped: Promise<void> | null = null;
+  /** stop() has begun: the events no longer wait for the pod (see createEventRecorder's published). */
+  #stopRequested = false;
 
   constructor(opts: PodPublisherOptions) {
     const { config, logger } = opts;
@@ -80,9 +82,12 @@ class KubePodPublisher implements PodPublisher {
       clock: this.#clock,
       wallClock: this.#wallClock,
       stopSignal: this.#stopping.signal,
+      // Once stopping, no request of a handover is left to go first, and the pod watch that would
+      // show the change is stopped: waiting on would only add a request timeout to the exit.
       published: () =>
         this.#tracker.waitFor(
-          () => (this.#state.gone !== null || podShowsDesired(this.#state) ? true : null),
+          () =>
+            this.#stopRequested || this.#state.gone !== null || podShowsDesired(this.#state) ? true : null,
           this.#timing.requestTimeoutMs,
           this.#stopping.signal,
         ),
@@ -218,6 +223,8 @@ class KubePodPublisher implements PodPublisher {
 
   stop(): Promise<void> {
     this.#stopped ??= (async () => {
+      this.#stopRequested = true;
+      this.#tracker.notify();
       this.#running?.resync.cancel();
       const watchStopped = Promise.all([this.#running?.stopWatch(), this.#peerView?.stop()]);
       // Give the last events (a LeadershipLost at shutdown) one bounded chance to be sent.

@@ -4,6 +4,7 @@ import { onEachKubeServer } from "../support/kube/kube-server-suites.ts";
 import { roleIn } from "../support/kube/leader-timeline.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 import {
+  APP_LABELS,
   follower,
   type Harness,
   leader,
@@ -318,6 +319,47 @@ await onEachKubeServer("publisher suite", (kube) => {
       expect(sent.indexOf(event as (typeof sent)[number])).toBeGreaterThan(
         sent.indexOf(label as (typeof sent)[number]),
       );
+    });
+
+    it("sends a held pod's last event when it stops, not a request timeout later: its stopped watch shows nothing more", async () => {
+      // The clock stands still: a wait left to its timeout would never end.
+      const clock = new ManualClock();
+      h = await startHarness(kube, { clock });
+      // A peer not being deleted: a new leader may come and demote this pod (PodPublisher.endHold).
+      await h.server.seedPod({
+        metadata: { name: "orders-1", namespace: NAMESPACE, labels: { ...APP_LABELS } },
+      });
+      await h.publisher.start(follower());
+      h.publisher.setDesired(leader(42));
+      await until("leader on the pod", () => h.publisher.state().published);
+      await until("the LeaderElected event", async () => (await h.server.events(NAMESPACE)).length === 1);
+      // Its pod being deleted, it writes nothing to it: the new leader takes its label off, and the
+      // condition in a request of its own (the SIGTERM came between the two, as in the sidecar).
+      h.publisher.holdOwnWrites();
+      h.publisher.setDesired(follower("orders-1-x"));
+      const core = h.server.kubeConfig({ namespace: NAMESPACE }).makeApiClient(CoreV1Api);
+      await core.patchNamespacedPod(
+        {
+          name: POD,
+          namespace: NAMESPACE,
+          body: { metadata: { labels: { "pglease.io/role": "follower" } } },
+        },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
+      h.server.clearRequests();
+      expect(await h.publisher.endHold(10_000)).toBe(true);
+      let stopped = false;
+      const stopping = h.publisher.stop().then(() => {
+        stopped = true;
+      });
+      // The old code stopped the pod watch, then waited for the LeadershipLost event, which waited
+      // for the pod to show the follower state: a request timeout (5 s) added to every such exit.
+      await until("stopped with the clock standing still", () => stopped);
+      await stopping;
+      const reasons = (await h.server.events(NAMESPACE)).map((e) => e.reason);
+      expect(reasons.sort()).toEqual(["LeaderElected", "LeadershipLost"]);
+      // The hold ended without a write of its own: the new leader's demotion stood.
+      expect(h.server.requests.filter((r) => r.method === "PATCH")).toEqual([]);
     });
 
     it("logs and drops an event that keeps failing, without holding up publishing", async () => {
