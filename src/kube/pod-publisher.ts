@@ -165,18 +165,19 @@ class KubePodPublisher implements PodPublisher {
     // the new leader's way to its label.
     // Half the budget at most, so a demotion of its own still has time to be tried: a new leader
     // refused by the API server (`helm uninstall` deleted the RBAC) never demotes this pod.
-    if (this.#successorPossible()) {
-      const { roleLabel, leaderValue } = this.#opts.config;
-      const demotedByPeer = await this.#tracker.waitFor(
-        () => {
-          if (this.#state.gone !== null) return true;
-          return this.#state.pod?.metadata?.labels?.[roleLabel] === leaderValue ? null : true;
-        },
-        timeoutMs / 2,
-        this.#stopping.signal,
-      );
-      if (demotedByPeer) return true;
-    }
+    // The peers are looked at again as they change: in a `helm uninstall` the other pods' deletions
+    // come moments after this one's, often after this wait began.
+    const { roleLabel, leaderValue } = this.#opts.config;
+    const demotedByPeer = await this.#tracker.waitFor(
+      () => {
+        if (this.#state.gone !== null) return true;
+        if (this.#state.pod?.metadata?.labels?.[roleLabel] !== leaderValue) return true;
+        return this.#successorPossible() ? null : false;
+      },
+      timeoutMs / 2,
+      this.#stopping.signal,
+    );
+    if (demotedByPeer) return true;
     return this.demote(Math.max(0, timeoutMs - (this.#clock.now() - since)));
   }
 
@@ -401,6 +402,8 @@ class KubePodPublisher implements PodPublisher {
       // A peer labelled leader by an older term while this pod leads: the next pass demotes it.
       onChange: () => {
         if (this.#state.desired?.state.role === "leader") this.#loop.wake();
+        // A hold waiting for a new leader ends once none can come (endHold).
+        this.#tracker.notify();
         const peers = this.#peerView?.peers();
         if (peers) this.#opts.onPeers?.(peers);
       },

@@ -269,6 +269,31 @@ await onEachKubeServer("publisher suite", (kube) => {
       expect(await demoted).toBe(false);
       held.release();
     });
+
+    it("ends a hold without waiting out its bound once every peer is being deleted: no new leader will come", async () => {
+      // The clock stands still: a wait left to its timeout would never end.
+      const clock = new ManualClock();
+      h = await startHarness(kube, { clock });
+      await h.server.seedPod({
+        metadata: { name: "orders-1", namespace: NAMESPACE, labels: { ...APP_LABELS } },
+      });
+      await h.publisher.start(follower());
+      h.publisher.setDesired(leader(42));
+      await until("leader on the pod", () => h.publisher.state().published);
+      h.publisher.holdOwnWrites();
+      h.publisher.setDesired(follower());
+      let ended: boolean | null = null;
+      const ending = h.publisher.endHold(20_000).then((demoted) => {
+        ended = demoted;
+      });
+      // helm uninstall: the peer's deletion comes moments after this pod's (its release done).
+      await h.server.deletePod(NAMESPACE, "orders-1", 30);
+      // The old code looked at the peers once, when the hold's wait began, then waited 10 s.
+      await until("the hold ended with the clock standing still", () => ended !== null);
+      await ending;
+      expect(ended).toBe(true);
+      expect(role(await h.pod())).toBe("follower");
+    });
   });
 
   describe("events", () => {
