@@ -173,6 +173,13 @@ describe.skipIf(!real || !inProcess)("the in-process API server answers as the r
     return after.metadata?.resourceVersion === before.metadata?.resourceVersion;
   });
 
+  same("a graceful deletion marks the pod: the deletion timestamp is the grace period ahead", async (p) => {
+    await p.kube.deletePod(NS, "p1", 30);
+    const meta = (await p.kube.pod(NS, "p1"))?.metadata;
+    // kube-apiserver: now plus the grace period (rest.BeforeDelete), in whole seconds.
+    const aheadS = (new Date(meta?.deletionTimestamp as Date | string).getTime() - Date.now()) / 1000;
+    return { grace: meta?.deletionGracePeriodSeconds, aheadAboutTheGrace: aheadS > 25 && aheadS <= 31 };
+  });
   same("403 for a verb the Role lacks, naming user, verb, resource and namespace", async (p) =>
     failure(p.core.deleteNamespacedPod({ name: "p1", namespace: NS })),
   );

@@ -115,7 +115,9 @@ export function inProcessKubeServer(): KubeServerKind {
         deletePod: async (ns, name, graceSeconds) => {
           if (graceSeconds === 0) return server.deletePod(ns, name);
           await server.mutatePod(ns, name, (pod) => {
-            pod.metadata = { ...pod.metadata, deletionTimestamp: new Date() };
+            // kube-apiserver writes the time the grace period ends (rest.BeforeDelete), not now.
+            const ends = new Date(Date.now() + graceSeconds * 1000);
+            pod.metadata = { ...pod.metadata, deletionTimestamp: ends };
             pod.metadata.deletionGracePeriodSeconds = graceSeconds;
             // As the real server does on a graceful deletion.
             pod.metadata.generation = (pod.metadata.generation ?? 1) + 1;
