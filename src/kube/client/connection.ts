@@ -3,12 +3,14 @@
 // for the six calls it makes. A connection says where the API server is, how to trust it and how
 // to authenticate; requests answer parsed JSON, and error answers become KubeApiError with the
 // server's Status.
-import type { IncomingMessage } from "node:http";
+import type { ClientRequest, IncomingMessage, RequestOptions } from "node:http";
+import type { ConnectionOptions } from "node:tls";
 import { hideCredentials } from "../../shared/hide-credentials.ts";
 import type { Status } from "./api-types.ts";
 
 const { Agent: HttpAgent, request: httpRequest } = process.getBuiltinModule("node:http");
 const { Agent: HttpsAgent, request: httpsRequest } = process.getBuiltinModule("node:https");
+const tls = process.getBuiltinModule("node:tls");
 
 export interface KubeConnection {
   /** The API server, e.g. https://10.96.0.1:443 (http: only for a local test server). */
@@ -66,10 +68,27 @@ export function createKubeClient(connection: KubeConnection): KubeClient {
   const secure = connection.server.protocol === "https:";
   // Keep-alive: a quiet pod's few requests reuse one connection; TCP keep-alive probes also tell
   // a watch whose peer vanished from one that is merely quiet.
-  const agent = secure
-    ? new HttpsAgent({ keepAlive: true, ...connection.tls })
-    : new HttpAgent({ keepAlive: true });
-  const send = secure ? httpsRequest : httpRequest;
+  const { ca, cert, key, ...verify } = connection.tls;
+  const agent = secure ? new HttpsAgent({ keepAlive: true, ...verify }) : new HttpAgent({ keepAlive: true });
+  // One secure context for every connection: given ca/cert/key, tls.connect builds one (the CA
+  // bundle parsed into a store of its own) for each socket, the watch's, those beside it and every
+  // reconnect's. Built at the first request, so a bad cert or key fails each request as before.
+  let context: ReturnType<typeof tls.createSecureContext> | undefined;
+  const secureContext = () => {
+    context ??= tls.createSecureContext({ ca, cert, key });
+    return context;
+  };
+  const send: (url: URL, options: RequestOptions, answered: (res: IncomingMessage) => void) => ClientRequest =
+    secure
+      ? (url, options, answered) => {
+          // tls.connect's option, which the agent hands it with the request's own.
+          const secured: RequestOptions & Pick<ConnectionOptions, "secureContext"> = {
+            ...options,
+            secureContext: secureContext(),
+          };
+          return httpsRequest(url, secured, answered);
+        }
+      : httpRequest;
 
   async function open(req: KubeRequest): Promise<IncomingMessage> {
     req.signal.throwIfAborted();
