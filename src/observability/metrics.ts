@@ -117,7 +117,7 @@ export class SidecarMetrics {
   ) {
     this.#leases = new Set(leases);
     this.#timing = new LeaseTimingMetrics(this.registry, now);
-    client.collectDefaultMetrics({ register: this.registry });
+    client.collectDefaultMetrics(this.registry);
     new client.Gauge({
       name: "pglease_build_info",
       help: "Always 1; the labels say which pglease and which Node.js run",

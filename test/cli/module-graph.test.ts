@@ -4,7 +4,8 @@
 // http.WebSocket's getter, which loads undici with http2 and the web streams, none of which
 // pglease uses; `node:fs/promises` loads readline and the file watchers. src/ takes such
 // built-ins from process.getBuiltinModule instead, and prom-client's parts from their own files
-// (its index loads its Pushgateway with node:zlib). This checks the module graph of `pglease run`
+// (its index loads its Pushgateway with node:zlib), and the process CPU counters
+// are pglease's own (prom-client's load @opentelemetry/api). This checks the module graph of `pglease run`
 // in a fresh Node, as the CLI loads it, with what it loads when it publishes to its pod.
 import { execFile } from "node:child_process";
 import { join } from "node:path";
@@ -18,6 +19,8 @@ const SRC = join(import.meta.dirname, "..", "..", "src");
 const RUN_PATH = ["cli/run.ts", "kube/pod-publisher.ts", "kube/client/load-connection.ts"].map(
   (file) => pathToFileURL(join(SRC, file)).href,
 );
+
+const METRICS = pathToFileURL(join(SRC, "observability/metrics.ts")).href;
 
 /**
  * Built-in modules the sidecar never uses: loaded only by an unused export's getter (the WebSocket
@@ -35,7 +38,10 @@ const NEVER_USED = [
 
 describe("pglease run's module graph", () => {
   it("loads no built-in module it does not use, nor prom-client's index", async () => {
+    // The sidecar's metrics registered as run registers them: the default metrics load their files then.
     const script = `for (const url of ${JSON.stringify(RUN_PATH)}) await import(url);
+const { SidecarMetrics } = await import(${JSON.stringify(METRICS)});
+new SidecarMetrics();
 const { createRequire } = await import("node:module");
 process.stdout.write(JSON.stringify({ builtins: process.moduleLoadList, files: Object.keys(createRequire(import.meta.url).cache) }));`;
     const { stdout } = await run(process.execPath, ["--input-type=module", "-e", script]);
@@ -52,6 +58,10 @@ process.stdout.write(JSON.stringify({ builtins: process.moduleLoadList, files: O
     );
     expect(promClient, "prom-client's index loaded").not.toContainEqual(
       expect.stringMatching(/prom-client\/index\.js$/),
+    );
+    // Loaded by prom-client's processCpuTotal for exemplars, which pglease never enables.
+    expect(files, "@opentelemetry/api loaded").not.toContainEqual(
+      expect.stringMatching(/\/@opentelemetry\/api\//),
     );
   });
 });
