@@ -3,7 +3,7 @@
 import { resolveTiming, type Timing } from "../election/timing.ts";
 import { decidePublishing, type PublishingDecision } from "../kube/environment.ts";
 import { type PublishConfigField, validatePublishConfig } from "../kube/publish-config.ts";
-import { DEFAULT_RETENTION, type HistoryRetention } from "../postgres/history-store.ts";
+import { DEFAULT_RETENTION, type HistoryRetention, MAX_HISTORY_ROWS } from "../postgres/history-store.ts";
 import { type DatabaseConfig, readDatabaseConfig } from "./database.ts";
 import { type HealthConfig, readHealthConfig } from "./health-config.ts";
 import { noArguments, optionReader, type RawOptions, readOptions, UsageError } from "./options.ts";
@@ -135,7 +135,8 @@ export function readRunConfig(argv: readonly string[], env: NodeJS.ProcessEnv): 
     history: {
       maxAgeMs: get("history-max-age", parseDuration) ?? DEFAULT_RETENTION.maxAgeMs,
       maxRowsPerKey:
-        get("history-max-rows", (t) => parseInteger(t, 1, 10_000_000)) ?? DEFAULT_RETENTION.maxRowsPerKey,
+        get("history-max-rows", (t) => parseInteger(t, 1, MAX_HISTORY_ROWS)) ??
+        DEFAULT_RETENTION.maxRowsPerKey,
     },
     clusterName,
     publish,

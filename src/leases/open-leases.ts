@@ -16,7 +16,7 @@ import { TimingError, timingOrThrow } from "../election/timing.ts";
 import { BatchedRenewals } from "../postgres/batched-renewals.ts";
 import type { Candidate } from "../postgres/candidates.ts";
 import { HistoryPruner } from "../postgres/history-pruner.ts";
-import { DEFAULT_RETENTION } from "../postgres/history-store.ts";
+import { DEFAULT_RETENTION, type HistoryRetention, MAX_HISTORY_ROWS } from "../postgres/history-store.ts";
 import { assertTablePresent, migrate } from "../postgres/migrate.ts";
 import type { PgReleaseFeed } from "../postgres/release-feed.ts";
 import type { RestartLock } from "../postgres/restart-lock.ts";
@@ -112,12 +112,30 @@ export async function openLeasesWith(options: OpenLeasesOptions, wiring: RunWiri
       `successorReservationMs must be 0 (release to any candidate) or a positive whole number of milliseconds, got ${successorMs}`,
     );
   }
+  if (options.historyRetention) assertRetention(options.historyRetention);
   const restartLock = options.restartTakeover === false ? null : await restartLockFor(options, log);
   try {
     return await withStartRetry(options, log, () => openOnce(options, log, restartLock, wiring));
   } catch (error) {
     await restartLock?.release();
     throw error;
+  }
+}
+
+/**
+ * The prune passes both bounds to SQL (a bigint, an integer): anything but a positive whole number
+ * would fail every prune long after open. The same bounds as the CLI's --history-max-age/-rows.
+ */
+function assertRetention({ maxAgeMs, maxRowsPerKey }: HistoryRetention): void {
+  if (!(Number.isSafeInteger(maxAgeMs) && maxAgeMs > 0)) {
+    throw new RangeError(
+      `historyRetention.maxAgeMs must be a positive whole number of milliseconds, got ${maxAgeMs}`,
+    );
+  }
+  if (!(Number.isSafeInteger(maxRowsPerKey) && maxRowsPerKey >= 1 && maxRowsPerKey <= MAX_HISTORY_ROWS)) {
+    throw new RangeError(
+      `historyRetention.maxRowsPerKey must be a whole number of entries from 1 to ${MAX_HISTORY_ROWS}, got ${maxRowsPerKey}`,
+    );
   }
 }
 

@@ -28,6 +28,8 @@ export interface HistoryQuery {
 }
 
 export const DEFAULT_RETENTION: HistoryRetention = { maxAgeMs: 30 * 24 * 3_600_000, maxRowsPerKey: 1_000 };
+/** The most entries per key a retention may keep (the CLI's --history-max-rows and openLeases alike). */
+export const MAX_HISTORY_ROWS = 10_000_000;
 
 // The newest `limit` by id (the order of the commits' triggers per key), returned oldest first.
 const listSql = (t: LeaseTable) => `

@@ -170,6 +170,21 @@ it("refuses a successor reservation that is not 0 or a whole number of milliseco
   }
 });
 
+it("refuses a history retention whose bounds are not positive whole numbers (entries up to the CLI's 10,000,000), naming them", async () => {
+  const openWith = (historyRetention: { maxAgeMs: number; maxRowsPerKey: number }) =>
+    openLeases({ connectionString: db.url, restartTakeover: false, historyRetention });
+  for (const maxRowsPerKey of [0, -1, 2.5, 10_000_001, Number.NaN]) {
+    await expect(openWith({ maxAgeMs: 60_000, maxRowsPerKey })).rejects.toThrow(
+      `historyRetention.maxRowsPerKey must be a whole number of entries from 1 to 10000000, got ${maxRowsPerKey}`,
+    );
+  }
+  for (const maxAgeMs of [0, -1, 2.5, Number.POSITIVE_INFINITY]) {
+    await expect(openWith({ maxAgeMs, maxRowsPerKey: 10 })).rejects.toThrow(
+      `historyRetention.maxAgeMs must be a positive whole number of milliseconds, got ${maxAgeMs}`,
+    );
+  }
+});
+
 const quick = (name: string) =>
   openLeases({
     connectionString: db.url,
