@@ -42,10 +42,12 @@ await onEachSidecarKubeServer("pglease run with the health gate", UNDER_POLICY, 
     await b.run.waitForLog(/^acquired lease health-1 with fence \d+$/);
     await expect.poll(() => role("health-b"), { timeout: 10_000 }).toBe("leader");
     expect(await role("health-a")).toBe("follower");
-    const lost = (await suite.kube.events(NS)).find(
-      (e) => e.involvedObject?.name === "health-a" && e.reason === "LeadershipLost",
-    );
-    expect(lost?.message).toMatch(/application unready/);
+    // The event goes out once health-a's watch shows its demotion: waited for, not read once.
+    const lost = async () =>
+      (await suite.kube.events(NS)).find(
+        (e) => e.involvedObject?.name === "health-a" && e.reason === "LeadershipLost",
+      )?.message;
+    await expect.poll(lost, { timeout: 10_000 }).toMatch(/application unready/);
 
     // /status shows the gate's input; the unready pod does not campaign.
     const status = (await (await fetch(`http://127.0.0.1:${a.port}/status`)).json()) as StatusDocument;

@@ -143,14 +143,19 @@ await onEachKubeServer("pglease run publishing to its pod", (server) => {
     expect(await fence("orders-b")).toBe(String(fenceB));
     expect(await role("orders-a")).toBe("follower");
 
-    const events = (await kube.events(NS)).map((e) => `${e.involvedObject?.name} ${e.reason}: ${e.message}`);
-    expect(events).toEqual(
-      expect.arrayContaining([
-        expect.stringMatching(new RegExp(`^orders-a LeaderElected: .*fence ${fenceA}\\b`)),
-        expect.stringMatching(new RegExp(`^orders-a LeadershipLost: .*fence ${fenceA}\\b`)),
-        expect.stringMatching(new RegExp(`^orders-b LeaderElected: .*fence ${fenceB}\\b`)),
-      ]),
-    );
+    // An event goes out once the pod's watch shows the change it reports, so it may land just
+    // after this test's own read of the label: waited for, not read once.
+    const events = async () =>
+      (await kube.events(NS)).map((e) => `${e.involvedObject?.name} ${e.reason}: ${e.message}`);
+    await expect
+      .poll(events, { timeout: 10_000 })
+      .toEqual(
+        expect.arrayContaining([
+          expect.stringMatching(new RegExp(`^orders-a LeaderElected: .*fence ${fenceA}\\b`)),
+          expect.stringMatching(new RegExp(`^orders-a LeadershipLost: .*fence ${fenceA}\\b`)),
+          expect.stringMatching(new RegExp(`^orders-b LeaderElected: .*fence ${fenceB}\\b`)),
+        ]),
+      );
   });
 
   it("a new leader demotes a frozen old leader's pod before labelling itself", async () => {
