@@ -75,8 +75,10 @@ await onEachSidecarKubeServer("pglease handing over when its pod is deleted", NS
     const deletedAt = Date.now();
     await b.waitForLog(new RegExp(`^acquired lease ${lease} with fence \\d+$`), NO_SIGTERM_MS);
     await expect.poll(() => suite.role(podB), { timeout: NO_SIGTERM_MS }).toBe("leader");
+    // The recording proxy sets a request's status once the API server's answer reaches it, so this
+    // test's own read of the pod can show the label first: waited for, not read once.
+    await expect.poll(() => labelledLeaderAt(suite.kube.requests, podB), { timeout: 5_000 }).toBeDefined();
     const labelledAt = labelledLeaderAt(suite.kube.requests, podB);
-    expect(labelledAt).toBeDefined();
     const leaderlessMs = (labelledAt ?? 0) - deletedAt;
     console.log(
       `[deletion handover] ${prefix}: the new leader labelled ${leaderlessMs} ms after the deletion`,
@@ -85,6 +87,11 @@ await onEachSidecarKubeServer("pglease handing over when its pod is deleted", NS
     expect(a.child.exitCode).toBeNull();
     await expect.poll(() => suite.role(podA), { timeout: NO_SIGTERM_MS }).toBe("follower");
     // Never two pods labelled leader: a's label came off before b's went on.
+    await expect
+      .poll(() => labelEvents(suite.kube.requests, new Map()).some((s) => s.pod === podA && !s.leader), {
+        timeout: 5_000,
+      })
+      .toBe(true);
     const shown = labelEvents(suite.kube.requests, new Map());
     const demoted = shown.findIndex((s) => s.pod === podA && !s.leader);
     const labelled = shown.findIndex((s) => s.pod === podB && s.leader);
