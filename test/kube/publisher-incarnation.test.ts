@@ -86,6 +86,11 @@ await onEachKubeServer("publisher incarnation suite", (kube) => {
       await until("the publisher to see its pod replaced", () =>
         /is another pod now/.test(h.publisher.state().lastError ?? ""),
       );
+      // Its pod and status patches go out together and either refusal ends it: the other's answer
+      // may still be on its way (the real server's proxy records a status when the answer arrives).
+      const answered = () =>
+        h.server.requests.slice(from).filter((r) => r.method === "PATCH" && r.name === POD && r.status !== 0);
+      await until("both patches answered", () => answered().length >= 2);
       const patches = h.server.requests.slice(from).filter((r) => r.method === "PATCH" && r.name === POD);
       expect(patches.map((r) => [r.subresource ?? "pod", r.status]).sort()).toEqual([
         ["pod", 422],
