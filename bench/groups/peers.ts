@@ -156,8 +156,10 @@ export async function runPeers(context: BenchContext): Promise<GroupResult<PeerF
   // Without the real API server and client-go there is nothing client-go to measure.
   const measurable = (system: SystemId) => kube.clientGo !== null || SYSTEMS[system].kind !== "client-go";
   if (!kube.clientGo) context.progress(`peers: client-go not measured: ${kube.reason}`);
-  // Series that wait out a whole lease per trial run first, side by side; the quick graceful ones
-  // then run with fewer processes starting around them, so their milliseconds are less disturbed.
+  // Series that wait out a whole lease per trial run first, side by side. The quick graceful ones
+  // then run one system at a time: each trial restarts the stopped leader's process, and a process
+  // starting takes a core for a few hundred ms, far more than the milliseconds another system's
+  // handover beside it would be measured in.
   const slow: SeriesPlan[] = [
     { system: "pglease", event: "crash", lanes: slowLanes, trials: crashTrials },
     { system: "client-go", event: "crash", lanes: slowLanes, trials: crashTrials },
@@ -195,13 +197,10 @@ export async function runPeers(context: BenchContext): Promise<GroupResult<PeerF
       slow.filter((plan) => measurable(plan.system)),
       context,
     );
-    context.progress("peers: graceful handovers with a release");
-    measured.push(
-      ...(await runPhase(
-        quick.filter((plan) => measurable(plan.system)),
-        context,
-      )),
-    );
+    for (const plan of quick.filter((p) => measurable(p.system))) {
+      context.progress(`peers: graceful handovers with a release, ${SYSTEMS[plan.system].label}`);
+      measured.push(...(await runPhase([plan], context)));
+    }
     const series = SERIES_ORDER.flatMap(([event, system]) =>
       measured.filter((s) => s.event === event && s.system === system),
     );
