@@ -4,8 +4,8 @@
 // until the pod shows the change it reports, so that in a handover it takes neither a connection
 // nor the API server's time from the requests that move the label.
 
-import type { Logger } from "pino";
 import type { Clock } from "../shared/clock.ts";
+import type { Logger } from "../shared/logger.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 import type { CoreEvent } from "./client/api-types.ts";
 import type { LeadershipState } from "./desired-state.ts";

@@ -1,7 +1,7 @@
 // At start, ask the API server (SelfSubjectAccessReview) whether the Role grants every verb
 // publishing needs, so a missing one is one clear error up front instead of a 403 buried in
 // retries later. An API server that cannot answer is not a reason to stop: say so and go on.
-import type { Logger } from "pino";
+import type { Logger } from "../shared/logger.ts";
 import { PERMISSIONS, type PodApi, permissionName } from "./pod-api.ts";
 
 /** The permissions the Role lacks, by name ("patch pods/status"); empty when all are granted or unknown. */

@@ -4,9 +4,10 @@
 // (server timeout, proxy, API server restart) resumes where it stopped and the server replays
 // what changed meanwhile: no re-read. Only when the server no longer has that version (410
 // Gone) is the pod listed again.
-import type { Logger } from "pino";
+
 import type { Clock, Timer } from "../shared/clock.ts";
 import { hideCredentials } from "../shared/hide-credentials.ts";
+import type { Logger } from "../shared/logger.ts";
 import { type BackoffTiming, backoffDelay, pause } from "./backoff.ts";
 import type { Pod, PodList, WatchEvent } from "./client/api-types.ts";
 import { KubeApiError, type KubeClient, parseJson } from "./client/connection.ts";

@@ -1,7 +1,7 @@
 // How a failed publishing pass is logged: each kind at the level it deserves, naming the fix
 // where there is one, and a failure already logged in this run of failures again only every 20th
 // time, so a long outage does not flood the log.
-import type { Logger } from "pino";
+import type { Logger } from "../shared/logger.ts";
 import { KubeRequestError, permissionName } from "./pod-api.ts";
 import { type PublishConfig, PublishConfigError } from "./publish-config.ts";
 import { AwaitingRenew, NoLongerLeads } from "./reconcile.ts";

@@ -1,7 +1,8 @@
 // The publisher's public surface: what the sidecar passes in, what it gets back, and the
 // observations it turns into metrics (prom-client lives in src/observability, not here).
-import type { Logger } from "pino";
+
 import type { Clock } from "../shared/clock.ts";
+import type { Logger } from "../shared/logger.ts";
 import type { BackoffTiming } from "./backoff.ts";
 import type { Pod } from "./client/api-types.ts";
 import type { KubeConnection } from "./client/connection.ts";

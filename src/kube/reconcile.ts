@@ -15,7 +15,7 @@
 // its name (a force-deleted StatefulSet pod's next incarnation) is another pod, and once its own
 // is gone a pass does nothing (pod-publisher.ts says why).
 
-import type { Logger } from "pino";
+import type { Logger } from "../shared/logger.ts";
 import { POD_CONTRACT, ROLE } from "../shared/pod-contract.ts";
 import type { Pod } from "./client/api-types.ts";
 import {

@@ -2,7 +2,7 @@
 import type pg from "pg";
 import type { HistoryRetention } from "../postgres/history-store.ts";
 
-/** Where warnings go; pino's child loggers and the default (process warnings) both fit. */
+/** Where warnings go: any object with these two methods, such as the sidecar's logger; by default process warnings. */
 export interface LeaseLogger {
   info(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;

@@ -1,8 +1,21 @@
-// JSON logs (pino) that cannot leak the database password: every line is scrubbed of the
-// secrets known at start, in plain and JSON-escaped form, whatever field or stack holds them.
-import { Writable } from "node:stream";
-import pino from "pino";
+// JSON logs that cannot leak the database password: one line per call, in the format pino wrote
+// (users' log pipelines parse it), every line scrubbed of the secrets known at start, in plain
+// and JSON-escaped form, whatever field or stack holds them.
 import type { LogLevel } from "../config/values.ts";
+import type { LogFn, Logger } from "../shared/logger.ts";
+
+type Method = Exclude<LogLevel, "silent">;
+
+/** Where the lines go: stdout, or a test's collector. */
+export interface LogSink {
+  write(line: string): unknown;
+}
+
+/** pino's level numbers: a logger writes the calls at or above its level; "silent" none. */
+const LEVELS: Record<Method, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 };
+
+/** The text pino's safe-stable-stringify wrote when a field could not be written at all. */
+const UNSERIALIZABLE = '"[unable to serialize, circular reference is too complex to analyze]"';
 
 /** The secret strings found in the environment: database password and full URL. */
 export function secretsFrom(env: NodeJS.ProcessEnv): string[] {
@@ -29,36 +42,141 @@ export function scrub(text: string, secrets: readonly string[]): string {
   return out;
 }
 
-export function scrubbingStream(
-  secrets: readonly string[],
-  out: NodeJS.WritableStream = process.stdout,
-): Writable {
-  return new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      out.write(scrub(chunk.toString("utf8"), secrets));
-      done();
-    },
-  });
-}
-
+/**
+ * `{"level":"info","time":"<ISO>","service":"pglease",<bindings>,<fields>,"msg":"…"}` per call at
+ * or above `level`, scrubbed of `secrets`, to `out` (stdout by default).
+ */
 export function createLogger(
   level: LogLevel,
   secrets: readonly string[],
-  out?: NodeJS.WritableStream,
-): pino.Logger {
-  return pino(
-    {
-      level,
-      base: { service: "pglease" },
-      timestamp: pino.stdTimeFunctions.isoTime,
-      formatters: { level: (label) => ({ level: label }) },
-    },
-    scrubbingStream(secrets, out),
-  );
+  out: LogSink = process.stdout,
+): Logger {
+  const threshold = level === "silent" ? Number.POSITIVE_INFINITY : LEVELS[level];
+  const loggerWith = (bindings: string): Logger => {
+    const method = (name: Method): LogFn =>
+      LEVELS[name] < threshold
+        ? () => {}
+        : (first: string | object, message?: string) => {
+            out.write(scrub(line(name, bindings, first, message), secrets));
+          };
+    return {
+      fatal: method("fatal"),
+      error: method("error"),
+      warn: method("warn"),
+      info: method("info"),
+      debug: method("debug"),
+      trace: method("trace"),
+      child: (more) => loggerWith(bindings + fieldsJson(more)),
+    };
+  };
+  return loggerWith(fieldsJson({ service: "pglease" }));
 }
 
-/** The lease stack's logger interface on a pino logger: message first there, fields first here. */
-export function leaseLogger(log: pino.Logger): { info: LeaseLogFn; warn: LeaseLogFn } {
+function line(level: Method, bindings: string, first: string | object, message?: string): string {
+  const fields = typeof first === "string" ? undefined : (first as Record<string, unknown>);
+  let msg: unknown = typeof first === "string" ? first : message;
+  // pino's rule: an error without a message of the call's own lends it its message.
+  if (msg === undefined && fields?.msg === undefined && fields?.err)
+    msg = (fields.err as { message?: unknown }).message;
+  const msgJson = msg === undefined ? undefined : valueJson("msg", msg);
+  return `{"level":"${level}","time":"${new Date().toISOString()}"${bindings}${fields ? fieldsJson(fields) : ""}${
+    msgJson === undefined ? "" : `,"msg":${msgJson}`
+  }}\n`;
+}
+
+/** `,"key":value` per field, in the object's order; a field JSON has no form for (undefined, a function) is left out. */
+function fieldsJson(fields: object): string {
+  let text = "";
+  for (const [key, value] of Object.entries(fields)) {
+    const json = valueJson(key, value);
+    if (json !== undefined) text += `,${JSON.stringify(key)}:${json}`;
+  }
+  return text;
+}
+
+/** One field's JSON; never throws, so a field the sidecar did not foresee cannot crash it. */
+function valueJson(key: string, value: unknown): string | undefined {
+  let v = value;
+  try {
+    if (key === "err") v = serializeError(value, new Set());
+    return JSON.stringify(v);
+  } catch {
+    try {
+      return JSON.stringify(v, safeReplacer());
+    } catch {
+      return UNSERIALIZABLE;
+    }
+  }
+}
+
+/** A circular reference as "[Circular]" and a BigInt as a JSON number, as pino's fallback wrote them. */
+function safeReplacer(): (this: unknown, key: string, value: unknown) => unknown {
+  const ancestors: unknown[] = [];
+  return function (this: unknown, _key, value) {
+    if (typeof value === "bigint") return (JSON as unknown as RawJson).rawJSON(value.toString());
+    if (typeof value !== "object" || value === null) return value;
+    // `this` is the object holding `value`: what is not on the path to it is done with.
+    while (ancestors.length > 0 && ancestors.at(-1) !== this) ancestors.pop();
+    if (ancestors.includes(value)) return "[Circular]";
+    ancestors.push(value);
+    return value;
+  };
+}
+
+/** JSON.rawJSON (Node 21+), not yet in TypeScript's ES2023 library. */
+interface RawJson {
+  rawJSON(text: string): unknown;
+}
+
+type ErrorLike = { message: string } & Record<string, unknown>;
+
+const isErrorLike = (value: unknown): value is ErrorLike =>
+  typeof value === "object" && value !== null && typeof (value as { message?: unknown }).message === "string";
+
+/**
+ * An `err` field as pino-std-serializers wrote it: type, message and stack with their causes'
+ * folded in, then the error's own enumerable fields (code, errno, …); an error among them is
+ * written the same way unless it is a cause (already in message and stack) or one being written.
+ */
+function serializeError(err: unknown, writing: Set<object>): unknown {
+  if (!isErrorLike(err)) return err;
+  writing.add(err);
+  const out: Record<string, unknown> = {
+    type:
+      Object.prototype.toString.call(err.constructor) === "[object Function]"
+        ? err.constructor.name
+        : err.name,
+    message: withCauses(err, (e) => e.message, ": ", ": ..."),
+    stack: withCauses(err, (e) => `${e.stack || ""}`, "\ncaused by: ", "\ncauses have become circular..."),
+  };
+  if (Array.isArray(err.errors)) out.aggregateErrors = err.errors.map((e) => serializeError(e, writing));
+  for (const key in err) {
+    if (out[key] !== undefined) continue;
+    const value = err[key];
+    if (!isErrorLike(value)) out[key] = value;
+    else if (key !== "cause" && !writing.has(value)) out[key] = serializeError(value, writing);
+  }
+  writing.delete(err);
+  return out;
+}
+
+/** One part of an error and of each of its causes in turn, joined; a cause met twice ends the chain. */
+function withCauses(err: ErrorLike, part: (e: ErrorLike) => string, joint: string, loop: string): string {
+  const seen = new Set<ErrorLike>();
+  let text = "";
+  for (let e = err; ; ) {
+    text += part(e);
+    if (seen.has(e)) return text + loop;
+    const cause = e.cause;
+    if (!isErrorLike(cause)) return text;
+    seen.add(e);
+    text += joint;
+    e = cause;
+  }
+}
+
+/** The lease stack's logger interface on ours: message first there, fields first here. */
+export function leaseLogger(log: Logger): { info: LeaseLogFn; warn: LeaseLogFn } {
   return {
     info: (message, fields) => log.info(fields ?? {}, message),
     warn: (message, fields) => log.warn(fields ?? {}, message),

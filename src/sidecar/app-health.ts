@@ -3,7 +3,7 @@
 // candidate is a peer pod from the publisher's peer list that campaigns for the same lease: its
 // application containers ready (pod mode), or the pod Ready (url mode, where the peers' own URLs
 // are not reachable from here).
-import type { Logger } from "pino";
+
 import type { HealthConfig } from "../config/health-config.ts";
 import {
   applicationReadiness,
@@ -14,6 +14,7 @@ import {
 import type { Pod } from "../kube/client/api-types.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import { monotonicClock } from "../shared/clock.ts";
+import type { Logger } from "../shared/logger.ts";
 import { HealthGate } from "./health-gate.ts";
 import { probeHealth } from "./health-probe.ts";
 

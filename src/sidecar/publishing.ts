@@ -1,6 +1,6 @@
 // The sidecar's pod publisher: started only in a cluster (the publisher is loaded on demand),
 // showing "follower" before the first campaign.
-import type { Logger } from "pino";
+
 import { UsageError } from "../config/options.ts";
 import type { RunConfig } from "../config/run-config.ts";
 import type { Pod } from "../kube/client/api-types.ts";
@@ -8,6 +8,7 @@ import type { LeadershipState } from "../kube/desired-state.ts";
 import { PublishConfigError, validatePublishConfig } from "../kube/publish-config.ts";
 import type { PodPublisher } from "../kube/publisher-contract.ts";
 import type { SidecarMetrics } from "../observability/metrics.ts";
+import type { Logger } from "../shared/logger.ts";
 
 export interface PublisherWiring {
   config: RunConfig;

@@ -2,7 +2,6 @@
 // what only the sidecar has: the pod publisher, metrics, logs and the HTTP endpoints. The HTTP
 // server comes up first, so probes answer "starting" while PostgreSQL is waited for.
 import type { Server } from "node:http";
-import type { Logger } from "pino";
 import type { RunConfig } from "../config/run-config.ts";
 import { WitnessedCrashes } from "../election/crash-witness.ts";
 import type { Elector, TickReport } from "../election/elector.ts";
@@ -14,6 +13,7 @@ import { packageVersion } from "../observability/build-info.ts";
 import { leaseLogger } from "../observability/logger.ts";
 import { SidecarMetrics } from "../observability/metrics.ts";
 import { type TransitionFields, transitionFields } from "../observability/transition-log.ts";
+import type { Logger } from "../shared/logger.ts";
 import { type AppHealth, startAppHealth } from "./app-health.ts";
 import { startHttpServer } from "./http-server.ts";
 import { startPublisher } from "./publishing.ts";

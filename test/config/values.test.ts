@@ -103,7 +103,7 @@ describe("parseAddress", () => {
 });
 
 describe("parseLogLevel", () => {
-  it("takes pino's levels and silent, in any case", () => {
+  it("takes the levels fatal to trace and silent, in any case", () => {
     for (const level of LOG_LEVELS) expect(parseLogLevel(level.toUpperCase())).toEqual({ value: level });
   });
 

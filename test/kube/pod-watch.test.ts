@@ -7,13 +7,13 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ApiException, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import pino from "pino";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Pod, PodList } from "../../src/kube/client/api-types.ts";
 import { createKubeClient, type KubeClient } from "../../src/kube/client/connection.ts";
 import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
 import { createPodApi } from "../../src/kube/pod-api.ts";
 import { type PodWatch, watchOwnPod } from "../../src/kube/pod-watch.ts";
+import { createLogger } from "../../src/observability/logger.ts";
 import { monotonicClock } from "../../src/shared/clock.ts";
 import { type KubeApiServer, startKubeApiServer } from "../support/kube/apiserver/index.ts";
 import { kubeServers, realKubeServer } from "../support/kube/kube-servers.ts";
@@ -51,7 +51,7 @@ async function watchOn(
     list: () => api.listOwnPod(),
     namespace: NS,
     podName: POD,
-    logger: pino({ level: "debug" }, { write: (line: string) => logs.push(JSON.parse(line)) }),
+    logger: createLogger("debug", [], { write: (line) => logs.push(JSON.parse(line)) }),
     backoff: { initialMs: 200, maxMs: 200 },
     openTimeoutMs: 5_000,
     random: () => 0,
@@ -160,7 +160,7 @@ describe("a watch line that is not JSON", () => {
           }),
         namespace: NS,
         podName: POD,
-        logger: pino({ level: "debug" }, { write: (line: string) => logs.push(JSON.parse(line)) }),
+        logger: createLogger("debug", [], { write: (line) => logs.push(JSON.parse(line)) }),
         backoff: { initialMs: 50, maxMs: 50 },
         openTimeoutMs: 5_000,
         random: () => 0,

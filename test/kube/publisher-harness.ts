@@ -2,7 +2,6 @@
 // the kubelet's conditions, and a publisher with fast, injectable timings; logs and hook calls are
 // captured so tests can assert on them.
 import type { V1Pod, V1PolicyRule } from "@kubernetes/client-node";
-import pino from "pino";
 import type { Pod } from "../../src/kube/client/api-types.ts";
 import { kubeconfigTextConnection } from "../../src/kube/client/kubeconfig.ts";
 import type { LeadershipState } from "../../src/kube/desired-state.ts";
@@ -14,6 +13,7 @@ import type {
   PublishedObservation,
   PublishTiming,
 } from "../../src/kube/publisher-contract.ts";
+import { createLogger } from "../../src/observability/logger.ts";
 import type { Clock } from "../../src/shared/clock.ts";
 import type { KubeServerKind, StartOptions, TestKube } from "../support/kube/kube-servers.ts";
 import { ManualClock } from "../support/manual-clock.ts";
@@ -41,7 +41,7 @@ export function leader(fence: number): LeadershipState {
 }
 
 export interface LogLine {
-  level: number;
+  level: "trace" | "debug" | "info" | "warn" | "error" | "fatal";
   msg: string;
   [key: string]: unknown;
 }
@@ -96,7 +96,7 @@ export async function startHarness(kube: KubeServerKind, options: HarnessOptions
   // The product's own kubeconfig reader, on the same credentials the test client uses.
   const connection = await kubeconfigTextConnection(server.kubeConfig({ namespace }).exportConfig());
   const logs: LogLine[] = [];
-  const logger = pino({ level: "debug" }, { write: (line: string) => logs.push(JSON.parse(line)) });
+  const logger = createLogger("debug", [], { write: (line) => logs.push(JSON.parse(line)) });
   const patches: PatchObservation[] = [];
   const published: PublishedObservation[] = [];
   const publishers: PodPublisher[] = [];

@@ -24,7 +24,7 @@ await onEachKubeServer("publisher RBAC suite", (kube) => {
       });
       const result = await h.publisher.start(follower());
       expect(result).toEqual({ published: false, missingPermissions: ["patch pods/status"] });
-      const errors = () => h.logs.filter((l) => l.level === 50).map((l) => l.msg);
+      const errors = () => h.logs.filter((l) => l.level === "error").map((l) => l.msg);
       expect(errors()).toContainEqual(
         expect.stringMatching(/^missing RBAC permissions in namespace shop: patch pods\/status;/),
       );
@@ -53,7 +53,7 @@ await onEachKubeServer("publisher RBAC suite", (kube) => {
           timing: { startTimeoutMs: 500 },
         });
         expect(await h.publisher.start(follower())).toEqual({ published: false, missingPermissions: [] });
-        const errors = () => h.logs.filter((l) => l.level === 50).map((l) => l.msg);
+        const errors = () => h.logs.filter((l) => l.level === "error").map((l) => l.msg);
         await expect
           .poll(errors)
           .toContainEqual(
@@ -64,7 +64,7 @@ await onEachKubeServer("publisher RBAC suite", (kube) => {
         expect(errors().filter((m) => m.startsWith("missing permission"))).toEqual([]);
         // The policy refuses both patches of a pass, which ends with whichever answers first:
         // each is logged once, and again on the 20th failure, however they alternate.
-        const errorLines = () => h.logs.filter((l) => l.level === 50);
+        const errorLines = () => h.logs.filter((l) => l.level === "error");
         await expect.poll(() => errorLines().map((l) => l.failures), { timeout: 10_000 }).toContainEqual(20);
         const first = errorLines()
           .filter((l) => (l.failures as number) < 20)
@@ -91,7 +91,7 @@ await onEachKubeServer("publisher RBAC suite", (kube) => {
           timing: { startTimeoutMs: 500 },
         });
         expect(await h.publisher.start(follower())).toEqual({ published: false, missingPermissions: [] });
-        const errors = () => h.logs.filter((l) => l.level === 50).map((l) => l.msg);
+        const errors = () => h.logs.filter((l) => l.level === "error").map((l) => l.msg);
         await expect
           .poll(errors)
           .toContainEqual(
@@ -108,7 +108,7 @@ await onEachKubeServer("publisher RBAC suite", (kube) => {
       h = await startHarness(kube);
       h.server.faults.failNext({ match: { path: /selfsubjectaccessreviews/ }, status: 404, count: 10 });
       expect(await h.publisher.start(follower())).toEqual({ published: true, missingPermissions: [] });
-      expect(h.logs.some((l) => l.level === 40 && l.msg.startsWith("could not check"))).toBe(true);
+      expect(h.logs.some((l) => l.level === "warn" && l.msg.startsWith("could not check"))).toBe(true);
     });
   });
 });

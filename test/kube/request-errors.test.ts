@@ -2,12 +2,12 @@
 // (their wording is the server's: the authorizer's responsewriters.forbiddenMessage, the
 // ValidatingAdmissionPolicy dispatcher's and a webhook's statuserror; publisher-rbac.test.ts
 // meets the first two on the real kube-apiserver).
-import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { KubeApiError } from "../../src/kube/client/connection.ts";
 import { KubeRequestError, PERMISSIONS } from "../../src/kube/pod-api.ts";
 import { validatePublishConfig } from "../../src/kube/publish-config.ts";
 import { failureLog } from "../../src/kube/publish-failures.ts";
+import { createLogger } from "../../src/observability/logger.ts";
 
 function refused(status: number, message: string): KubeRequestError {
   return new KubeRequestError(PERMISSIONS.patchPod, new KubeApiError(status, { message }, ""));
@@ -135,7 +135,7 @@ describe("credentials in a server's message", () => {
 
 function logOf(error: KubeRequestError): string[] {
   const lines: string[] = [];
-  const logger = pino({ level: "debug" }, { write: (line: string) => lines.push(JSON.parse(line).msg) });
+  const logger = createLogger("debug", [], { write: (line) => lines.push(JSON.parse(line).msg) });
   const result = validatePublishConfig({ namespace: "shop", podName: "orders-0" });
   if ("problems" in result) throw new Error(result.problems.join("; "));
   failureLog(logger, result.config).failed(error, 1);

@@ -15,7 +15,7 @@ afterEach(() => vi.useRealTimers());
 
 function collect(level: LogLevel, secrets: string[] = []) {
   const lines: string[] = [];
-  const logger = createLogger(level, secrets, { write: (line: string) => lines.push(line) } as never);
+  const logger = createLogger(level, secrets, { write: (line: string) => lines.push(line) });
   return { logger, lines };
 }
 
