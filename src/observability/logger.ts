@@ -78,10 +78,11 @@ function line(level: Method, bindings: string, first: string | object, message?:
   // pino's rule: an error without a message of the call's own lends it its message.
   if (msg === undefined && fields?.msg === undefined && fields?.err)
     msg = (fields.err as { message?: unknown }).message;
-  const msgJson = msg === undefined ? undefined : valueJson("msg", msg);
-  return `{"level":"${level}","time":"${new Date().toISOString()}"${bindings}${fields ? fieldsJson(fields) : ""}${
-    msgJson === undefined ? "" : `,"msg":${msgJson}`
-  }}\n`;
+  let text = `{"level":"${level}","time":"${new Date().toISOString()}"${bindings}`;
+  if (fields) text += fieldsJson(fields);
+  const msgJson = valueJson("msg", msg);
+  if (msgJson !== undefined) text += `,"msg":${msgJson}`;
+  return `${text}}\n`;
 }
 
 /** `,"key":value` per field, in the object's order; a field JSON has no form for (undefined, a function) is left out. */
