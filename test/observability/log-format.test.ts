@@ -145,3 +145,50 @@ it("scrubs the secrets from the whole line, in plain and JSON-escaped form", () 
   expect(lines.join("")).toContain('"url":"postgres://u:***@db"');
   expect(JSON.parse(lines[0] as string).err.message).toBe("auth failed for ***");
 });
+
+it("writes an error passed in place of the fields as its err, as pino did", () => {
+  // pino 10.4 wrote these lines; LogFn takes any object first, an Error among them.
+  const { logger, lines } = collect("info");
+  logger.error(error("connect ECONNREFUSED 10.0.0.1:5432", { code: "ECONNREFUSED" }), "could not connect");
+  logger.error(error("socket hang up"));
+  expect(lines).toEqual([
+    '{"level":"error","time":"2026-12-02T04:30:05.123Z","service":"pglease","err":{"type":"Error","message":"connect ECONNREFUSED 10.0.0.1:5432","stack":"Error: connect ECONNREFUSED 10.0.0.1:5432\\n    at connect (pg/client.js:1:1)","code":"ECONNREFUSED"},"msg":"could not connect"}\n',
+    '{"level":"error","time":"2026-12-02T04:30:05.123Z","service":"pglease","err":{"type":"Error","message":"socket hang up","stack":"Error: socket hang up\\n    at connect (pg/client.js:1:1)"},"msg":"socket hang up"}\n',
+  ]);
+});
+
+it("writes the line when a field cannot even be read (a getter or a Proxy that throws)", () => {
+  // pino threw out of the log call here; a log line must not stop the sidecar.
+  const { logger, lines } = collect("info", ["s3cret"]);
+  const getter = {
+    a: 1,
+    get pod(): unknown {
+      throw new Error("not readable: s3cret");
+    },
+    z: "last",
+  };
+  const refusing = new Proxy(
+    {},
+    {
+      ownKeys() {
+        throw new Error("no keys");
+      },
+    },
+  );
+  const lendsNoMessage = {
+    get err(): unknown {
+      throw new Error("no err");
+    },
+  };
+  expect(() => logger.info(getter, "odd getter")).not.toThrow();
+  expect(() => logger.info(refusing, "odd proxy")).not.toThrow();
+  expect(() => logger.error(lendsNoMessage)).not.toThrow();
+  expect(() => logger.child(getter).warn("bound")).not.toThrow();
+  const unreadable = '"[unable to serialize, circular reference is too complex to analyze]"';
+  expect(lines).toEqual([
+    `{"level":"info","time":"2026-12-02T04:30:05.123Z","service":"pglease","a":1,"pod":${unreadable},"z":"last","msg":"odd getter"}\n`,
+    '{"level":"info","time":"2026-12-02T04:30:05.123Z","service":"pglease","msg":"odd proxy"}\n',
+    `{"level":"error","time":"2026-12-02T04:30:05.123Z","service":"pglease","err":${unreadable}}\n`,
+    `{"level":"warn","time":"2026-12-02T04:30:05.123Z","service":"pglease","a":1,"pod":${unreadable},"z":"last","msg":"bound"}\n`,
+  ]);
+});
