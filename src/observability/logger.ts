@@ -73,11 +73,9 @@ export function createLogger(
 }
 
 function line(level: Method, bindings: string, first: string | object, message?: string): string {
-  const fields = typeof first === "string" ? undefined : (first as Record<string, unknown>);
-  let msg: unknown = typeof first === "string" ? first : message;
-  // pino's rule: an error without a message of the call's own lends it its message.
-  if (msg === undefined && fields?.msg === undefined && fields?.err)
-    msg = (fields.err as { message?: unknown }).message;
+  // pino's rule: an error passed in place of the fields is the line's err.
+  const fields = typeof first === "string" ? undefined : first instanceof Error ? { err: first } : first;
+  const msg = typeof first === "string" ? first : (message ?? lentMessage(fields));
   let text = `{"level":"${level}","time":"${new Date().toISOString()}"${bindings}`;
   if (fields) text += fieldsJson(fields);
   const msgJson = valueJson("msg", msg);
@@ -85,11 +83,36 @@ function line(level: Method, bindings: string, first: string | object, message?:
   return `${text}}\n`;
 }
 
-/** `,"key":value` per field, in the object's order; a field JSON has no form for (undefined, a function) is left out. */
+/** pino's rule: an error without a message of the call's own lends it its message; none if it cannot be read. */
+function lentMessage(fields: object | null | undefined): unknown {
+  try {
+    const { msg, err } = (fields ?? {}) as { msg?: unknown; err?: { message?: unknown } };
+    return msg === undefined && err ? err.message : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `,"key":value` per field, in the object's order; a field JSON has no form for (undefined, a
+ * function) is left out. A field whose getter throws is written as unserializable, and an object
+ * whose keys cannot be listed (a Proxy that throws) adds none: the line is still written.
+ */
 function fieldsJson(fields: object): string {
+  let keys: string[] = [];
+  try {
+    keys = Object.keys(fields);
+  } catch {
+    // Nothing of this object can be written; the rest of the line can.
+  }
   let text = "";
-  for (const [key, value] of Object.entries(fields)) {
-    const json = valueJson(key, value);
+  for (const key of keys) {
+    let json: string | undefined = UNSERIALIZABLE;
+    try {
+      json = valueJson(key, (fields as Record<string, unknown>)[key]);
+    } catch {
+      // The getter threw: its value is unknown, its key still says the field was there.
+    }
     if (json !== undefined) text += `,${JSON.stringify(key)}:${json}`;
   }
   return text;
