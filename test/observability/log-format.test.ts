@@ -192,3 +192,16 @@ it("writes the line when a field cannot even be read (a getter or a Proxy that t
     `{"level":"warn","time":"2026-12-02T04:30:05.123Z","service":"pglease","a":1,"pod":${unreadable},"z":"last","msg":"bound"}\n`,
   ]);
 });
+
+it("keeps an object's key order where pino's fallback sorted it (a circular or BigInt value inside)", () => {
+  // pino 10.4 wrote these fields with their keys sorted (safe-stable-stringify's fallback):
+  // "err":{"message":"o","response":{"a":1,"self":"[Circular]","z":2},"stack":"…","type":"Error"},"big":{"a":2,"z":1}
+  // Ours keeps the order every other line has (err's type first); the CHANGELOG says so.
+  const { logger, lines } = collect("info");
+  const response: Record<string, unknown> = { z: 2, a: 1 };
+  response.self = response;
+  logger.error({ err: error("o", { response }), big: { z: 1n, a: 2 } });
+  expect(lines).toEqual([
+    '{"level":"error","time":"2026-12-02T04:30:05.123Z","service":"pglease","err":{"type":"Error","message":"o","stack":"Error: o\\n    at connect (pg/client.js:1:1)","response":{"z":2,"a":1,"self":"[Circular]"}},"big":{"z":1,"a":2},"msg":"o"}\n',
+  ]);
+});
