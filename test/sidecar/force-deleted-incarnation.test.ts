@@ -63,12 +63,15 @@ await onEachSidecarKubeServer(
         fence: pod?.metadata?.annotations?.["pglease.io/fence"],
       }).toEqual({ uid: next?.metadata?.uid, holder: acquired.holder, fence: String(acquired.fence) });
       // Every accepted leader label on the new pod is the successor's own, none the old process's.
-      const leaderLabellers = suite.kube.requests
-        .filter((r) => r.method === "PATCH" && r.status === 200 && /\/pods\/orders-0$/.test(r.path))
-        .map((r) => leaderPatchHolder(r.body))
-        .filter((holder) => holder !== null);
-      expect(leaderLabellers.length).toBeGreaterThan(0);
-      expect(new Set(leaderLabellers)).toEqual(new Set([acquired.holder]));
+      // The recording proxy sets a request's status when the API server's answer reaches it, so the
+      // pod can show the label while its patch still shows status 0: waited for, not read once.
+      const leaderLabellers = () =>
+        suite.kube.requests
+          .filter((r) => r.method === "PATCH" && r.status === 200 && /\/pods\/orders-0$/.test(r.path))
+          .map((r) => leaderPatchHolder(r.body))
+          .filter((holder) => holder !== null);
+      await expect.poll(() => leaderLabellers().length, { timeout: 5_000 }).toBeGreaterThan(0);
+      expect(new Set(leaderLabellers())).toEqual(new Set([acquired.holder]));
     });
   },
 );

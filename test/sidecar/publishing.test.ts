@@ -122,24 +122,31 @@ await onEachKubeServer("pglease run publishing to its pod", (server) => {
     await expect.poll(() => role("orders-b"), { timeout: 10_000 }).toBe("leader");
     // Gap, never overlap: a released without waiting for its demotion (sent beside the release),
     // so b's label waited until a's pod no longer showed leader (a's own patch or b's, first).
-    const aOff = kube.requests.find(
-      (r) =>
-        r.method === "PATCH" &&
-        r.name === "orders-a" &&
-        !r.subresource &&
-        r.status === 200 &&
-        roleIn(r.body) === "follower" &&
-        r.at > led,
-    );
-    const bOn = kube.requests.find(
-      (r) =>
-        r.method === "PATCH" &&
-        r.name === "orders-b" &&
-        !r.subresource &&
-        r.status === 200 &&
-        roleIn(r.body) === "leader",
-    );
-    expect(aOff?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(bOn?.at ?? 0);
+    // The recording proxy sets a request's status when the API server's answer reaches it, so b's
+    // label can show on its pod while its patch still shows status 0: waited for, not read once.
+    const aOff = () =>
+      kube.requests.find(
+        (r) =>
+          r.method === "PATCH" &&
+          r.name === "orders-a" &&
+          !r.subresource &&
+          r.status === 200 &&
+          roleIn(r.body) === "follower" &&
+          r.at > led,
+      );
+    const bOn = () =>
+      kube.requests.find(
+        (r) =>
+          r.method === "PATCH" &&
+          r.name === "orders-b" &&
+          !r.subresource &&
+          r.status === 200 &&
+          roleIn(r.body) === "leader",
+      );
+    await expect
+      .poll(() => [aOff() !== undefined, bOn() !== undefined], { timeout: 5_000 })
+      .toEqual([true, true]);
+    expect(aOff()?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(bOn()?.at ?? 0);
     expect(await fence("orders-b")).toBe(String(fenceB));
     expect(await role("orders-a")).toBe("follower");
 

@@ -98,12 +98,15 @@ await onEachKubeServer("a rolling update of the chart's Deployment", (server) =>
     await expect
       .poll(async () => (await leaderOf(pods.live(v2.podTemplateHash))).length, { timeout: 30_000 })
       .toBe(1);
-    const shown = timeline(
-      labelEvents(kube.requests.slice(mark), pods.removedAt),
-      first?.name ?? "",
-      from,
-      Date.now(),
-    );
+    // The recording proxy sets a request's status when the API server's answer reaches it, so the
+    // new leader's label can show on its pod while its patch still shows status 0: waited for.
+    const accepted = () => labelEvents(kube.requests.slice(mark), pods.removedAt);
+    await expect
+      .poll(() => accepted().some((s) => s.leader && s.pod.includes(`-${v2.podTemplateHash}-`)), {
+        timeout: 5_000,
+      })
+      .toBe(true);
+    const shown = timeline(accepted(), first?.name ?? "", from, Date.now());
     expect(shown.changes).toBe(1);
     expect(shown.leaders[1]).toContain(`-${v2.podTemplateHash}-`);
     const changes = (await history()).slice(before).filter((c) => c.holder !== null);

@@ -35,7 +35,26 @@ await onEachSidecarKubeServer("pglease stopping while one demotion is refused", 
     await expect.poll(() => suite.role(podB), { timeout: 10_000 }).toBe("leader");
     const roles = { a: await suite.role(podA), b: await suite.role(podB) };
     await exited;
-    return { roles, shown: labelEvents(suite.kube.requests, new Map()) };
+    return { roles, podA, podB };
+  }
+
+  /**
+   * The accepted label patches once both a's demotion and b's label are among them: the recording
+   * proxy sets a request's status when the API server's answer reaches it, so the pod can show b's
+   * label while its patch still shows status 0. Waited for, not read once.
+   */
+  async function shownOnceAnswered(podA: string, podB: string) {
+    const shown = () => labelEvents(suite.kube.requests, new Map());
+    await expect
+      .poll(
+        () => [
+          shown().some((s) => s.pod === podA && !s.leader),
+          shown().some((s) => s.pod === podB && s.leader),
+        ],
+        { timeout: 5_000 },
+      )
+      .toEqual([true, true]);
+    return shown();
   }
 
   it("without peer demotion, a pod being deleted whose demotion is refused once is still demoted before the follower labels itself", async () => {
@@ -45,10 +64,11 @@ await onEachSidecarKubeServer("pglease stopping while one demotion is refused", 
   });
 
   it("with peer demotion, the old leader's label is off before the new leader's goes on", async () => {
-    const { roles, shown } = await refusedOnce("peer", "refused-peer", LONG);
+    const { roles, podA, podB } = await refusedOnce("peer", "refused-peer", LONG);
     expect(roles).toEqual({ a: "follower", b: "leader" });
-    const demoted = shown.findIndex((s) => s.pod === "peer-a" && !s.leader);
-    const labelled = shown.findIndex((s) => s.pod === "peer-b" && s.leader);
+    const shown = await shownOnceAnswered(podA, podB);
+    const demoted = shown.findIndex((s) => s.pod === podA && !s.leader);
+    const labelled = shown.findIndex((s) => s.pod === podB && s.leader);
     expect(demoted).toBeGreaterThanOrEqual(0);
     expect(demoted).toBeLessThan(labelled);
   });

@@ -42,7 +42,19 @@ await onEachSidecarKubeServer("pglease stopping while its own demotion is held",
       await expect.poll(() => suite.role(podB), { timeout: 5_000 }).toBe("leader");
       expect(await suite.role(podA)).toBe("follower");
       expect(held.held).toBe(1); // still held: b's own patch took a's label off
-      const shown = labelEvents(suite.kube.requests, new Map());
+      // The recording proxy sets a request's status when the API server's answer reaches it: b's
+      // label, already on its pod, may still show status 0. Waited for, not read once.
+      const accepted = () => labelEvents(suite.kube.requests, new Map());
+      await expect
+        .poll(
+          () => [
+            accepted().some((s) => s.pod === podA && !s.leader),
+            accepted().some((s) => s.pod === podB && s.leader),
+          ],
+          { timeout: 5_000 },
+        )
+        .toEqual([true, true]);
+      const shown = accepted();
       const demoted = shown.findIndex((s) => s.pod === podA && !s.leader);
       const labelled = shown.findIndex((s) => s.pod === podB && s.leader);
       expect(demoted).toBeGreaterThanOrEqual(0);
