@@ -19,6 +19,13 @@ export interface FenceGuardOptions {
    * Unset waits as long as the writer ahead holds its transaction open.
    */
   lockTimeoutMs?: number;
+  /**
+   * Longest idle time between a guard transaction's statements, in ms (PostgreSQL
+   * `idle_in_transaction_session_timeout`, transaction-local); past it PostgreSQL ends the session
+   * and nothing of the transaction is written. Default 10000; 0 for no bound. It is what frees the
+   * guard row when a writer freezes inside its transaction, so the next leader is not held up.
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 export interface FencedWrite {
@@ -56,16 +63,27 @@ const readGuardRow = (t: FenceTable) => `SELECT fence FROM ${t.qualified} WHERE 
 
 // Explicit READ COMMITTED: the advance then waits for a concurrent writer and compares with its
 // committed fence, instead of failing with a serialization error under a stricter session default.
-const beginTransaction = (lockTimeoutMs: number | undefined) =>
-  lockTimeoutMs === undefined
-    ? "BEGIN ISOLATION LEVEL READ COMMITTED"
-    : `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${lockTimeoutMs}`;
+// SET LOCAL idle_in_transaction_session_timeout: a writer frozen inside its transaction (a paused
+// VM, a stopped process) holds the guard row lock until the server ends its session.
+const beginTransaction = (lockTimeoutMs: number | undefined, idleMs: number) =>
+  [
+    "BEGIN ISOLATION LEVEL READ COMMITTED",
+    `SET LOCAL idle_in_transaction_session_timeout = ${idleMs}`,
+    ...(lockTimeoutMs === undefined ? [] : [`SET LOCAL lock_timeout = ${lockTimeoutMs}`]),
+  ].join("; ");
 
+/** Past the lease's renewal interval at its defaults, short of its 15 s duration: see the option. */
+const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000;
 const UNDEFINED_TABLE = "42P01";
+const IDLE_IN_TRANSACTION_TIMEOUT = "25P03";
 const GUARD_ROW_FENCE = "fence guard: the guard row's fence";
 
 export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
-  const { pool, lockTimeoutMs } = options;
+  const {
+    pool,
+    lockTimeoutMs,
+    idleInTransactionTimeoutMs = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+  } = options;
   if (!pool || typeof pool.connect !== "function") {
     throw new TypeError("fence guard: options.pool must be a pg.Pool (new pg.Pool({ connectionString }))");
   }
@@ -74,9 +92,15 @@ export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
       `fence guard: lockTimeoutMs must be a positive whole number of milliseconds, got ${describe(lockTimeoutMs)}`,
     );
   }
+  if (!(Number.isSafeInteger(idleInTransactionTimeoutMs) && idleInTransactionTimeoutMs >= 0)) {
+    throw new TypeError(
+      "fence guard: idleInTransactionTimeoutMs must be a whole number of milliseconds (0 for no bound), " +
+        `got ${describe(idleInTransactionTimeoutMs)}`,
+    );
+  }
   const t = fenceTable(options.schema, options.table);
   const sql = {
-    begin: beginTransaction(lockTimeoutMs),
+    begin: beginTransaction(lockTimeoutMs, idleInTransactionTimeoutMs),
     advance: advanceGuardRow(t),
     read: readGuardRow(t),
   };
@@ -92,7 +116,15 @@ export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
         await advanceOrThrow(client, resource, fence);
         return fn(client);
       },
-      { begin: sql.begin, abortedError: abortedTransactionError, endedError: endedTransactionError },
+      {
+        begin: sql.begin,
+        abortedError: abortedTransactionError,
+        endedError: endedTransactionError,
+        failedError: (error, connectionError) =>
+          [error, connectionError].some(isIdleTimeout)
+            ? idleTimeoutError(idleInTransactionTimeoutMs, connectionError ?? error)
+            : undefined,
+      },
     );
   }
 
@@ -140,6 +172,16 @@ function endedTransactionError(): Error {
   );
 }
 
+function idleTimeoutError(timeoutMs: number, cause: unknown): Error {
+  return new Error(
+    "fence guard: PostgreSQL ended the transaction after it sat idle between statements for more than " +
+      `idleInTransactionTimeoutMs (${timeoutMs} ms): nothing of it was written. Either this process was ` +
+      "paused (and may no longer lead: read the fence again), or the callback awaited something other than " +
+      "the database; do that work before the fenced transaction, or raise idleInTransactionTimeoutMs.",
+    { cause },
+  );
+}
+
 function abortedTransactionError(): Error {
   return new Error(
     "fence guard: a statement inside the callback failed and its error was caught, so PostgreSQL aborted the " +
@@ -164,10 +206,15 @@ function assertFence(fence: unknown): asserts fence is number {
   }
 }
 
+const hasCode = (error: unknown, code: string): boolean =>
+  typeof error === "object" && error !== null && (error as { code?: unknown }).code === code;
+
 function isUndefinedTable(error: unknown): boolean {
-  return (
-    typeof error === "object" && error !== null && (error as { code?: unknown }).code === UNDEFINED_TABLE
-  );
+  return hasCode(error, UNDEFINED_TABLE);
+}
+
+function isIdleTimeout(error: unknown): boolean {
+  return hasCode(error, IDLE_IN_TRANSACTION_TIMEOUT);
 }
 
 function describe(value: unknown): string {

@@ -11,6 +11,12 @@ export interface TransactionOptions {
   abortedError?: () => Error;
   /** Why the transaction could not commit: something inside it ran COMMIT or ROLLBACK itself. */
   endedError?: () => Error;
+  /**
+   * The error to throw in place of the one the transaction failed with, given what its connection
+   * reported while checked out (a session PostgreSQL ended comes as an 'error' event when no
+   * statement was running); undefined keeps the original.
+   */
+  failedError?: (error: unknown, connectionError: Error | undefined) => Error | undefined;
 }
 
 const defaultAborted = () =>
@@ -50,7 +56,7 @@ export async function inTransaction<T>(
         broken ??= rollbackError;
       });
     }
-    throw error;
+    throw options.failedError?.(error, broken) ?? error;
   } finally {
     // A client whose connection failed or whose ROLLBACK failed is in an unknown state: destroy it.
     client.off("error", onConnectionError);

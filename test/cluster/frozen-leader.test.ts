@@ -25,6 +25,15 @@ const FREEZER = "/sys/fs/cgroup/freezer/kubepods";
 
 // The reconciler's committed work: the row its guarded transaction writes.
 const READ_STATE = "SELECT fence, runs FROM fenced_reconciler_state WHERE resource = $1";
+// The test holds the reconciler's state row, so the leader's next fenced write waits inside its
+// guard transaction, the guard row already advanced and locked.
+const HOLD_STATE_ROW = "SELECT 1 FROM fenced_reconciler_state WHERE resource = $1 FOR UPDATE";
+const WAITING_WRITERS = `SELECT count(*)::int AS n FROM pg_stat_activity
+  WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO fenced_reconciler_state%'`;
+// Sessions inside a guard transaction (its table locked) that wait for their client: the frozen
+// reconciler, its write done on the server, unable to send its COMMIT.
+const FROZEN_WRITERS = `SELECT count(*)::int AS n FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+  WHERE a.state = 'idle in transaction' AND l.relation = 'pglease_fences'::regclass AND l.granted`;
 
 describe.skipIf(skip)("a frozen leader in a real cluster", () => {
   let db: pg.Client;
@@ -78,6 +87,9 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
   });
   const { figures } = cluster;
 
+  const count = async (sql: string) => (await db.query<{ n: number }>(sql)).rows[0]?.n ?? 0;
+  const waiting = () => count(WAITING_WRITERS);
+  const frozenWriters = () => count(FROZEN_WRITERS);
   const committed = async () => {
     const { rows } = await db.query(READ_STATE, [RESOURCE]);
     return rows[0] ? { fence: Number(rows[0].fence), runs: Number(rows[0].runs) } : null;
@@ -118,8 +130,31 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
         "jsonpath={.metadata.uid}",
       ]);
       freezer = await podFreezer(uid);
-      const frozenAt = performance.now();
-      await setFreezer(freezer, "FROZEN");
+      // The freeze catches the leader inside its fenced transaction, holding the guard row (the
+      // worst moment, which a freeze at random hits a few times in a hundred): its write waits for
+      // the row the test holds, the pod freezes, the test lets go, and the write completes on the
+      // server with the frozen process unable to commit. Only the guard's idle bound
+      // (idleInTransactionTimeoutMs, 10 s by default) then frees the guard row for the next leader.
+      const holder = new pg.Client({ connectionString: cluster.database.url });
+      await holder.connect();
+      let frozenAt: number;
+      try {
+        await holder.query("BEGIN");
+        await holder.query(HOLD_STATE_ROW, [RESOURCE]);
+        await until(
+          "the leader's write waiting inside its guard transaction",
+          30_000,
+          waiting,
+          (n) => n === 1,
+          50,
+        );
+        await setFreezer(freezer, "FROZEN");
+        frozenAt = performance.now();
+        await holder.query("COMMIT");
+      } finally {
+        await holder.end();
+      }
+      await until("the frozen writer idle inside its transaction", 10_000, frozenWriters, (n) => n === 1, 50);
 
       // Nothing of the frozen pod runs: the lease expires (lease.duration 15 s) and the other pod claims it.
       const taken = await pods.waitFor(
@@ -161,6 +196,13 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
           afterThaw(log).some((l) => l.message === "refused" || l.message === "follower: not reconciling"),
       );
       const thawLines = afterThaw(refused);
+      // The write the freeze caught: PostgreSQL ended its session, nothing of it committed, and
+      // the guard said why.
+      expect(
+        thawLines.some(
+          (l) => l.message === "reconcile failed" && /idleInTransactionTimeoutMs/.test(l.error ?? ""),
+        ),
+      ).toBe(true);
       // Every write committed since the new leader's first is the new leader's, with its fence.
       const end = await committed();
       expect(end?.fence).toBe(newFence);
@@ -188,7 +230,7 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
         return log
           .split("\n")
           .filter((l) => l.startsWith("{"))
-          .map((l) => JSON.parse(l) as { time: string; message: string })
+          .map((l) => JSON.parse(l) as { time: string; message: string; error?: string })
           .filter((l) => Date.parse(l.time) >= thawWall - 1_000);
       }
     } finally {

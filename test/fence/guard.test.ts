@@ -214,6 +214,62 @@ describe("run", () => {
     expect(await orderFences("orders")).toEqual([1, 2]);
   });
 
+  it("a writer paused inside its transaction holds the next leader up for idleInTransactionTimeoutMs at most, and writes nothing when it wakes", async () => {
+    // A frozen leader (a stopped VM, SIGSTOP, a long pause) inside its fenced transaction keeps the
+    // guard row locked; without a bound the next leader waits until it thaws, which may be never.
+    const paused = createFenceGuard({ pool: fx.pool, idleInTransactionTimeoutMs: 300 });
+    const inside = deferred();
+    const wake = deferred();
+    const first = paused.run("orders", 1, async (c) => {
+      await recordOrder(c, "orders", 1);
+      inside.resolve();
+      await wake.promise;
+      await recordOrder(c, "orders", 1);
+    });
+    const firstOutcome = first.then(
+      () => "committed",
+      (error: Error) => error,
+    );
+    await inside.promise;
+    const next = guard.run("orders", 2, (c) => recordOrder(c, "orders", 2));
+    const stuck = new Promise<string>((resolve) => setTimeout(() => resolve("still waiting"), 5_000).unref());
+    try {
+      expect(await Promise.race([next.then(() => "written"), stuck])).toBe("written");
+    } finally {
+      wake.resolve();
+      await next;
+    }
+    const outcome = await firstOutcome;
+    expect(outcome).toBeInstanceOf(Error);
+    expect((outcome as Error).message).toMatch(
+      /fence guard: PostgreSQL ended the transaction after it sat idle between statements for more than idleInTransactionTimeoutMs \(300 ms\)/,
+    );
+    expect((outcome as Error).message).toMatch(/nothing of it was written/);
+    expect(await orderFences("orders")).toEqual([2]);
+    expect(await guard.current("orders")).toBe(2);
+  });
+
+  it("bounds a guard transaction's idle time at 10 s by default; a value of its own or 0 (no bound) when given", async () => {
+    const setting = (g: FenceGuard) =>
+      g.run("orders", 1, async (c) => {
+        const { rows } = await c.query("SHOW idle_in_transaction_session_timeout");
+        return rows[0].idle_in_transaction_session_timeout as string;
+      });
+    expect(await setting(guard)).toBe("10s");
+    expect(await setting(createFenceGuard({ pool: fx.pool, idleInTransactionTimeoutMs: 2500 }))).toBe(
+      "2500ms",
+    );
+    expect(await setting(createFenceGuard({ pool: fx.pool, idleInTransactionTimeoutMs: 0 }))).toBe("0");
+    // Transaction-local: the connection goes back to the pool with the session's own value.
+    const { rows } = await fx.pool.query("SHOW idle_in_transaction_session_timeout");
+    expect(rows[0].idle_in_transaction_session_timeout).toBe("0");
+    for (const bad of [-1, 1.5, Number.NaN, "10s"]) {
+      expect(() => createFenceGuard({ pool: fx.pool, idleInTransactionTimeoutMs: bad as number })).toThrow(
+        /idleInTransactionTimeoutMs must be a whole number of milliseconds \(0 for no bound\)/,
+      );
+    }
+  });
+
   it("withFence uses the default table", async () => {
     await withFence(fx.pool, { resource: "orders", fence: 3 }, (c) => recordOrder(c, "orders", 3));
     await expect(withFence(fx.pool, { resource: "orders", fence: 2 }, async () => {})).rejects.toBeInstanceOf(

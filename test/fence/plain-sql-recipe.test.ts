@@ -57,6 +57,8 @@ it("guard table: the recipe commits the current term and refuses an older one", 
   }
   await fx.pool.query("INSERT INTO orders VALUES (1, 'pending'), (2, 'pending')");
   expect(guardedTransaction[0]).toBe("BEGIN");
+  // A writer frozen inside the transaction must not hold the guard row until it thaws.
+  expect(guardedTransaction[1]).toBe("SET LOCAL idle_in_transaction_session_timeout = '10s'");
   expect(await guardedWrite(5)).toBe("committed");
   await fx.pool.query("UPDATE orders SET status = 'pending' WHERE id = 2");
   expect(await guardedWrite(4)).toBe("stale");
