@@ -1,10 +1,11 @@
 // `pglease run`: the sidecar a pod runs, and its shutdown: the first SIGTERM (or SIGINT)
 // stops gracefully within the grace period; a second one, or the period running out, exits at once.
+// Either way the last log lines (why it stopped) go out first, to a log reader that is behind.
 import { optionHelp } from "../config/options.ts";
 import { readRunConfig } from "../config/run-config.ts";
 import { RUN_OPTIONS } from "../config/run-options.ts";
 import { StartAborted } from "../leases/open-leases.ts";
-import { createLogger, secretsFrom } from "../observability/logger.ts";
+import { createLogger, flushed, secretsFrom } from "../observability/logger.ts";
 import { type Sidecar, startSidecar } from "../sidecar/sidecar.ts";
 import { explainDatabaseError } from "./database-errors.ts";
 
@@ -28,6 +29,15 @@ Examples:
   PGLEASE_LEASE=orders-sync PGLEASE_NOTIFY=false pglease run   # behind PgBouncer (transaction mode)
 `;
 
+/**
+ * How long an exit waits for stdout to hand the OS the lines still queued for a log reader that is
+ * behind (a container's stdout is a pipe to the runtime's log shim). A reader that is merely slow
+ * catches up well within it; one that has stalled must not keep a stopping sidecar alive: the
+ * kubelet's SIGKILL comes terminationGracePeriodSeconds after its SIGTERM, which the chart keeps
+ * above the grace period, by 10 s with its defaults.
+ */
+const EXIT_FLUSH_MS = 1000;
+
 export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   const config = readRunConfig(argv, env);
   const logger = createLogger(config.logLevel, secretsFrom(env));
@@ -38,10 +48,17 @@ export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv
   const finished = new Promise<number>((resolve) => {
     finish = resolve;
   });
+  let exiting = false;
+  // process.exit drops what stdout still queues: the lines that say why go out first, within the bound.
+  const exitNow = (code: number) => {
+    exiting = true;
+    void flushed(process.stdout, EXIT_FLUSH_MS).then(() => process.exit(code));
+  };
   const stopGracefully = (running: Sidecar) => {
     const force = setTimeout(() => {
+      if (exiting) return;
       logger.error(`graceful stop did not finish within ${config.gracePeriodMs} ms: exiting`);
-      process.exit(1);
+      exitNow(1);
     }, config.gracePeriodMs);
     force.unref();
     running.stop().then(
@@ -56,10 +73,12 @@ export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv
     );
   };
   const onSignal = (signal: NodeJS.Signals) => {
+    if (exiting) return;
     signals++;
     if (signals > 1) {
       logger.warn(`second ${signal}: exiting now without finishing the graceful stop`);
-      process.exit(130);
+      exitNow(130);
+      return;
     }
     if (!sidecar) {
       logger.info(`${signal} before start-up finished: stopping`);
@@ -71,10 +90,17 @@ export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  // A stop that finished returns, and Node writes out stdout before it exits; but not past the
+  // bound for a log reader that has stalled.
+  const exitWhenFlushed = async (code: number) => {
+    exiting = true;
+    if (!(await flushed(process.stdout, EXIT_FLUSH_MS))) process.exit(code);
+    return code;
+  };
   try {
     sidecar = await startSidecar({ config, logger, signal: startup.signal });
   } catch (error) {
-    if (error instanceof StartAborted) return 0;
+    if (error instanceof StartAborted) return exitWhenFlushed(0);
     throw explainDatabaseError(error, {
       connectionString: config.database.connectionString,
       callTimeoutMs: config.timing.callTimeoutMs,
@@ -82,5 +108,5 @@ export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv
   }
   // A signal that arrived while the last start-up attempt was finishing.
   if (startup.signal.aborted) stopGracefully(sidecar);
-  return finished;
+  return exitWhenFlushed(await finished);
 }

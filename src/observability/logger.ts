@@ -1,6 +1,8 @@
 // JSON logs that cannot leak the database password: one line per call, in the format pino wrote
 // (users' log pipelines parse it), every line scrubbed of the secrets known at start, in plain
-// and JSON-escaped form, whatever field or stack holds them.
+// and JSON-escaped form, whatever field or stack holds them. A log reader that falls far behind
+// costs lines, counted, not memory.
+import type { Writable } from "node:stream";
 import type { LogLevel } from "../config/values.ts";
 import type { LogFn, Logger } from "../shared/logger.ts";
 
@@ -9,7 +11,17 @@ type Method = Exclude<LogLevel, "silent">;
 /** Where the lines go: stdout, or a test's collector. */
 export interface LogSink {
   write(line: string): unknown;
+  /** What a Writable holds that the OS has not taken yet, in bytes: see MAX_QUEUED_BYTES. */
+  readonly writableLength?: number;
 }
+
+/**
+ * With this much of stdout queued (its reader, the runtime's log shim, behind), a line is dropped
+ * and counted instead of queued, so a stalled reader cannot grow the sidecar's memory without
+ * bound; the count goes out in a line of its own once the queue is below it again. Some 3,000
+ * lines: far more than a reader that is merely slow leaves queued.
+ */
+export const MAX_QUEUED_BYTES = 1024 * 1024;
 
 /** pino's level numbers: a logger writes the calls at or above its level; "silent" none. */
 const LEVELS: Record<Method, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 };
@@ -52,12 +64,25 @@ export function createLogger(
   out: LogSink = process.stdout,
 ): Logger {
   const threshold = level === "silent" ? Number.POSITIVE_INFINITY : LEVELS[level];
+  let dropped = 0;
+  const write = (bindings: string, text: string) => {
+    if ((out.writableLength ?? 0) >= MAX_QUEUED_BYTES) {
+      dropped++;
+      return;
+    }
+    if (dropped > 0) {
+      const why = `${dropped} log lines dropped: stdout had ${MAX_QUEUED_BYTES} bytes queued for a reader that was behind`;
+      out.write(scrub(line("warn", bindings, { dropped }, why), secrets));
+      dropped = 0;
+    }
+    out.write(text);
+  };
   const loggerWith = (bindings: string): Logger => {
     const method = (name: Method): LogFn =>
       LEVELS[name] < threshold
         ? () => {}
         : (first: string | object, message?: string) => {
-            out.write(scrub(line(name, bindings, first, message), secrets));
+            write(bindings, scrub(line(name, bindings, first, message), secrets));
           };
     return {
       fatal: method("fatal"),
@@ -70,6 +95,24 @@ export function createLogger(
     };
   };
   return loggerWith(fieldsJson({ service: "pglease" }));
+}
+
+/**
+ * Resolves true once `out` has handed the OS every line written before the call, false if that
+ * takes longer than `withinMs`: for an exit, which drops what is still queued, but must not wait
+ * on a log reader that has stalled.
+ */
+export function flushed(out: Writable, withinMs: number): Promise<boolean> {
+  if (out.writableLength === 0) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), withinMs);
+    // Writes complete in order: an empty one's callback comes once all before it went out (or
+    // the stream failed, and nothing more will).
+    out.write("", () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
 }
 
 function line(level: Method, bindings: string, first: string | object, message?: string): string {
