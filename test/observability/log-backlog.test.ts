@@ -1,0 +1,85 @@
+// A log reader that is behind: stdout's queue is bounded (lines past it dropped, then counted in a
+// line of their own), and an exit can wait for what is queued, within a bound. The reader here is
+// a Writable that holds each write until released, so its queue is Node's own (writableLength).
+import { Writable } from "node:stream";
+import { afterEach, expect, it, vi } from "vitest";
+import { createLogger, flushed, MAX_QUEUED_BYTES } from "../../src/observability/logger.ts";
+
+afterEach(() => vi.useRealTimers());
+
+/** A stdout whose reader takes nothing until `resume()`, then everything as it comes. */
+function stalledReader() {
+  const taken: string[] = [];
+  let held: (() => void) | null = null;
+  let reading = false;
+  const out = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      taken.push(chunk.toString());
+      if (reading) done();
+      else held = done;
+    },
+  });
+  const resume = () => {
+    reading = true;
+    held?.();
+  };
+  return { out, taken, resume };
+}
+
+const parse = (line: string | undefined) => JSON.parse(line ?? "") as Record<string, unknown>;
+
+it("drops lines past MAX_QUEUED_BYTES queued, and counts them in a line once the reader catches up", async () => {
+  const { out, taken, resume } = stalledReader();
+  const logger = createLogger("info", [], out).child({ holder: "pod-a" });
+  let written = 0;
+  while (out.writableLength < MAX_QUEUED_BYTES) logger.info({ n: ++written }, "x".repeat(1000));
+  const queued = out.writableLength;
+  for (let i = 0; i < 5; i++) logger.warn({ n: written + 1 + i }, "dropped while the reader is behind");
+  expect(out.writableLength).toBe(queued);
+
+  resume();
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(out.writableLength).toBe(0);
+  logger.info("caught up");
+  const lines = taken.filter((t) => t !== "");
+  expect(lines).toHaveLength(written + 2);
+  expect(parse(lines.at(-3))).toMatchObject({ n: written });
+  expect(parse(lines.at(-2))).toMatchObject({
+    level: "warn",
+    holder: "pod-a",
+    dropped: 5,
+    msg: `5 log lines dropped: stdout had ${MAX_QUEUED_BYTES} bytes queued for a reader that was behind`,
+  });
+  expect(parse(lines.at(-1))).toMatchObject({ level: "info", msg: "caught up" });
+});
+
+it("flushed: true once every line written before it has been taken", async () => {
+  const { out, resume } = stalledReader();
+  expect(await flushed(out, 1000)).toBe(true);
+  const logger = createLogger("info", [], out);
+  for (let i = 0; i < 100; i++) logger.info({ i }, "queued");
+  let result: boolean | undefined;
+  const done = flushed(out, 60_000).then((r) => {
+    result = r;
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(result).toBeUndefined();
+  resume();
+  await done;
+  expect(result).toBe(true);
+  expect(out.writableLength).toBe(0);
+});
+
+it("flushed: false once the bound passes with the reader still stalled", async () => {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  const { out } = stalledReader();
+  createLogger("info", [], out).info("never taken");
+  let result: boolean | undefined;
+  void flushed(out, 1000).then((r) => {
+    result = r;
+  });
+  await vi.advanceTimersByTimeAsync(999);
+  expect(result).toBeUndefined();
+  await vi.advanceTimersByTimeAsync(1);
+  expect(result).toBe(false);
+});
