@@ -32,9 +32,10 @@ Examples:
 /**
  * How long an exit waits for stdout to hand the OS the lines still queued for a log reader that is
  * behind (a container's stdout is a pipe to the runtime's log shim). A reader that is merely slow
- * catches up well within it; one that has stalled must not keep a stopping sidecar alive: the
- * kubelet's SIGKILL comes terminationGracePeriodSeconds after its SIGTERM, which the chart keeps
- * above the grace period, by 10 s with its defaults.
+ * catches up well within it; one that has stalled must not keep a stopping sidecar alive. The
+ * kubelet's SIGKILL comes at the end of the pod's terminationGracePeriodSeconds, which the chart
+ * keeps above the grace period (by 10 s with its defaults); where less than this is left, the
+ * SIGKILL only cuts the wait short.
  */
 const EXIT_FLUSH_MS = 1000;
 
