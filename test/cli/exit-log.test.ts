@@ -13,9 +13,10 @@ import { cliSuite } from "../support/processes/cli-suite.ts";
 
 const suite = cliSuite();
 
-// Enough output to back stdout up past the pipe's 64 KiB and this side's read buffer: the
-// campaigning line names every lease twice, and each lease gets its own acquired line.
-const LEASES = 400;
+// Enough output to back stdout up past the pipe's 64 KiB and this side's read buffer, and less
+// than the logger's 1 MiB queue, past which it drops lines: the campaigning line names every lease
+// twice, and each lease gets lines of its own (acquired, released) of some 900 bytes.
+const LEASES = 250;
 const leaseNames = (prefix: string) =>
   Array.from({ length: LEASES }, (_, i) => `${prefix}-${String(i).padStart(3, "0")}-`.padEnd(200, "x"));
 
