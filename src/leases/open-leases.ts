@@ -85,6 +85,11 @@ export interface RunWiring {
   crashWitness?: CrashWitness;
   /** Each answer to this process's candidacy announcement until it is stored or refused (readiness waits for it). */
   onAnnounced?: (answer: AnnounceAnswer) => void;
+  /**
+   * The caller is its process's main thread by construction (cmd/pglease.ts runs `pglease run`):
+   * the restart lock then need not load node:worker_threads to ask (see takeRestartLock).
+   */
+  onMainThread?: true;
 }
 
 export async function openLeasesWith(options: OpenLeasesOptions, wiring: RunWiring): Promise<Leases> {
@@ -113,7 +118,8 @@ export async function openLeasesWith(options: OpenLeasesOptions, wiring: RunWiri
     );
   }
   if (options.historyRetention) assertRetention(options.historyRetention);
-  const restartLock = options.restartTakeover === false ? null : await restartLockFor(options, log);
+  const restartLock =
+    options.restartTakeover === false ? null : await restartLockFor(options, log, wiring.onMainThread);
   try {
     return await withStartRetry(options, log, () => openOnce(options, log, restartLock, wiring));
   } catch (error) {

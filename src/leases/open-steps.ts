@@ -27,21 +27,28 @@ export class StartAborted extends Error {
   }
 }
 
-/** The restart lock of this pod and lease table, or null (said once) when this process has none. */
+/**
+ * The restart lock of this pod and lease table, or null (said once) when this process has none.
+ * `onMainThread`: the caller knows it runs on the process's main thread (see takeRestartLock).
+ */
 export async function restartLockFor(
   options: OpenLeasesOptions,
   log: LeaseLogger,
+  onMainThread?: true,
 ): Promise<RestartLock | null> {
   // Resolved as pg resolves it (URL, then PG* variables), without credentials.
   const where = new pg.Client(options.pool?.options ?? { connectionString: options.connectionString });
   const podName = options.pod?.name ?? process.env.POD_NAME;
-  const result = await takeRestartLock({
-    podName: podName ?? hostname(),
-    outsidePod: podName === undefined,
-    podUid: options.pod ? options.pod.uid : process.env.POD_UID,
-    database: `${where.host}:${where.port}/${where.database}`,
-    table: leaseTable(options.schema, options.table).qualified,
-  });
+  const result = await takeRestartLock(
+    {
+      podName: podName ?? hostname(),
+      outsidePod: podName === undefined,
+      podUid: options.pod ? options.pod.uid : process.env.POD_UID,
+      database: `${where.host}:${where.port}/${where.database}`,
+      table: leaseTable(options.schema, options.table).qualified,
+    },
+    onMainThread,
+  );
   if ("lock" in result) return result.lock;
   log.warn(`no restart takeover: ${result.unavailable}`);
   return null;

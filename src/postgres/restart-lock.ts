@@ -10,7 +10,6 @@
 // another token and can never use a proof it did not bind.
 import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:net";
-import { isMainThread } from "node:worker_threads";
 
 const { readFileSync, readlinkSync } = process.getBuiltinModule("node:fs");
 
@@ -57,10 +56,17 @@ export function restartToken(scope: RestartScope, ns: { bootId: string; namespac
   return createHash("sha256").update(JSON.stringify(parts)).digest("hex").slice(0, 32);
 }
 
-/** Binds the lock for this scope, or says why this process runs without one. */
-export async function takeRestartLock(scope: RestartScope): Promise<RestartLockResult> {
+/**
+ * Binds the lock for this scope, or says why this process runs without one. `onMainThread` is
+ * asked of node:worker_threads when the caller leaves it undefined; `pglease run` knows (it is its
+ * process's main thread by construction) and spares the sidecar that module's resident memory.
+ */
+export async function takeRestartLock(
+  scope: RestartScope,
+  onMainThread: boolean = process.getBuiltinModule("node:worker_threads").isMainThread,
+): Promise<RestartLockResult> {
   // A worker thread's sockets close with the thread, while the process (and its work) lives on.
-  if (!isMainThread)
+  if (!onMainThread)
     return { unavailable: "the restart lock belongs to a process's main thread, not a worker thread" };
   const ns = networkNamespace();
   if (!ns) return { unavailable: "no /proc network namespace to scope a restart lock (not Linux?)" };

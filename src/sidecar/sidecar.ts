@@ -65,7 +65,12 @@ export async function startSidecar({ config, logger, signal }: SidecarDeps): Pro
     const crashes = config.crashTakeover.enabled ? new WitnessedCrashes() : null;
     leases = await openLeasesWith(
       leaseOptions(config, holder, () => log, signal),
-      { ...(crashes ? { crashWitness: crashes } : {}), onAnnounced: (answer) => view.announced(answer) },
+      {
+        ...(crashes ? { crashWitness: crashes } : {}),
+        onAnnounced: (answer) => view.announced(answer),
+        // The sidecar is `pglease run`, whose process cmd/pglease.ts starts: never a worker thread.
+        onMainThread: true,
+      },
     );
     holder = leases.holder;
     // holder is this process on every line; a transition names who holds after it heldBy.
