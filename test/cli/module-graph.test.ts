@@ -38,7 +38,9 @@ function builtinsIn(moduleLoadList: readonly string[]): string[] {
 /**
  * Built-in modules the sidecar never uses: loaded only by an unused export's getter (the WebSocket
  * of node:http), by node:fs/promises, by prom-client's index, for a kubeconfig exec plugin, or to
- * ask whether the restart lock is taken on a worker thread (the sidecar is a main thread).
+ * ask whether the restart lock is taken on a worker thread (the sidecar is a main thread). A
+ * running sidecar has child_process all the same: node:net loads it, with cluster and dgram, at a
+ * server's first listen.
  */
 const NEVER_USED = [
   "internal/deps/undici/undici",
