@@ -64,15 +64,18 @@ export function createLogger(
   out: LogSink = process.stdout,
 ): Logger {
   const threshold = level === "silent" ? Number.POSITIVE_INFINITY : LEVELS[level];
+  const root = fieldsJson({ service: "pglease" });
   let dropped = 0;
-  const write = (bindings: string, text: string) => {
+  // The count goes out with the root's bindings: the lines it counts came from every logger, not
+  // from the child whose line happens to come next.
+  const write = (text: string) => {
     if ((out.writableLength ?? 0) >= MAX_QUEUED_BYTES) {
       dropped++;
       return;
     }
     if (dropped > 0) {
       const why = `${dropped} log lines dropped: stdout had ${MAX_QUEUED_BYTES} bytes queued for a reader that was behind`;
-      out.write(scrub(line("warn", bindings, { dropped }, why), secrets));
+      out.write(scrub(line("warn", root, { dropped }, why), secrets));
       dropped = 0;
     }
     out.write(text);
@@ -82,7 +85,7 @@ export function createLogger(
       LEVELS[name] < threshold
         ? () => {}
         : (first: string | object, message?: string) => {
-            write(bindings, scrub(line(name, bindings, first, message), secrets));
+            write(scrub(line(name, bindings, first, message), secrets));
           };
     return {
       fatal: method("fatal"),
@@ -94,7 +97,7 @@ export function createLogger(
       child: (more) => loggerWith(bindings + fieldsJson(more)),
     };
   };
-  return loggerWith(fieldsJson({ service: "pglease" }));
+  return loggerWith(root);
 }
 
 /**
