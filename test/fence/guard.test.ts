@@ -249,6 +249,23 @@ describe("run", () => {
     expect(await guard.current("orders")).toBe(2);
   });
 
+  // Review (s12): the idle timeout's error replaces whatever the callback threw, and keeps only the
+  // connection's 25P03 as its cause: the callback's own failure (here the service it awaited) is lost.
+  it("an idle timeout's error keeps the callback's own error", async () => {
+    const paused = createFenceGuard({ pool: fx.pool, idleInTransactionTimeoutMs: 200 });
+    const outcome = await paused
+      .run("orders", 1, async (c) => {
+        await recordOrder(c, "orders", 1);
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        throw new Error("payments API: 503");
+      })
+      .catch((error: Error) => error);
+    expect(outcome.message).toMatch(/idleInTransactionTimeoutMs \(200 ms\)/);
+    const chain: unknown[] = [];
+    for (let e: unknown = outcome; e instanceof Error; e = e.cause) chain.push(e.message);
+    expect(chain.join(" <- ")).toMatch(/payments API: 503/);
+  });
+
   it("bounds a guard transaction's idle time at 10 s by default; a value of its own or 0 (no bound) when given", async () => {
     const setting = (g: FenceGuard) =>
       g.run("orders", 1, async (c) => {
