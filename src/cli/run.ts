@@ -49,6 +49,7 @@ export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv
   const finished = new Promise<number>((resolve) => {
     finish = resolve;
   });
+  // Set by the one forced exit, so a late signal or the grace timer cannot start another.
   let exiting = false;
   // process.exit drops what stdout still queues: the lines that say why go out first, within the bound.
   const exitNow = (code: number) => {
@@ -92,9 +93,9 @@ export async function runCommand(argv: readonly string[], env: NodeJS.ProcessEnv
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
   // A stop that finished returns, and Node writes out stdout before it exits; but not past the
-  // bound for a log reader that has stalled.
+  // bound for a log reader that has stalled. It leaves the grace timer armed: after a failed stop,
+  // something may still hold the process open.
   const exitWhenFlushed = async (code: number) => {
-    exiting = true;
     if (!(await flushed(process.stdout, EXIT_FLUSH_MS))) process.exit(code);
     return code;
   };

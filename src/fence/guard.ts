@@ -120,9 +120,11 @@ export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
         begin: sql.begin,
         abortedError: abortedTransactionError,
         endedError: endedTransactionError,
+        // The thrown error stays the cause: the callback's own (a service it awaited failing)
+        // or the client's, whose connection PostgreSQL ended.
         failedError: (error, connectionError) =>
           [error, connectionError].some(isIdleTimeout)
-            ? idleTimeoutError(idleInTransactionTimeoutMs, connectionError ?? error)
+            ? idleTimeoutError(idleInTransactionTimeoutMs, error)
             : undefined,
       },
     );

@@ -16,12 +16,18 @@ export interface LogSink {
 }
 
 /**
- * With this much of stdout queued (its reader, the runtime's log shim, behind), a line is dropped
- * and counted instead of queued, so a stalled reader cannot grow the sidecar's memory without
- * bound; the count goes out in a line of its own once the queue is below it again. Some 3,000
- * lines: far more than a reader that is merely slow leaves queued.
+ * With this much of stdout queued (its reader, the runtime's log shim, behind), a line below warn
+ * is dropped and counted instead of queued, so a stalled reader cannot grow the sidecar's memory
+ * without bound; the count goes out in a line of its own ahead of the next line written. Some
+ * 3,000 lines: far more than a reader that is merely slow leaves queued.
  */
 export const MAX_QUEUED_BYTES = 1024 * 1024;
+
+/**
+ * Warnings and errors are dropped only past twice that: the lines an exit writes (why the sidecar
+ * stopped) are warn or error, and are the ones its bounded flush is for.
+ */
+const MAX_QUEUED_BYTES_WARN = 2 * MAX_QUEUED_BYTES;
 
 /** pino's level numbers: a logger writes the calls at or above its level; "silent" none. */
 const LEVELS: Record<Method, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 };
@@ -68,8 +74,9 @@ export function createLogger(
   let dropped = 0;
   // The count goes out with the root's bindings: the lines it counts came from every logger, not
   // from the child whose line happens to come next.
-  const write = (text: string) => {
-    if ((out.writableLength ?? 0) >= MAX_QUEUED_BYTES) {
+  const write = (level: Method, text: string) => {
+    const bound = LEVELS[level] >= LEVELS.warn ? MAX_QUEUED_BYTES_WARN : MAX_QUEUED_BYTES;
+    if ((out.writableLength ?? 0) >= bound) {
       dropped++;
       return;
     }
@@ -85,7 +92,7 @@ export function createLogger(
       LEVELS[name] < threshold
         ? () => {}
         : (first: string | object, message?: string) => {
-            write(scrub(line(name, bindings, first, message), secrets));
+            write(name, scrub(line(name, bindings, first, message), secrets));
           };
     return {
       fatal: method("fatal"),

@@ -3,8 +3,9 @@
 // once it expires, takes the frozen pod's leader label off before labelling itself, and the
 // leader Service never lists two ready pods. The application is the project's own example,
 // deploy/examples/fenced-reconciler, reading leadership from the downward API as the chart mounts
-// it and writing through the fence guard: once thawed, the frozen pod still believes what its
-// files said, and its write with the old fence is refused by PostgreSQL, never committed.
+// it and writing through the fence guard. The freeze catches it inside its fenced write, the guard
+// row locked: the guard's idle bound frees the row for the new leader, and once thawed the frozen
+// pod's write fails and nothing it writes with the old fence is committed.
 import { existsSync } from "node:fs";
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -95,7 +96,7 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
     return rows[0] ? { fence: Number(rows[0].fence), runs: Number(rows[0].runs) } : null;
   };
 
-  it("replaces a frozen leader at the expiry, takes its label, and refuses its fenced writes after the thaw", async () => {
+  it("replaces a leader frozen inside its fenced write at the expiry, takes its label, and commits nothing of the frozen pod's after the thaw", async () => {
     const pods = await watchPods(cluster.release.namespace, cluster.selector);
     const endpoints = await watchEndpoints(cluster.release.namespace, cluster.release.leaderService);
     let freezer: string | undefined;
@@ -178,7 +179,9 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
       const thawedAt = performance.now();
       await setFreezer(freezer, "THAWED");
       freezer = undefined;
-      // The thawed reconciler ticks on what it last read (leader, the old fence): the guard refuses it.
+      // The thawed reconciler's caught write fails (its session ended); its next tick either tries
+      // the old fence again (refused by the guard) or reads the files the kubelet rewrote meanwhile
+      // (follower), whichever comes first on its thaw.
       const refused = await until(
         "the thawed pod's reconciler logging its refused write or its follower role",
         60_000,
@@ -222,7 +225,6 @@ describe.skipIf(skip)("a frozen leader in a real cluster", () => {
         thawedPodLog: thawLines.map((l) => l.message).slice(0, 4),
         runs: `${runsBeforeThaw} -> ${end?.runs}`,
       };
-      expect(thawLines.some((l) => l.message === "refused")).toBe(true);
 
       function afterThaw(log: string) {
         // The log's own clock: lines written after the thaw (the container's stdout, time-stamped by the program).

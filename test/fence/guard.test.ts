@@ -249,8 +249,7 @@ describe("run", () => {
     expect(await guard.current("orders")).toBe(2);
   });
 
-  // Review (s12): the idle timeout's error replaces whatever the callback threw, and keeps only the
-  // connection's 25P03 as its cause: the callback's own failure (here the service it awaited) is lost.
+  // The idle timeout explains why nothing was written; what the callback threw stays its cause.
   it("an idle timeout's error keeps the callback's own error", async () => {
     const paused = createFenceGuard({ pool: fx.pool, idleInTransactionTimeoutMs: 200 });
     const outcome = await paused

@@ -34,7 +34,7 @@ it("drops lines past MAX_QUEUED_BYTES queued, and counts them in a line once the
   let written = 0;
   while (out.writableLength < MAX_QUEUED_BYTES) logger.info({ n: ++written }, "x".repeat(1000));
   const queued = out.writableLength;
-  for (let i = 0; i < 5; i++) logger.warn({ n: written + 1 + i }, "dropped while the reader is behind");
+  for (let i = 0; i < 5; i++) logger.info({ n: written + 1 + i }, "dropped while the reader is behind");
   expect(out.writableLength).toBe(queued);
 
   resume();
@@ -52,6 +52,20 @@ it("drops lines past MAX_QUEUED_BYTES queued, and counts them in a line once the
   // Counted across every logger: not attributed to the child that wrote next.
   expect(parse(lines.at(-2))).not.toHaveProperty("holder");
   expect(parse(lines.at(-1))).toMatchObject({ level: "info", msg: "caught up" });
+});
+
+it("drops warnings and errors only past twice the bound", () => {
+  const { out } = stalledReader();
+  const logger = createLogger("info", [], out);
+  while (out.writableLength < MAX_QUEUED_BYTES) logger.info("x".repeat(1000));
+  const atBound = out.writableLength;
+  logger.info("dropped");
+  expect(out.writableLength).toBe(atBound);
+  while (out.writableLength < 2 * MAX_QUEUED_BYTES) logger.error("y".repeat(1000));
+  const atWarnBound = out.writableLength;
+  logger.warn("dropped too");
+  logger.error("and this");
+  expect(out.writableLength).toBe(atWarnBound);
 });
 
 it("flushed: true once every line written before it has been taken", async () => {
@@ -85,28 +99,27 @@ it("flushed: false once the bound passes with the reader still stalled", async (
   expect(result).toBe(false);
 });
 
-// Review (s12): the lines an exit logs when the queue is at the bound are the ones the exit flush
-// is for ("second SIGTERM: exiting now…", "graceful stop did not finish…"), yet they are dropped,
-// and the count of dropped lines is only written ahead of a *next* line, which an exit never logs.
-// The reader then catches up within the flush's bound and sees neither the reason nor the count.
+// The lines an exit logs are the ones its flush is for ("second SIGTERM: exiting now…", "graceful
+// stop did not finish…"): warn and error pass the bound that drops info, with the count before them.
 it("an exit's last line, logged with the queue at the bound, reaches a reader that catches up during the exit flush", async () => {
   const { out, taken, resume } = stalledReader();
   const logger = createLogger("info", [], out).child({ holder: "pod-a" });
   while (out.writableLength < MAX_QUEUED_BYTES) logger.info("x".repeat(1000));
+  logger.info("dropped: at the bound");
   logger.warn("second SIGTERM: exiting now without finishing the graceful stop");
   // run.ts's exitNow: flush (the reader is merely slow: it catches up), then process.exit.
   const done = flushed(out, 1000);
   resume();
   expect(await done).toBe(true);
   const last = taken.filter((t) => t !== "").map(parse);
-  expect(last.some((l) => typeof l.dropped === "number")).toBe(true);
+  // The count of what was dropped goes out ahead of the exit's line, which is not dropped.
+  expect(last.at(-2)).toMatchObject({ level: "warn", dropped: 1 });
   expect(last.at(-1)).toMatchObject({
     msg: "second SIGTERM: exiting now without finishing the graceful stop",
   });
 });
 
-// Review (s12): the count is written with the bindings of whichever child logs next, so it is
-// attributed to that component although the dropped lines came from every logger.
+// The count covers lines from every logger: it is not attributed to the child that logs next.
 it("the dropped count is not attributed to the component whose line happens to come next", async () => {
   const { out, taken, resume } = stalledReader();
   const root = createLogger("info", [], out);
