@@ -34,14 +34,49 @@ export interface ElectorScaleFigure {
   closeAllMs: number;
   /** Release statements (batched or single) close() sent: the target is one. */
   closeStatements: number;
+  /** Where close()'s time went, from its first release statement; absent in older results. */
+  closeSplit?: CloseSplit | null;
   rssMb: number;
 }
 
+/**
+ * close() split at its first release statement: this process ending every elector's term (wall
+ * time, and this process's CPU time, which its GC threads can make the larger), then the
+ * statement until its answer arrives (the server's work, the round trip, and whatever this
+ * process did meanwhile), then the rest (every elector told, the pool closed).
+ */
+export interface CloseSplit {
+  sentMs: number;
+  cpuBeforeSentMs: number;
+  answeredMs: number;
+}
+
+interface CloseClock {
+  /** Set while close() is timed: its start and this process's CPU usage then. */
+  from: { at: number; cpu: NodeJS.CpuUsage } | null;
+  firstRelease: { sentMs: number; cpuBeforeSentMs: number; answeredMs: number | null } | null;
+}
+
 /** Counts what goes through the pool, by kind: one renewMany, single renews, releases, everything else. */
-function countByKind(pool: pg.Pool): Record<StatementKind, number> {
+function countByKind(pool: pg.Pool, close: CloseClock): Record<StatementKind, number> {
   const counts: Record<StatementKind, number> = { renewMany: 0, renew: 0, release: 0, other: 0 };
   watchStatements(pool, ({ text, name }) => {
-    if (text.includes("pg_notify(")) counts.release++;
+    if (text.includes("pg_notify(")) {
+      counts.release++;
+      if (close.from && !close.firstRelease) {
+        const { at, cpu } = close.from;
+        const used = process.cpuUsage(cpu);
+        const first = {
+          sentMs: performance.now() - at,
+          cpuBeforeSentMs: (used.user + used.system) / 1000,
+          answeredMs: null as number | null,
+        };
+        close.firstRelease = first;
+        return () => {
+          first.answeredMs = performance.now() - at;
+        };
+      }
+    }
     // The renew of many terms, not any statement over arrays (the candidates' announcement is one).
     else if (text.includes("unnest(") && text.includes("SET expires_at = greatest(")) counts.renewMany++;
     else if (name.startsWith("pglease_renew_")) counts.renew++;
@@ -76,7 +111,8 @@ async function measureCount(context: BenchContext, leases: number): Promise<Elec
     applicationName: "pglease-bench",
     statementTimeoutMs,
   });
-  const counts = countByKind(pool);
+  const closeClock: CloseClock = { from: null, firstRelease: null };
+  const counts = countByKind(pool, closeClock);
   let library: Awaited<ReturnType<typeof openLeases>> | undefined;
   try {
     library = await openLeases({
@@ -105,10 +141,24 @@ async function measureCount(context: BenchContext, leases: number): Promise<Elec
     const statements = { ...counts };
     const leading = leadingCount(electors) === leases;
     const rssMb = memoryNow().rssMb;
-    const t1 = performance.now();
     counts.release = 0;
+    const t1 = performance.now();
+    closeClock.from = { at: t1, cpu: process.cpuUsage() };
     await library.close();
+    const closeAllMs = performance.now() - t1;
     const closeStatements = counts.release;
+    const first = closeClock.firstRelease;
+    const closeSplit =
+      first && first.answeredMs !== null
+        ? { sentMs: first.sentMs, cpuBeforeSentMs: first.cpuBeforeSentMs, answeredMs: first.answeredMs }
+        : null;
+    if (closeSplit) {
+      context.progress(
+        `scale: close() of ${count(leases)}: release sent at ${ms(closeSplit.sentMs)} ms ` +
+          `(${ms(closeSplit.cpuBeforeSentMs)} ms of this process's CPU), answered at ${ms(closeSplit.answeredMs)} ms, ` +
+          `done at ${ms(closeAllMs)} ms`,
+      );
+    }
     return {
       leases,
       acquireAllMs,
@@ -117,8 +167,9 @@ async function measureCount(context: BenchContext, leases: number): Promise<Elec
       statements,
       renewStatementsPerInterval: (statements.renewMany + statements.renew) / intervals,
       allLeading: leading,
-      closeAllMs: performance.now() - t1,
+      closeAllMs,
       closeStatements,
+      closeSplit,
       rssMb,
     };
   } finally {
