@@ -214,6 +214,13 @@ describe("bench results document", () => {
       expect(figure.statements.renew + figure.statements.renewMany).toBeGreaterThan(0);
       expect(figure.closeAllMs).toBeGreaterThan(0);
       expect(figure.closeStatements).toBe(1);
+      // close() split at its one release statement: sent, then answered, then done, in that order.
+      const split = figure.closeSplit;
+      expect(split).toBeTruthy();
+      expect(split?.sentMs).toBeGreaterThan(0);
+      expect(split?.cpuBeforeSentMs).toBeGreaterThan(0);
+      expect(split?.answeredMs).toBeGreaterThan(split?.sentMs ?? Infinity);
+      expect(figure.closeAllMs).toBeGreaterThanOrEqual(split?.answeredMs ?? Infinity);
     }
   });
 
