@@ -22,8 +22,9 @@ export interface FenceGuardOptions {
   /**
    * Longest idle time between a guard transaction's statements, in ms (PostgreSQL
    * `idle_in_transaction_session_timeout`, transaction-local); past it PostgreSQL ends the session
-   * and nothing of the transaction is written. Default 10000; 0 for no bound. It is what frees the
-   * guard row when a writer freezes inside its transaction, so the next leader is not held up.
+   * and nothing of the transaction is written. It is what frees the guard row when a writer freezes
+   * inside its transaction, so the next leader is not held up. Unset: 10000, or the shorter bound
+   * already set on the role, database or session. Given: set as is (0 for no bound).
    */
   idleInTransactionTimeoutMs?: number;
 }
@@ -63,27 +64,37 @@ const readGuardRow = (t: FenceTable) => `SELECT fence FROM ${t.qualified} WHERE 
 
 // Explicit READ COMMITTED: the advance then waits for a concurrent writer and compares with its
 // committed fence, instead of failing with a serialization error under a stricter session default.
-// SET LOCAL idle_in_transaction_session_timeout: a writer frozen inside its transaction (a paused
-// VM, a stopped process) holds the guard row lock until the server ends its session.
-const beginTransaction = (lockTimeoutMs: number | undefined, idleMs: number) =>
+// The idle bound: a writer frozen inside its transaction (a paused VM, a stopped process) holds
+// the guard row lock until the server ends its session.
+const beginTransaction = (lockTimeoutMs: number | undefined, idle: IdleBound) =>
   [
     "BEGIN ISOLATION LEVEL READ COMMITTED",
-    `SET LOCAL idle_in_transaction_session_timeout = ${idleMs}`,
+    idle.explicit ? `SET LOCAL idle_in_transaction_session_timeout = ${idle.ms}` : tightenIdleBound(idle.ms),
     ...(lockTimeoutMs === undefined ? [] : [`SET LOCAL lock_timeout = ${lockTimeoutMs}`]),
   ].join("; ");
 
+// The default never loosens a bound already in force (the role's, the database's, the session's):
+// it takes the shorter of the two, 0 there meaning none. is_local true: this transaction only.
+const tightenIdleBound = (ms: number) => `SELECT set_config('idle_in_transaction_session_timeout',
+    (SELECT CASE WHEN setting::bigint = 0 THEN ${ms} ELSE least(setting::bigint, ${ms}) END
+       FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout')::text, true)`;
+
+interface IdleBound {
+  ms: number;
+  /** Given by the caller: set as is, even looser than the session's (0 turns it off). */
+  explicit: boolean;
+}
+
 /** Past the lease's renewal interval at its defaults, short of its 15 s duration: see the option. */
 const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000;
+/** PostgreSQL's own ceiling for the setting (INT_MAX ms). */
+const MAX_IDLE_MS = 2_147_483_647;
 const UNDEFINED_TABLE = "42P01";
 const IDLE_IN_TRANSACTION_TIMEOUT = "25P03";
 const GUARD_ROW_FENCE = "fence guard: the guard row's fence";
 
 export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
-  const {
-    pool,
-    lockTimeoutMs,
-    idleInTransactionTimeoutMs = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
-  } = options;
+  const { pool, lockTimeoutMs, idleInTransactionTimeoutMs: givenIdleMs } = options;
   if (!pool || typeof pool.connect !== "function") {
     throw new TypeError("fence guard: options.pool must be a pg.Pool (new pg.Pool({ connectionString }))");
   }
@@ -92,15 +103,19 @@ export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
       `fence guard: lockTimeoutMs must be a positive whole number of milliseconds, got ${describe(lockTimeoutMs)}`,
     );
   }
-  if (!(Number.isSafeInteger(idleInTransactionTimeoutMs) && idleInTransactionTimeoutMs >= 0)) {
+  const idle: IdleBound = {
+    ms: givenIdleMs ?? DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    explicit: givenIdleMs !== undefined,
+  };
+  if (!(Number.isSafeInteger(idle.ms) && idle.ms >= 0 && idle.ms <= MAX_IDLE_MS)) {
     throw new TypeError(
       "fence guard: idleInTransactionTimeoutMs must be a whole number of milliseconds (0 for no bound), " +
-        `got ${describe(idleInTransactionTimeoutMs)}`,
+        `at most ${MAX_IDLE_MS}, got ${describe(givenIdleMs)}`,
     );
   }
   const t = fenceTable(options.schema, options.table);
   const sql = {
-    begin: beginTransaction(lockTimeoutMs, idleInTransactionTimeoutMs),
+    begin: beginTransaction(lockTimeoutMs, idle),
     advance: advanceGuardRow(t),
     read: readGuardRow(t),
   };
@@ -123,9 +138,7 @@ export function createFenceGuard(options: FenceGuardOptions): FenceGuard {
         // The thrown error stays the cause: the callback's own (a service it awaited failing)
         // or the client's, whose connection PostgreSQL ended.
         failedError: (error, connectionError) =>
-          [error, connectionError].some(isIdleTimeout)
-            ? idleTimeoutError(idleInTransactionTimeoutMs, error)
-            : undefined,
+          [error, connectionError].some(isIdleTimeout) ? idleTimeoutError(idle, error) : undefined,
       },
     );
   }
@@ -174,10 +187,14 @@ function endedTransactionError(): Error {
   );
 }
 
-function idleTimeoutError(timeoutMs: number, cause: unknown): Error {
+function idleTimeoutError(idle: IdleBound, cause: unknown): Error {
+  const bound = idle.explicit
+    ? `idleInTransactionTimeoutMs (${idle.ms} ms)`
+    : `its idle bound (idleInTransactionTimeoutMs, default ${idle.ms} ms, or a shorter ` +
+      "idle_in_transaction_session_timeout set on the role, database or session)";
   return new Error(
     "fence guard: PostgreSQL ended the transaction after it sat idle between statements for more than " +
-      `idleInTransactionTimeoutMs (${timeoutMs} ms): nothing of it was written. Either this process was ` +
+      `${bound}: nothing of it was written. Either this process was ` +
       "paused (and may no longer lead: read the fence again), or the callback awaited something other than " +
       "the database; do that work before the fenced transaction, or raise idleInTransactionTimeoutMs.",
     { cause },

@@ -1,7 +1,7 @@
 import pg from "pg";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createFenceGuard, type FenceGuard, StaleFenceError, withFence } from "../../src/fence/index.ts";
-import { deferred, expectNoClientCheckedOut, usePoolFixture } from "./pool-fixture.ts";
+import { deferred, endPool, expectNoClientCheckedOut, usePoolFixture } from "./pool-fixture.ts";
 
 const fx = usePoolFixture();
 let guard: FenceGuard;
@@ -265,7 +265,7 @@ describe("run", () => {
     expect(chain.join(" <- ")).toMatch(/payments API: 503/);
   });
 
-  it("bounds a guard transaction's idle time at 10 s by default; a value of its own or 0 (no bound) when given", async () => {
+  it("bounds a guard transaction's idle time at 10 s by default or a shorter bound in force; a value of its own or 0 (no bound) when given", async () => {
     const setting = (g: FenceGuard) =>
       g.run("orders", 1, async (c) => {
         const { rows } = await c.query("SHOW idle_in_transaction_session_timeout");
@@ -279,9 +279,33 @@ describe("run", () => {
     // Transaction-local: the connection goes back to the pool with the session's own value.
     const { rows } = await fx.pool.query("SHOW idle_in_transaction_session_timeout");
     expect(rows[0].idle_in_transaction_session_timeout).toBe("0");
-    for (const bad of [-1, 1.5, Number.NaN, "10s"]) {
+    // The default never loosens a shorter bound already in force (here the session's; a role's or a
+    // database's comes the same way); a longer one it tightens; a value given is set as is.
+    for (const [session, byDefault] of [
+      ["1s", "1s"],
+      ["30s", "10s"],
+    ]) {
+      const strict = new pg.Pool({
+        connectionString: fx.db.url,
+        max: 1,
+        options: `-c idle_in_transaction_session_timeout=${session}`,
+      });
+      try {
+        expect(await setting(createFenceGuard({ pool: strict }))).toBe(byDefault);
+        expect(await setting(createFenceGuard({ pool: strict, idleInTransactionTimeoutMs: 2500 }))).toBe(
+          "2500ms",
+        );
+        expect(
+          (await strict.query("SHOW idle_in_transaction_session_timeout")).rows[0]
+            .idle_in_transaction_session_timeout,
+        ).toBe(session);
+      } finally {
+        await endPool(strict);
+      }
+    }
+    for (const bad of [-1, 1.5, Number.NaN, "10s", 2 ** 31]) {
       expect(() => createFenceGuard({ pool: fx.pool, idleInTransactionTimeoutMs: bad as number })).toThrow(
-        /idleInTransactionTimeoutMs must be a whole number of milliseconds \(0 for no bound\)/,
+        /idleInTransactionTimeoutMs must be a whole number of milliseconds \(0 for no bound\), at most 2147483647/,
       );
     }
   });
