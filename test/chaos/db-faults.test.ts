@@ -138,6 +138,41 @@ describe("chaos database faults on a real PostgreSQL", () => {
     );
   });
 
+  it("table-drop: a renew that commits while the drop waits for its lock is logged before the removal", async () => {
+    // The renew's transaction holds the table (as a renew's does from its first statement on) and
+    // updates the row only once the fault is under way; it commits before the DROP can take the
+    // table. The removal must still be the term's last entry in the log, or the checker sees the
+    // term renewed past the drop and a claim in the new table as an overlap.
+    // holder-d, from the test before, takes its own live row back: a new term.
+    const held = await store.claim(KEY, "holder-d", 60_000);
+    expect(held.won).toBe(true);
+    const renew = await session("");
+    await renew.query("BEGIN");
+    await renew.query(`SELECT 1 FROM ${leaseTable().qualified} WHERE key = 'none' FOR UPDATE`);
+    const dropping = inject(fault("table-drop"));
+    await vi.waitFor(
+      async () => {
+        const { rows } = await admin.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND (query LIKE 'DROP TABLE%' OR query LIKE 'LOCK TABLE%')",
+        );
+        expect(rows[0].n).toBe(1);
+      },
+      { timeout: 10_000, interval: 20 },
+    );
+    await renew.query(
+      `UPDATE ${leaseTable().qualified} SET expires_at = expires_at + interval '1 second' WHERE key = $1`,
+      [KEY],
+    );
+    await renew.query("COMMIT");
+    await renew.end();
+    await (await dropping).heal();
+    const log = await admin.query(
+      "SELECT acquired_at = expires_at AS ended FROM chaos_lease_log WHERE holder = $1 AND fence = $2 ORDER BY seq",
+      ["holder-d", Number(held.fence)],
+    );
+    expect(log.rows.at(-1)).toEqual({ ended: true });
+  });
+
   it("listen-kill ends the release feed's sessions and no other", async () => {
     const listener = await session("-c application_name=pglease-listen");
     await listener.query("LISTEN chaos");

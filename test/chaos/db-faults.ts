@@ -41,6 +41,9 @@ const LOCK_WAITERS = `SELECT count(*)::int AS n FROM pg_stat_activity
 const LOG_REMOVED = `INSERT INTO chaos_lease_log (key, holder, fence, acquired_at, expires_at)
   SELECT key, holder, fence, acquired_at, acquired_at FROM gone RETURNING holder, fence::text`;
 const DELETE_ROW = `WITH gone AS (DELETE FROM ${TABLE.qualified} WHERE key = $1 RETURNING *) ${LOG_REMOVED}`;
+// The table is the fault's before the rows are read: a renew that slipped in between the read and
+// the DROP would commit its entry after the logged removal, the term renewed past its own end.
+const LOCK_TABLE = `LOCK TABLE ${TABLE.qualified} IN ACCESS EXCLUSIVE MODE`;
 const LOG_DROPPED = `WITH gone AS (SELECT * FROM ${TABLE.qualified}) ${LOG_REMOVED}`;
 const DROP_TABLE = `DROP TABLE ${TABLE.qualified}`;
 
@@ -155,6 +158,7 @@ async function tableDrop(url: string, base: Base, fault: PlannedFault): Promise<
   const client = await session(url);
   const sent = Date.now();
   await client.query("BEGIN");
+  await client.query(LOCK_TABLE);
   const logged = await client.query(LOG_DROPPED);
   await client.query(DROP_TABLE);
   await client.query("COMMIT");
